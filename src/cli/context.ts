@@ -1,0 +1,24 @@
+/**
+ * What every command shares: the `++key=value` overrides split off argv before commander sees them,
+ * config loading with `--config`, and a logger that redacts the config's secrets.
+ */
+import { loadConfig, secretValues, type Config } from '../shared/config.ts';
+import { createLogger, type Logger } from '../shared/logger.ts';
+
+let overrides: string[] = [];
+
+export function setOverrides(values: string[]): void {
+  overrides = values;
+}
+
+export interface CommandContext {
+  config: Config;
+  logger: Logger;
+}
+
+/** Load the config for a command; `flags` are values set by the command's own options. */
+export function commandContext(opts: { config?: string }, flags: Record<string, unknown> = {}): CommandContext {
+  const config = loadConfig({ configPath: opts.config, overrides, flags });
+  const logger = createLogger({ level: config.log_level, secrets: secretValues(config), name: 'vcfleet' });
+  return { config, logger };
+}

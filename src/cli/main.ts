@@ -1,0 +1,40 @@
+/** `vcfleet <command>`: every role of the fleet, and the one-command run. */
+import { Command, CommanderError } from 'commander';
+import { splitOverrides } from '../shared/config.ts';
+import { ConfigError, DataError, errorMessage } from '../shared/errors.ts';
+import { setOverrides } from './context.ts';
+import { COMMANDS } from './commands/index.ts';
+
+export function buildProgram(): Command {
+  const program = new Command('vcfleet')
+    .description(
+      'Evaluate a vision-language policy on BabyVision with OpenCode in sandboxes, on a Redis + BullMQ fleet.\n' +
+        'Any config key can be overridden as ++key=value (dotted keys for nested settings).',
+    )
+    .showHelpAfterError('(run with --help for usage)')
+    .exitOverride();
+  for (const register of COMMANDS) register(program);
+  return program;
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const { overrides, rest } = splitOverrides(argv.slice(2));
+  setOverrides(overrides);
+  const program = buildProgram();
+  try {
+    await program.parseAsync(rest, { from: 'user' });
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      process.exitCode = err.exitCode;
+      return;
+    }
+    if (err instanceof ConfigError || err instanceof DataError) {
+      process.stderr.write(`vcfleet: ${err.message}\n`);
+      process.exitCode = 2;
+      return;
+    }
+    process.stderr.write(`vcfleet: ${errorMessage(err)}\n`);
+    if (process.env.VCFLEET_DEBUG) process.stderr.write(`${(err as Error).stack}\n`);
+    process.exitCode = 1;
+  }
+}

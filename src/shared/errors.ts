@@ -1,0 +1,39 @@
+/**
+ * The few error classes of the fleet. Each says whether a retry can help; only the BullMQ adapters
+ * map them to BullMQ's UnrecoverableError.
+ */
+
+/** Bad configuration: fix the config file, the environment or the `++key=value` override it names. */
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+/** Bad input data (parquet, tasks file, image): the message names the file or task. Never retried. */
+export class DataError extends Error {
+  override name = 'DataError';
+}
+
+/**
+ * Infrastructure failed (sandbox provider, policy endpoint, judge endpoint, disk). Retried with
+ * backoff; after the last attempt the rollout is masked as `infra_failed`.
+ */
+export class InfraError extends Error {
+  override name = 'InfraError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
+/** A job that can never succeed (malformed job data, a task missing from the run). Not retried. */
+export class PoisonJobError extends Error {
+  override name = 'PoisonJobError';
+}
+
+/** Whether a retry of the same work could succeed. */
+export function isRetryable(err: unknown): boolean {
+  return !(err instanceof ConfigError || err instanceof DataError || err instanceof PoisonJobError);
+}
+
+export function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

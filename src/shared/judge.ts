@@ -1,0 +1,29 @@
+/** The contract of the grading stage. The real implementation calls an OpenAI-compatible judge. */
+
+export const VERDICTS = ['equivalent', 'different', 'unsure'] as const;
+export type Verdict = (typeof VERDICTS)[number];
+
+export interface JudgeInput {
+  question: string;
+  expectedAnswer: string;
+  extractedAnswer: string | null;
+  /** The model's text; the judge sees only its end. */
+  responseText: string;
+}
+
+export type JudgeOutcome =
+  | { status: 'scored'; verdict: Verdict; reason: string; reward: 0 | 1; cached: boolean }
+  /** Not a score: the call failed after its retries or the reply held no valid verdict. Masked, rejudgeable. */
+  | { status: 'failed'; reason: string };
+
+export interface Judge {
+  readonly modelName: string;
+  /** Never throws for endpoint failures: they come back as `{ status: 'failed' }`. */
+  grade(input: JudgeInput, signal?: AbortSignal): Promise<JudgeOutcome>;
+  close(): Promise<void>;
+}
+
+/** reward is 1 only for `equivalent`. */
+export function rewardFor(verdict: Verdict): 0 | 1 {
+  return verdict === 'equivalent' ? 1 : 0;
+}
