@@ -30,6 +30,8 @@ export interface RolloutRequest {
   timeoutS: number;
   /** Folder for this run's transcripts on the worker's host (created when missing). */
   transcriptDir: string;
+  /** 1 for the first attempt of this rollout, 2 after one infrastructure retry, ... */
+  attempt?: number;
 }
 
 export interface AgentResult {

@@ -34,11 +34,8 @@ export function createLogger(options: LoggerOptions = {}): Logger {
     level: options.level ?? 'info',
     name: options.name,
     redact: { paths: REDACT_PATHS, censor: '***' },
-    hooks: secrets.length
-      ? {
-          streamWrite: (line: string) => scrub(line, secrets),
-        }
-      : undefined,
+    // Secrets that leak into a message string are scrubbed from the finished line.
+    ...(secrets.length ? { hooks: { streamWrite: (line: string) => scrub(line, secrets) } } : {}),
   };
   if (options.destination) return pino(base, options.destination);
   if (process.stdout.isTTY && !process.env.VCFLEET_LOG_JSON) {

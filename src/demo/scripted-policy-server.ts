@@ -1,0 +1,313 @@
+/**
+ * A scripted OpenAI-compatible policy server: chat completions (streaming SSE or plain JSON) with
+ * tool calls, driven by a script of (request body, call index) -> reply. It records every request.
+ * Tests use it to drive the real OpenCode binary; `vcfleet demo` uses it as a stand-in policy model.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface ChatMessage {
+  role: string;
+  content?: unknown;
+  tool_calls?: Array<{ id: string; type: string; function: { name: string; arguments: string } }>;
+  tool_call_id?: string;
+}
+
+export interface ChatRequestBody {
+  model?: string;
+  messages?: ChatMessage[];
+  stream?: boolean;
+  stream_options?: { include_usage?: boolean };
+  max_tokens?: number;
+  tools?: unknown[];
+  [key: string]: unknown;
+}
+
+export type ScriptReply =
+  | { kind: 'text'; text: string; finishReason?: 'stop' | 'length' }
+  | { kind: 'tool_calls'; calls: Array<{ name: string; arguments: Record<string, unknown> | string }>; text?: string }
+  | { kind: 'error'; status: number; body?: unknown; headers?: Record<string, string> }
+  /** Accept the request and never answer. */
+  | { kind: 'hang' }
+  /** Destroy the connection without an answer. */
+  | { kind: 'destroy' };
+
+export interface ScriptContext {
+  /** Free-form notes a script records for the test (e.g. "image-after-read"). */
+  note(text: string): void;
+}
+
+/** Decides the reply to one chat-completions request; `index` counts every request from 0. */
+export type Script = (body: ChatRequestBody, index: number, ctx: ScriptContext) => ScriptReply | Promise<ScriptReply>;
+
+export interface RecordedRequest {
+  index: number;
+  method: string;
+  path: string;
+  headers: http.IncomingHttpHeaders;
+  /** Parsed JSON body, or null. */
+  body: ChatRequestBody | null;
+  receivedAt: number;
+}
+
+export interface ScriptedPolicyServer {
+  /** Base URL ending in `/v1`. */
+  url: string;
+  port: number;
+  requests: RecordedRequest[];
+  notes: string[];
+  setScript(script: Script): void;
+  close(): Promise<void>;
+}
+
+export interface ScriptedPolicyServerOptions {
+  script?: Script;
+  /** Port to listen on; default 0 (any free port). */
+  port?: number;
+  host?: string;
+  /** Model id listed by `GET /v1/models`. */
+  modelName?: string;
+  /** Split streamed text into chunks of this many characters; default 40. */
+  chunkChars?: number;
+}
+
+/** Rough token count: a token per 4 characters, at least 1. */
+function approxTokens(text: string): number {
+  return Math.max(1, Math.ceil(text.length / 4));
+}
+
+function usageFor(body: ChatRequestBody, output: string) {
+  const promptTokens = approxTokens(JSON.stringify(body.messages ?? []));
+  const completionTokens = approxTokens(output);
+  return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+}
+
+export async function startScriptedPolicyServer(options: ScriptedPolicyServerOptions = {}): Promise<ScriptedPolicyServer> {
+  let script: Script = options.script ?? scripts.answer('\\boxed{A}');
+  const requests: RecordedRequest[] = [];
+  const notes: string[] = [];
+  const hanging = new Set<http.ServerResponse>();
+  const modelName = options.modelName ?? 'scripted-vlm';
+  const chunkChars = options.chunkChars ?? 40;
+  let chatIndex = 0;
+
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      void handle(req, res, Buffer.concat(chunks).toString('utf8')).catch((err: unknown) => {
+        if (!res.headersSent) res.writeHead(500, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: { message: String(err) } }));
+      });
+    });
+  });
+
+  async function handle(req: http.IncomingMessage, res: http.ServerResponse, raw: string): Promise<void> {
+    let body: ChatRequestBody | null = null;
+    try {
+      body = raw ? (JSON.parse(raw) as ChatRequestBody) : null;
+    } catch {
+      body = null;
+    }
+    const path = (req.url ?? '/').split('?')[0];
+    requests.push({ index: requests.length, method: req.method ?? 'GET', path, headers: req.headers, body, receivedAt: Date.now() });
+    if (req.method === 'GET' && path.endsWith('/models')) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ object: 'list', data: [{ id: modelName, object: 'model', owned_by: 'scripted' }] }));
+      return;
+    }
+    if (req.method !== 'POST' || !path.endsWith('/chat/completions') || !body) {
+      res.writeHead(404, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: { message: `no route for ${req.method} ${path}` } }));
+      return;
+    }
+    const reply = await script(body, chatIndex++, { note: (t) => notes.push(t) });
+    sendReply(res, body, reply);
+  }
+
+  function sendReply(res: http.ServerResponse, body: ChatRequestBody, reply: ScriptReply): void {
+    if (reply.kind === 'hang') {
+      hanging.add(res);
+      res.on('close', () => hanging.delete(res));
+      return;
+    }
+    if (reply.kind === 'destroy') {
+      res.socket?.destroy();
+      return;
+    }
+    if (reply.kind === 'error') {
+      res.writeHead(reply.status, { 'content-type': 'application/json', ...reply.headers });
+      res.end(JSON.stringify(reply.body ?? { error: { message: `scripted error ${reply.status}`, type: 'server_error' } }));
+      return;
+    }
+    const id = `chatcmpl-${Math.random().toString(36).slice(2, 10)}`;
+    const created = Math.floor(Date.now() / 1000);
+    const model = body.model ?? modelName;
+    const text = reply.kind === 'text' ? reply.text : (reply.text ?? '');
+    const toolCalls =
+      reply.kind === 'tool_calls'
+        ? reply.calls.map((c, i) => ({
+            id: `call_${created}_${i}_${Math.random().toString(36).slice(2, 6)}`,
+            type: 'function' as const,
+            function: { name: c.name, arguments: typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments) },
+          }))
+        : [];
+    const finishReason = reply.kind === 'text' ? (reply.finishReason ?? 'stop') : 'tool_calls';
+    const usage = usageFor(body, text + JSON.stringify(toolCalls));
+
+    if (!body.stream) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify({
+          id, object: 'chat.completion', created, model,
+          choices: [{ index: 0, message: { role: 'assistant', content: text, ...(toolCalls.length ? { tool_calls: toolCalls } : {}) }, finish_reason: finishReason }],
+          usage,
+        }),
+      );
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+    const send = (delta: Record<string, unknown>, finish: string | null) =>
+      res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`);
+    send({ role: 'assistant', content: '' }, null);
+    for (let i = 0; i < text.length; i += chunkChars) send({ content: text.slice(i, i + chunkChars) }, null);
+    toolCalls.forEach((call, index) => send({ tool_calls: [{ index, ...call }] }, null));
+    send({}, finishReason);
+    if (body.stream_options?.include_usage) {
+      res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [], usage })}\n\n`);
+    }
+    res.end('data: [DONE]\n\n');
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: `http://${options.host ?? '127.0.0.1'}:${port}/v1`,
+    port,
+    requests,
+    notes,
+    setScript(next) {
+      script = next;
+    },
+    async close() {
+      for (const res of hanging) res.socket?.destroy();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ready scripts. They look at the conversation (not the call index) so that they stay right when
+// OpenCode retries a call or sends an extra one.
+
+/** Number of tool results already in the conversation. */
+export function toolResults(body: ChatRequestBody): number {
+  return (body.messages ?? []).filter((m) => m.role === 'tool').length;
+}
+
+/** All text of the user messages (the prompt, the synthetic Read lines). */
+export function userText(body: ChatRequestBody): string {
+  const parts: string[] = [];
+  for (const m of body.messages ?? []) {
+    if (m.role !== 'user') continue;
+    if (typeof m.content === 'string') parts.push(m.content);
+    else if (Array.isArray(m.content)) {
+      for (const p of m.content as Array<{ type?: string; text?: string }>) if (p.type === 'text' && p.text) parts.push(p.text);
+    }
+  }
+  return parts.join('\n');
+}
+
+/** Whether a message after the last tool result carries an image part (how `read` returns an image). */
+export function imageAfterLastToolResult(body: ChatRequestBody): boolean {
+  const messages = body.messages ?? [];
+  let last = -1;
+  messages.forEach((m, i) => {
+    if (m.role === 'tool') last = i;
+  });
+  if (last < 0) return false;
+  return messages.slice(last + 1).some(
+    (m) => Array.isArray(m.content) && (m.content as Array<{ type?: string }>).some((p) => p.type === 'image_url'),
+  );
+}
+
+/** The output of the last tool result, as text. */
+export function lastToolOutput(body: ChatRequestBody): string {
+  const tools = (body.messages ?? []).filter((m) => m.role === 'tool');
+  const content = tools[tools.length - 1]?.content;
+  return typeof content === 'string' ? content : JSON.stringify(content ?? '');
+}
+
+const PYTHON_SIZE =
+  "import glob; from PIL import Image; p = sorted(glob.glob('puzzle.*'))[0]; im = Image.open(p); print('size', im.size[0], im.size[1], im.mode)";
+
+export const scripts = {
+  /** Answer at once with `text`. */
+  answer(text: string): Script {
+    return () => ({ kind: 'text', text });
+  },
+  /** Answer without ever using `\boxed{}`. */
+  neverBox(): Script {
+    return () => ({ kind: 'text', text: 'I looked at the picture, but I am not sure which option it is.' });
+  },
+  /** Run Python with Pillow on the puzzle image via bash, then answer `\boxed{answer}`. */
+  pythonThenAnswer(answer: string): Script {
+    return (body) =>
+      toolResults(body) === 0
+        ? { kind: 'tool_calls', text: 'Let me measure the image.', calls: [{ name: 'bash', arguments: { command: `python3 -c "${PYTHON_SIZE}"`, description: 'Print the image size' } }] }
+        : { kind: 'text', text: `The tool printed: ${lastToolOutput(body).trim()}. So the answer is \\boxed{${answer}}.` };
+  },
+  /** `read` the puzzle image, note whether it came back as an image part, then answer. */
+  readImageThenAnswer(answer: string, filePath = 'puzzle.png'): Script {
+    return (body, _i, ctx) => {
+      if (toolResults(body) === 0) return { kind: 'tool_calls', calls: [{ name: 'read', arguments: { filePath } }] };
+      ctx.note(imageAfterLastToolResult(body) ? 'image-after-read' : 'no-image-after-read');
+      return { kind: 'text', text: `I have looked at it again. \\boxed{${answer}}` };
+    };
+  },
+  /** Stop on the output cap: finish_reason `length` without an answer. */
+  lengthCut(): Script {
+    return () => ({ kind: 'text', text: 'Let me think about this step by step. First, the', finishReason: 'length' });
+  },
+  /** The context window is exceeded (HTTP 400 `context_length_exceeded`). */
+  contextOverflow(): Script {
+    return () => ({
+      kind: 'error',
+      status: 400,
+      body: { error: { message: "This model's maximum context length is 1024 tokens. However, you requested 99999 tokens.", type: 'invalid_request_error', code: 'context_length_exceeded' } },
+    });
+  },
+  /** Every call fails with `status`. */
+  fail(status: number): Script {
+    return () => ({ kind: 'error', status });
+  },
+  /** Every call hangs. */
+  hang(): Script {
+    return () => ({ kind: 'hang' });
+  },
+  /** Call bash forever (a model that never stops using tools). */
+  toolLoop(): Script {
+    return (body) => ({ kind: 'tool_calls', calls: [{ name: 'bash', arguments: { command: `echo step ${toolResults(body)}` } }] });
+  },
+  /**
+   * Demo mode: answer each puzzle from a lookup table `{ questionSubstring: answer }` matched against
+   * the user's text; with `useTool` (default) first run Python on the image once, like a real agent.
+   */
+  demo(table: Record<string, string>, opts: { fallback?: string; useTool?: boolean } = {}): Script {
+    const entries = Object.entries(table);
+    return (body) => {
+      if ((opts.useTool ?? true) && toolResults(body) === 0) {
+        return { kind: 'tool_calls', text: 'I will check the image size first.', calls: [{ name: 'bash', arguments: { command: `python3 -c "${PYTHON_SIZE}"` } }] };
+      }
+      const text = userText(body);
+      const hit = entries.find(([needle]) => text.includes(needle));
+      const answer = hit?.[1] ?? opts.fallback;
+      if (answer === undefined) return { kind: 'text', text: 'I do not know this puzzle.' };
+      return { kind: 'text', text: `Looking at the picture carefully, the answer is \\boxed{${answer}}.` };
+    };
+  },
+};

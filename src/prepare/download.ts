@@ -1,0 +1,146 @@
+/**
+ * Download of the pinned BabyVision parquet from Hugging Face (or any mirror with the same URL
+ * layout): resumable through HTTP Range requests into a `.part` file, renamed into place only when
+ * complete, so a finished file is never partial.
+ */
+import { mkdir, open, rename, stat, truncate } from 'node:fs/promises';
+import path from 'node:path';
+import type { Config } from '../shared/config.ts';
+import { ConfigError, InfraError, errorMessage } from '../shared/errors.ts';
+import type { Logger } from '../shared/logger.ts';
+import { createProgress, type Progress, type ProgressOptions } from './download-progress.ts';
+
+/** `${endpoint}/datasets/${hf_repo}/resolve/${revision}/${file}`. */
+export function huggingFaceUrl(source: Config['babyvision']): string {
+  const endpoint = source.endpoint.replace(/\/+$/, '');
+  return `${endpoint}/datasets/${source.hf_repo}/resolve/${source.revision}/${source.file}`;
+}
+
+/** Where the download lands: `<data_dir>/_downloads/<repo>/<revision>/<file name>`. */
+export function downloadPath(dataDir: string, source: Config['babyvision']): string {
+  const repo = source.hf_repo.replace(/[^A-Za-z0-9_.-]+/g, '__');
+  return path.join(dataDir, '_downloads', repo, source.revision, path.basename(source.file));
+}
+
+export interface DownloadOptions {
+  logger: Logger;
+  /** Attempts before giving up; each one resumes where the last stopped. Default 5. */
+  attempts?: number;
+  /** Wait between attempts, in milliseconds; default 2000. */
+  retryDelayMs?: number;
+  /** Progress display options (stream, interval); the label defaults to the file name. */
+  progress?: Partial<ProgressOptions>;
+}
+
+export interface DownloadResult {
+  path: string;
+  /** Bytes already present before this call (0: a fresh download; the file size: nothing fetched). */
+  resumedFromBytes: number;
+}
+
+async function fileSize(p: string): Promise<number | null> {
+  return stat(p).then((s) => s.size, () => null);
+}
+
+/** Total size from `Content-Range: bytes a-b/total` or `bytes *\/total`. */
+export function contentRangeTotal(header: string | null): number | null {
+  const m = header ? /\/(\d+)\s*$/.exec(header) : null;
+  return m ? Number(m[1]) : null;
+}
+
+function contentRangeStart(header: string | null): number | null {
+  const m = header ? /^bytes\s+(\d+)-/.exec(header) : null;
+  return m ? Number(m[1]) : null;
+}
+
+async function request(url: string, offset: number): Promise<Response> {
+  try {
+    return await fetch(url, { headers: offset > 0 ? { Range: `bytes=${offset}-` } : {}, redirect: 'follow' });
+  } catch (err) {
+    throw new InfraError(`cannot reach ${url}: ${errorMessage(err)}`, { cause: err });
+  }
+}
+
+/** Decide where writing starts from the response; null when the `.part` file is already complete. */
+async function startOffset(res: Response, url: string, part: string, offset: number): Promise<number | null> {
+  if (res.status === 416 && offset > 0) {
+    if (contentRangeTotal(res.headers.get('content-range')) === offset) return null;
+    await truncate(part, 0);
+    throw new InfraError(`server refused to resume ${url} at byte ${offset}; starting over`);
+  }
+  if (res.status === 206) {
+    if (contentRangeStart(res.headers.get('content-range')) !== offset) {
+      await truncate(part, 0);
+      throw new InfraError(`server resumed ${url} at the wrong byte; starting over`);
+    }
+    return offset;
+  }
+  if (res.status === 200) return 0;
+  const hint = 'check babyvision.endpoint, hf_repo, revision and file, or set BABYVISION_PARQUET to a local copy';
+  if (res.status >= 400 && res.status < 500 && res.status !== 408 && res.status !== 429) {
+    throw new ConfigError(`download of ${url} failed: HTTP ${res.status}; ${hint}`);
+  }
+  throw new InfraError(`download of ${url} failed: HTTP ${res.status}`);
+}
+
+function expectedTotal(res: Response, start: number): number | null {
+  if (res.status === 206) return contentRangeTotal(res.headers.get('content-range'));
+  const length = res.headers.get('content-length');
+  return length === null ? null : start + Number(length);
+}
+
+/** One attempt: append the response body to `part` from wherever it stands. */
+async function attempt(url: string, part: string, progress: Progress): Promise<void> {
+  const offset = (await fileSize(part)) ?? 0;
+  const res = await request(url, offset);
+  const start = await startOffset(res, url, part, offset);
+  if (start === null) return;
+  const total = expectedTotal(res, start);
+  const handle = await open(part, start === 0 ? 'w' : 'a');
+  let done = start;
+  progress.start(total, done);
+  try {
+    if (!res.body) throw new InfraError(`download of ${url}: empty response body`);
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      await handle.write(chunk);
+      done += chunk.length;
+      progress.update(done);
+    }
+  } catch (err) {
+    if (err instanceof InfraError) throw err;
+    throw new InfraError(`download of ${url} broke off at byte ${done}: ${errorMessage(err)}`, { cause: err });
+  } finally {
+    progress.stop();
+    await handle.close();
+  }
+  if (total !== null && done !== total) {
+    throw new InfraError(`download of ${url} ended at byte ${done} of ${total}`);
+  }
+}
+
+/**
+ * Download `url` to `dest` unless `dest` exists. Resumes a `.part` left by an earlier attempt or
+ * run; retries InfraErrors `attempts` times; renames the `.part` to `dest` only once complete.
+ */
+export async function downloadFile(url: string, dest: string, options: DownloadOptions): Promise<DownloadResult> {
+  const existing = await fileSize(dest);
+  if (existing !== null) return { path: dest, resumedFromBytes: existing };
+  await mkdir(path.dirname(dest), { recursive: true });
+  const part = `${dest}.part`;
+  const resumedFromBytes = (await fileSize(part)) ?? 0;
+  const attempts = options.attempts ?? 5;
+  const progress = createProgress({ label: path.basename(dest), ...options.progress });
+  for (let i = 1; ; i++) {
+    const before = (await fileSize(part)) ?? 0;
+    options.logger.info({ url, dest, attempt: i, resume_from_bytes: before }, 'downloading');
+    try {
+      await attempt(url, part, progress);
+      await rename(part, dest);
+      return { path: dest, resumedFromBytes };
+    } catch (err) {
+      if (!(err instanceof InfraError) || i >= attempts) throw err;
+      options.logger.warn({ url, attempt: i, err: errorMessage(err) }, 'download interrupted; resuming');
+      await new Promise((r) => setTimeout(r, options.retryDelayMs ?? 2000));
+    }
+  }
+}

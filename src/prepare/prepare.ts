@@ -1,0 +1,159 @@
+/**
+ * `vcfleet prepare`: turn the BabyVision parquet into `<data_dir>/<benchmark>/` (tasks.jsonl,
+ * content-addressed images, manifest.json last), reusing a complete earlier preparation of the
+ * same source when allowed.
+ */
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { BenchmarkName, Config } from '../shared/config.ts';
+import { DataError } from '../shared/errors.ts';
+import type { Logger } from '../shared/logger.ts';
+import { ManifestSchema, type Manifest } from '../shared/task.ts';
+import { buildPreparedTask } from './build-task.ts';
+import { downloadFile, downloadPath, huggingFaceUrl, type DownloadOptions } from './download.ts';
+import { sha256File } from './hash.ts';
+import { openParquetSource } from './parquet-source.ts';
+import { PROMPT_VERSION } from './prompts.ts';
+import { readBabyVisionRows } from './read-babyvision.ts';
+import { checkSourcePin, type TextSink } from './source-pin.ts';
+import { MANIFEST_FILE, createPreparedWriter, type PreparedWriter } from './write-prepared.ts';
+
+export interface PrepareOptions {
+  benchmark: BenchmarkName;
+  /** Source parquet; overrides `config.babyvision_parquet`. Neither set: download the pinned revision. */
+  parquetPath?: string | null;
+  logger: Logger;
+  /** Where the no-pin warning line goes; default process.stderr. */
+  stderr?: TextSink;
+  /** Download tuning (attempts, retry delay, progress stream). */
+  download?: Partial<Omit<DownloadOptions, 'logger'>>;
+}
+
+export interface PrepareResult {
+  /** The prepared benchmark folder, `<data_dir>/<benchmark>`. */
+  dir: string;
+  manifest: Manifest;
+  /** True when an existing preparation of the same source was kept as is. */
+  reused: boolean;
+}
+
+/** The manifest as written: the shared schema plus the prompt version it was built with. */
+type WrittenManifest = Manifest & { prompt_version: number };
+
+async function resolveSource(config: Config, options: PrepareOptions): Promise<{ file: string; downloaded: boolean }> {
+  const local = options.parquetPath ?? config.babyvision_parquet;
+  if (local) return { file: path.resolve(local), downloaded: false };
+  const url = huggingFaceUrl(config.babyvision);
+  const dest = path.resolve(downloadPath(config.data_dir, config.babyvision));
+  options.logger.info({ url, dest }, 'no local parquet given (--parquet, BABYVISION_PARQUET); downloading the pinned revision');
+  await downloadFile(url, dest, { logger: options.logger, ...options.download });
+  return { file: dest, downloaded: true };
+}
+
+/** The manifest of a complete preparation in `dir`, or null when there is none (or it is unreadable). */
+export async function readManifest(dir: string): Promise<(Manifest & { prompt_version?: unknown }) | null> {
+  let text: string;
+  try {
+    text = await readFile(path.join(dir, MANIFEST_FILE), 'utf8');
+  } catch {
+    return null;
+  }
+  try {
+    const raw = JSON.parse(text) as Record<string, unknown>;
+    const parsed = ManifestSchema.safeParse(raw);
+    return parsed.success ? { ...parsed.data, prompt_version: raw.prompt_version } : null;
+  } catch {
+    return null;
+  }
+}
+
+async function reusable(dir: string, benchmark: string, sha: string): Promise<Manifest | null> {
+  const manifest = await readManifest(dir);
+  if (!manifest) return null;
+  const same = manifest.benchmark === benchmark && manifest.source_sha256 === sha && manifest.prompt_version === PROMPT_VERSION;
+  if (!same) return null;
+  const { prompt_version: _ignored, ...rest } = manifest;
+  return rest;
+}
+
+/** Read every row group into the writer; returns the number of tasks. Throws DataError on bad rows. */
+async function fill(writer: PreparedWriter, file: string, benchmark: BenchmarkName, logger: Logger): Promise<number> {
+  const source = await openParquetSource(file);
+  const seen = new Map<string, number>();
+  let count = 0;
+  try {
+    for await (const batch of readBabyVisionRows(source)) {
+      const tasks = batch.rows.map((row) => {
+        const earlier = seen.get(row.taskId);
+        if (earlier !== undefined) {
+          throw new DataError(`${file}: duplicate taskId ${row.taskId} (rows ${earlier} and ${row.rowIndex})`);
+        }
+        seen.set(row.taskId, row.rowIndex);
+        return { task: buildPreparedTask(row, benchmark), bytes: row.image };
+      });
+      for (const { task, bytes } of tasks) await writer.addImage(task, bytes);
+      await writer.addTasks(tasks.map((t) => t.task));
+      count += tasks.length;
+      logger.info({ benchmark, rows_done: batch.rowsDone, total_rows: batch.totalRows }, 'prepare progress');
+    }
+  } finally {
+    await source.close();
+  }
+  if (count === 0) throw new DataError(`parquet file ${file} has no rows`);
+  return count;
+}
+
+async function build(config: Config, benchmark: BenchmarkName, file: string, sha: string, logger: Logger): Promise<Manifest> {
+  const writer = await createPreparedWriter(config.data_dir, benchmark);
+  try {
+    const numTasks = await fill(writer, file, benchmark, logger);
+    const manifest: WrittenManifest = {
+      version: 1,
+      benchmark,
+      source_sha256: sha,
+      source_path: file,
+      num_tasks: numTasks,
+      num_images: writer.imageCount(),
+      prepared_at: new Date().toISOString(),
+      prompt_version: PROMPT_VERSION,
+    };
+    await writer.commit(manifest);
+    const { prompt_version: _ignored, ...rest } = manifest;
+    return rest;
+  } finally {
+    await writer.abort();
+  }
+}
+
+/**
+ * Prepare one benchmark variant. `limit` is not applied here (the producer applies it): every row
+ * is written. Throws DataError for bad input, leaving any earlier preparation untouched.
+ */
+export async function prepareBenchmark(config: Config, options: PrepareOptions): Promise<PrepareResult> {
+  const { benchmark, logger } = options;
+  const dir = path.resolve(config.data_dir, benchmark);
+  const { file, downloaded } = await resolveSource(config, options);
+  const sha = await sha256File(file).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') throw new DataError(`parquet file ${file} does not exist`);
+    if (err.code === 'EISDIR') throw new DataError(`parquet file ${file} is a folder, not a file`);
+    throw new DataError(`cannot read parquet file ${file}: ${err.message}`);
+  });
+  checkSourcePin({ file, actual: sha, pinned: config.babyvision.sha256, downloaded, logger, stderr: options.stderr ?? process.stderr });
+  if (config.reuse_existing_data_preparation) {
+    const manifest = await reusable(dir, benchmark, sha);
+    if (manifest) {
+      logger.info({ benchmark, dir, source_sha256: sha }, 'reusing existing data preparation (same source SHA-256)');
+      return { dir, manifest, reused: true };
+    }
+  }
+  logger.info({ benchmark, source: file, dir }, 'preparing benchmark');
+  const manifest = await build({ ...config, data_dir: path.resolve(config.data_dir) }, benchmark, file, sha, logger);
+  return { dir, manifest, reused: false };
+}
+
+/** The one-line summary `vcfleet prepare` prints on stdout. */
+export function formatPrepareSummary(result: PrepareResult): string {
+  const m = result.manifest;
+  const how = result.reused ? 'reused existing preparation' : 'newly prepared';
+  return `${m.benchmark}: ${m.num_tasks} tasks, ${m.num_images} images in ${result.dir} (source sha256 ${m.source_sha256}; ${how})`;
+}

@@ -1,0 +1,27 @@
+/** Every Redis key the fleet writes outside BullMQ's own, in one place. */
+
+export interface FleetKeys {
+  blob(sha256: string): string;
+  run(runId: string): string;
+  runs(): string;
+  tasks(runId: string): string;
+  rows(runId: string): string;
+  outcomes(runId: string): string;
+  enqueued(runId: string): string;
+  writerLock(): string;
+  judgeCachePrefix(): string;
+}
+
+export function fleetKeys(prefix: string): FleetKeys {
+  return {
+    blob: (sha) => `${prefix}:blob:${sha}`,
+    run: (id) => `${prefix}:run:${id}`,
+    runs: () => `${prefix}:runs`,
+    tasks: (id) => `${prefix}:run:${id}:tasks`,
+    rows: (id) => `${prefix}:run:${id}:rows`,
+    outcomes: (id) => `${prefix}:run:${id}:outcomes`,
+    enqueued: (id) => `${prefix}:run:${id}:enqueued`,
+    writerLock: () => `${prefix}:results-writer-lock`,
+    judgeCachePrefix: () => prefix,
+  };
+}

@@ -1,0 +1,110 @@
+/**
+ * The job registry: every queue of the fleet, its job data schema, and how to open it.
+ *
+ * Glossary
+ * - task: one BabyVision puzzle, prepared for one benchmark variant (`PreparedTask`).
+ * - run: one evaluation of a policy on a benchmark (`run_id`), with its tasks, repeats and output file.
+ * - rollout: one attempt of the agent at one task in one repeat; id `<runId>-<taskId>-<repeat>`.
+ * - stage: rollout (sandbox-worker) -> judge (judge-worker) -> results (results consumer).
+ * - verdict: the judge's `equivalent | different | unsure`; reward 1 only for `equivalent`.
+ * - masked: a row that is not a score (`failure_kind` judge_failed or infra_failed), left out of means.
+ *
+ * Job data is treated as unknown and parsed first thing; a parse failure is a poison job, never
+ * retried. Fields are only ever added as optional, since old jobs may still sit in Redis.
+ */
+import { Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
+import { z } from 'zod';
+import { STOP_REASONS } from './agent.ts';
+import { RowSchema } from './rows.ts';
+
+export const QUEUE_NAMES = ['rollout', 'judge', 'results'] as const;
+export type QueueName = (typeof QUEUE_NAMES)[number];
+
+export const RolloutJobSchema = z.object({
+  v: z.literal(1),
+  run_id: z.string().min(1),
+  task_id: z.string().min(1),
+  repeat: z.number().int().min(0),
+  rollout_id: z.string().min(1),
+});
+export type RolloutJob = z.infer<typeof RolloutJobSchema>;
+
+/** What the agent produced, as the judge needs it (also kept per run for rejudging). */
+export const AgentOutcomeSchema = z.object({
+  stop_reason: z.enum(STOP_REASONS),
+  extracted_answer: z.string().nullable(),
+  /** The end of the model's text (at most 4000 characters: all the judge sees). */
+  response_tail: z.string(),
+  turns: z.number().int().min(0),
+  tool_calls: z.number().int().min(0),
+  input_tokens: z.number().int().min(0),
+  output_tokens: z.number().int().min(0),
+  wall_s: z.number().min(0),
+  error: z.string().nullable().default(null),
+});
+export type AgentOutcome = z.infer<typeof AgentOutcomeSchema>;
+
+export const JudgeJobSchema = z.object({
+  v: z.literal(1),
+  run_id: z.string().min(1),
+  task_id: z.string().min(1),
+  repeat: z.number().int().min(0),
+  rollout_id: z.string().min(1),
+  outcome: AgentOutcomeSchema,
+});
+export type JudgeJob = z.infer<typeof JudgeJobSchema>;
+
+export const ResultsJobSchema = z.object({
+  v: z.literal(1),
+  row: RowSchema,
+});
+export type ResultsJob = z.infer<typeof ResultsJobSchema>;
+
+export const JOB_SCHEMAS = {
+  rollout: RolloutJobSchema,
+  judge: JudgeJobSchema,
+  results: ResultsJobSchema,
+} as const;
+
+export type JobData<N extends QueueName> = z.infer<(typeof JOB_SCHEMAS)[N]>;
+
+/** Completed jobs are trimmed (their outcome lives on in the rows); failed ones are kept for `retry`. */
+export const DEFAULT_JOB_OPTIONS: JobsOptions = {
+  removeOnComplete: { count: 1000 },
+  removeOnFail: false,
+};
+
+/** Per-queue defaults: a results job retries long, since its only failures are the disk and Redis. */
+const QUEUE_JOB_OPTIONS: Record<QueueName, JobsOptions> = {
+  rollout: {},
+  judge: {},
+  results: { attempts: 20, backoff: { type: 'exponential', delay: 1000 } },
+};
+
+export function openQueue<N extends QueueName>(
+  name: N,
+  connection: ConnectionOptions,
+  prefix: string,
+  jobOptions: JobsOptions = {},
+): Queue<JobData<N>> {
+  return new Queue<JobData<N>>(name, {
+    connection,
+    prefix,
+    defaultJobOptions: { ...DEFAULT_JOB_OPTIONS, ...QUEUE_JOB_OPTIONS[name], ...jobOptions },
+  });
+}
+
+/** BullMQ job ids may not contain `:`; task ids are sanitised the same way everywhere. */
+export function rolloutId(runId: string, taskId: string, repeat: number): string {
+  return `${runId}-${taskId.replace(/[^A-Za-z0-9_.-]/g, '_')}-${repeat}`;
+}
+
+/** Parse job data; returns an error message instead of throwing (the adapter decides). */
+export function parseJob<N extends QueueName>(
+  name: N,
+  data: unknown,
+): { ok: true; data: JobData<N> } | { ok: false; error: string } {
+  const parsed = JOB_SCHEMAS[name].safeParse(data);
+  if (parsed.success) return { ok: true, data: parsed.data as JobData<N> };
+  return { ok: false, error: `malformed ${name} job data: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}` };
+}

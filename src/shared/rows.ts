@@ -1,0 +1,117 @@
+/**
+ * The output row: one per rollout, versioned, parsed again by the results consumer before writing.
+ */
+import { z } from 'zod';
+import { STOP_REASONS } from './agent.ts';
+import { VERDICTS } from './judge.ts';
+
+export const FAILURE_KINDS = ['judge_failed', 'infra_failed'] as const;
+export type FailureKind = (typeof FAILURE_KINDS)[number];
+
+export const RowSchema = z.object({
+  row_version: z.literal(1).default(1),
+  run_id: z.string(),
+  rollout_id: z.string(),
+  task_id: z.string(),
+  repeat: z.number().int().min(0),
+  benchmark: z.string(),
+  type: z.string(),
+  subtype: z.string(),
+  ans_type: z.enum(['choice', 'blank']),
+  expected_answer: z.string(),
+  extracted_answer: z.string().nullable(),
+  /** 1 or 0; null when masked (`failure_kind` set). */
+  reward: z.union([z.literal(0), z.literal(1)]).nullable(),
+  judge_verdict: z.enum(VERDICTS).nullable(),
+  judge_reason: z.string().nullable(),
+  stop_reason: z.enum(STOP_REASONS).nullable(),
+  failure_kind: z.enum(FAILURE_KINDS).nullable(),
+  turns: z.number().int().min(0),
+  tool_calls: z.number().int().min(0),
+  input_tokens: z.number().int().min(0),
+  output_tokens: z.number().int().min(0),
+  wall_s: z.number().min(0),
+  policy_model: z.string(),
+  judge_model: z.string().nullable(),
+  /** Why the row is masked or the agent failed (no secrets). */
+  error: z.string().nullable().default(null),
+  /** When the row was made (ISO 8601). */
+  finished_at: z.string(),
+});
+export type Row = z.infer<typeof RowSchema>;
+
+export function isMasked(row: Pick<Row, 'failure_kind'>): boolean {
+  return row.failure_kind !== null;
+}
+
+/**
+ * Which of two rows for the same rollout stands: the first one, unless it is masked and the new one
+ * differs (a rejudge or a retried rollout replaces its masked row). Duplicate deliveries of a scored
+ * row never change it, so every rollout ends with exactly one stable row.
+ */
+export function shouldReplace(existing: Row, incoming: Row): boolean {
+  if (!isMasked(existing)) return false;
+  return JSON.stringify({ ...existing, finished_at: '' }) !== JSON.stringify({ ...incoming, finished_at: '' });
+}
+
+export interface RowContext {
+  runId: string;
+  benchmark: string;
+  policyModel: string;
+  judgeModel: string | null;
+  rolloutId: string;
+  repeat: number;
+  task: { task_id: string; type: string; subtype: string; ans_type: 'choice' | 'blank'; gold: string };
+}
+
+export interface OutcomeFields {
+  stop_reason: Row['stop_reason'];
+  extracted_answer: string | null;
+  turns: number;
+  tool_calls: number;
+  input_tokens: number;
+  output_tokens: number;
+  wall_s: number;
+  error?: string | null;
+}
+
+const EMPTY_OUTCOME: OutcomeFields = {
+  stop_reason: null, extracted_answer: null, turns: 0, tool_calls: 0, input_tokens: 0, output_tokens: 0, wall_s: 0,
+};
+
+export type Grading =
+  | { kind: 'scored'; verdict: NonNullable<Row['judge_verdict']>; reason: string; reward: 0 | 1 }
+  /** The model stopped without a final answer: reward 0 without a judge call. */
+  | { kind: 'unanswered' }
+  | { kind: 'masked'; failure: FailureKind; error: string };
+
+/** One row from what is known of a rollout: its task, the agent's outcome, and its grading. */
+export function buildRow(ctx: RowContext, outcome: OutcomeFields | null, grading: Grading): Row {
+  const o = outcome ?? EMPTY_OUTCOME;
+  return RowSchema.parse({
+    run_id: ctx.runId,
+    rollout_id: ctx.rolloutId,
+    task_id: ctx.task.task_id,
+    repeat: ctx.repeat,
+    benchmark: ctx.benchmark,
+    type: ctx.task.type,
+    subtype: ctx.task.subtype,
+    ans_type: ctx.task.ans_type,
+    expected_answer: ctx.task.gold,
+    extracted_answer: o.extracted_answer,
+    reward: grading.kind === 'scored' ? grading.reward : grading.kind === 'unanswered' ? 0 : null,
+    judge_verdict: grading.kind === 'scored' ? grading.verdict : null,
+    judge_reason: grading.kind === 'scored' ? grading.reason : null,
+    stop_reason: o.stop_reason,
+    failure_kind: grading.kind === 'masked' ? grading.failure : null,
+    turns: o.turns,
+    tool_calls: o.tool_calls,
+    input_tokens: o.input_tokens,
+    output_tokens: o.output_tokens,
+    wall_s: Math.round(o.wall_s * 1000) / 1000,
+    policy_model: ctx.policyModel,
+    judge_model: grading.kind === 'scored' || (grading.kind === 'masked' && grading.failure === 'judge_failed') ? ctx.judgeModel : null,
+    error: grading.kind === 'masked' ? grading.error : (o.error ?? null),
+    finished_at: new Date().toISOString(),
+  });
+}

@@ -1,0 +1,108 @@
+/**
+ * The thin BullMQ adapter every stage uses: parse job data first (malformed data is a poison job, never
+ * retried), map error classes to BullMQ's, give the stage an AbortSignal that also fires on shutdown,
+ * and hand an aborted job back to the queue without spending an attempt.
+ */
+import { DelayedError, UnrecoverableError, Worker, type Job, type WorkerOptions } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { errorMessage, isRetryable } from './errors.ts';
+import type { Logger } from './logger.ts';
+import { parseJob, type JobData, type QueueName } from './queues.ts';
+
+export interface StageContext {
+  job: Job;
+  signal: AbortSignal;
+  /** 1 for the first attempt. */
+  attempt: number;
+  /** True when a failure now would be the job's last. */
+  finalAttempt: boolean;
+}
+
+export interface StageWorkerOptions<N extends QueueName> {
+  queue: N;
+  /** A worker connection (`maxRetriesPerRequest: null`); BullMQ duplicates it for blocking calls. */
+  connection: Redis;
+  prefix: string;
+  concurrency: number;
+  lockDurationMs: number;
+  limiter?: WorkerOptions['limiter'];
+  logger: Logger;
+  handle(data: JobData<N>, ctx: StageContext): Promise<void>;
+  /** Called once when a job fails for good (last attempt, or not retryable), before it moves to failed. */
+  onFinalFailure?(data: JobData<N>, error: unknown, ctx: StageContext): Promise<void>;
+  /** Called for every job that ended (for metrics). */
+  onJobEnd?(outcome: 'completed' | 'failed' | 'requeued', durationMs: number, error?: unknown): void;
+}
+
+export interface StageWorker {
+  readonly worker: Worker;
+  /** Stop taking jobs; running jobs get `graceMs` to finish, then are aborted and requeued. Safe to call twice. */
+  close(graceMs?: number): Promise<void>;
+}
+
+export function startStageWorker<N extends QueueName>(opts: StageWorkerOptions<N>): StageWorker {
+  const shutdown = new AbortController();
+  const log = opts.logger.child({ stage: opts.queue });
+  const processor = async (job: Job, token?: string, bullSignal?: AbortSignal): Promise<void> => {
+    const started = Date.now();
+    const parsed = parseJob(opts.queue, job.data);
+    if (!parsed.ok) {
+      log.error({ jobId: job.id, error: parsed.error }, 'poison job: malformed data, not retried');
+      opts.onJobEnd?.('failed', 0, parsed.error);
+      throw new UnrecoverableError(parsed.error);
+    }
+    const attempt = job.attemptsMade + 1;
+    const signals = [shutdown.signal, ...(bullSignal ? [bullSignal] : [])];
+    const ctx: StageContext = { job, signal: AbortSignal.any(signals), attempt, finalAttempt: attempt >= (job.opts.attempts ?? 1) };
+    try {
+      await opts.handle(parsed.data, ctx);
+      opts.onJobEnd?.('completed', Date.now() - started);
+    } catch (err) {
+      if (shutdown.signal.aborted) {
+        log.info({ jobId: job.id }, 'shutting down: job handed back to the queue');
+        await job.moveToDelayed(Date.now() + 1000, token);
+        opts.onJobEnd?.('requeued', Date.now() - started);
+        throw new DelayedError();
+      }
+      const retryable = isRetryable(err);
+      log.warn({ jobId: job.id, attempt, retryable, err: errorMessage(err) }, `${opts.queue} job failed`);
+      opts.onJobEnd?.('failed', Date.now() - started, err);
+      if (!retryable || ctx.finalAttempt) {
+        try {
+          await opts.onFinalFailure?.(parsed.data, err, ctx);
+        } catch (hookErr) {
+          // The job still moves to failed, where `vcfleet retry` finds it.
+          log.error({ jobId: job.id, err: errorMessage(hookErr) }, 'could not record the final failure as a row');
+        }
+      }
+      if (!retryable) throw new UnrecoverableError(errorMessage(err));
+      throw err;
+    }
+  };
+  const worker = new Worker(opts.queue, processor, {
+    connection: opts.connection,
+    prefix: opts.prefix,
+    concurrency: opts.concurrency,
+    lockDuration: opts.lockDurationMs,
+    stalledInterval: Math.max(1000, Math.floor(opts.lockDurationMs / 2)),
+    maxStalledCount: 3,
+    limiter: opts.limiter,
+    autorun: true,
+  });
+  worker.on('error', (err) => log.warn({ err: errorMessage(err) }, 'worker connection error (waiting for Redis)'));
+  let closing: Promise<void> | undefined;
+  return {
+    worker,
+    close(graceMs = 5000) {
+      closing ??= (async () => {
+        const timer = setTimeout(() => shutdown.abort(new Error('worker shutting down')), graceMs);
+        try {
+          await worker.close();
+        } finally {
+          clearTimeout(timer);
+        }
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,129 @@
+/**
+ * The real Judge: an OpenAI-compatible chat-completions endpoint, verdicts cached by judge model and
+ * prompt. Endpoint failures and replies without a valid verdict come back as `{ status: 'failed' }`.
+ */
+import OpenAI from 'openai';
+import type { Config } from '../../shared/config.ts';
+import { ConfigError } from '../../shared/errors.ts';
+import { rewardFor, type Judge, type JudgeInput, type JudgeOutcome } from '../../shared/judge.ts';
+import { scrub, type Logger } from '../../shared/logger.ts';
+import { callWithRetries, toOutcome, type JudgeCallContext } from './judge-call.ts';
+import { judgeCacheKey, type JudgeCache } from './judge-cache.ts';
+import { buildJudgePrompt } from './prompt.ts';
+
+/** Sent as the API key to endpoints other than api.openai.com when `judge.api_key` is unset. */
+export const PLACEHOLDER_API_KEY = 'none';
+
+export interface CreateJudgeOptions {
+  /** The resolved config: `visual_coding_opencode_judge_base_url`, `..._model_name` and `judge.*`. */
+  config: Config;
+  /** Receives one line per call attempt and per outcome; the API key is never given to it. */
+  logger: Logger;
+  /** Verdict cache; used when given and `config.judge.cache` is true. Default: none. */
+  cache?: JudgeCache;
+  /** fetch implementation for the openai client; default the global fetch. */
+  fetch?: (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
+  /** Jitter source in [0, 1) for the retry backoff; default Math.random. */
+  random?: () => number;
+}
+
+/**
+ * The API key to send: `judge.api_key`, else a placeholder for self-hosted endpoints. Throws
+ * ConfigError when the key is unset and the endpoint is api.openai.com.
+ */
+export function resolveJudgeApiKey(config: Config): string {
+  if (config.judge.api_key) return config.judge.api_key;
+  const host = new URL(config.visual_coding_opencode_judge_base_url).hostname.toLowerCase();
+  if (host === 'api.openai.com') {
+    throw new ConfigError(
+      'the judge endpoint is api.openai.com but no judge API key is set: set OPENAI_API_KEY ' +
+        '(config key judge.api_key), or point visual_coding_opencode_judge_base_url at another endpoint',
+    );
+  }
+  return PLACEHOLDER_API_KEY;
+}
+
+function createContext(options: CreateJudgeOptions, apiKey: string): JudgeCallContext {
+  const { config } = options;
+  const model = config.visual_coding_opencode_judge_model_name;
+  const client = new OpenAI({
+    apiKey,
+    baseURL: config.visual_coding_opencode_judge_base_url,
+    timeout: Math.round(config.judge.timeout_s * 1000),
+    maxRetries: 0, // retries are ours (judge-call.ts)
+    fetch: options.fetch,
+    logLevel: 'off',
+    // null, not undefined: keeps the client from reading OPENAI_ORG_ID / OPENAI_PROJECT_ID.
+    organization: null,
+    project: null,
+  });
+  return {
+    client,
+    model,
+    settings: config.judge,
+    log: options.logger.child({ component: 'judge', judge_model: model }),
+    clean: (text) => scrub(text, [apiKey]),
+    random: options.random,
+  };
+}
+
+async function readCache(ctx: JudgeCallContext, cache: JudgeCache | undefined, key: string): Promise<JudgeOutcome | null> {
+  if (!cache) return null;
+  try {
+    const hit = await cache.get(key);
+    return hit && { status: 'scored', verdict: hit.verdict, reason: hit.reason, reward: rewardFor(hit.verdict), cached: true };
+  } catch (err) {
+    ctx.log.warn({ event: 'judge_cache_error', op: 'get', err: ctx.clean(String(err)) }, 'judge cache read failed; calling the judge');
+    return null;
+  }
+}
+
+async function writeCache(ctx: JudgeCallContext, cache: JudgeCache | undefined, key: string, outcome: JudgeOutcome): Promise<void> {
+  if (!cache || outcome.status !== 'scored') return; // failures are never cached: they must stay rejudgeable
+  try {
+    await cache.set(key, { verdict: outcome.verdict, reason: outcome.reason });
+  } catch (err) {
+    ctx.log.warn({ event: 'judge_cache_error', op: 'set', err: ctx.clean(String(err)) }, 'judge cache write failed');
+  }
+}
+
+/** Grade one answer: cache, else the endpoint with retries. Never throws for endpoint failures. */
+export async function gradeWith(ctx: JudgeCallContext, cache: JudgeCache | undefined, input: JudgeInput, signal?: AbortSignal): Promise<JudgeOutcome> {
+  if (signal?.aborted) return { status: 'failed', reason: 'aborted' };
+  const prompt = buildJudgePrompt(input);
+  const key = judgeCacheKey(ctx.model, prompt);
+  const hit = await readCache(ctx, cache, key);
+  if (hit) {
+    ctx.log.info({ event: 'judge_outcome', status: hit.status, cached: true }, 'judge verdict from cache');
+    return hit;
+  }
+  const outcome = toOutcome(await callWithRetries(ctx, prompt, signal), ctx.settings.max_retries + 1, ctx.clean);
+  const scored = outcome.status === 'scored';
+  ctx.log.info(
+    { event: 'judge_outcome', status: outcome.status, cached: false, verdict: scored ? outcome.verdict : undefined },
+    scored ? 'judge verdict' : `judge failed: ${outcome.reason}`,
+  );
+  await writeCache(ctx, cache, key, outcome);
+  return outcome;
+}
+
+/**
+ * Build the Judge from the resolved config; throws ConfigError only at creation (missing key for
+ * api.openai.com). grade() never throws for endpoint failures. On abort, grade() stops waiting and
+ * returns `{ status: 'failed', reason: 'aborted' }` (it does not throw an AbortError).
+ */
+export function createJudge(options: CreateJudgeOptions): Judge {
+  const ctx = createContext(options, resolveJudgeApiKey(options.config));
+  const cache = options.config.judge.cache ? options.cache : undefined;
+  let closed = false;
+  return {
+    modelName: ctx.model,
+    async grade(input, signal) {
+      if (closed) return { status: 'failed', reason: 'the judge is closed' };
+      return gradeWith(ctx, cache, input, signal);
+    },
+    async close() {
+      closed = true;
+    },
+  };
+}

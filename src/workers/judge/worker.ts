@@ -1,0 +1,59 @@
+/**
+ * `vcfleet worker judge`: grades answered rollouts under a fleet-wide rate limit (BullMQ's limiter is
+ * shared through Redis, so a hundred judge-workers never overrun the judge's quota).
+ */
+import type { Redis } from 'ioredis';
+import type { Config } from '../../shared/config.ts';
+import { errorMessage } from '../../shared/errors.ts';
+import type { Judge } from '../../shared/judge.ts';
+import type { Logger } from '../../shared/logger.ts';
+import { openQueue } from '../../shared/queues.ts';
+import { buildRow } from '../../shared/rows.ts';
+import { RunStore } from '../../shared/run-store.ts';
+import { startStageWorker, type StageWorker, type StageWorkerOptions } from '../../shared/stage-worker.ts';
+import { runJudgeStage } from './judge-stage.ts';
+import { judgeLimiter } from './limiter.ts';
+
+export interface JudgeWorkerDeps {
+  config: Config;
+  connection: Redis;
+  logger: Logger;
+  judge: Judge;
+  onJobEnd?: StageWorkerOptions<'judge'>['onJobEnd'];
+}
+
+export async function startJudgeWorker(deps: JudgeWorkerDeps): Promise<StageWorker> {
+  const { config, connection, logger } = deps;
+  const prefix = config.queues.prefix;
+  const store = new RunStore(connection, prefix);
+  const results = openQueue('results', connection, prefix);
+  const stage = startStageWorker({
+    queue: 'judge',
+    connection,
+    prefix,
+    concurrency: config.judge.concurrency,
+    lockDurationMs: Math.max(config.queues.lock_duration_ms, 10_000),
+    limiter: judgeLimiter(config),
+    logger,
+    onJobEnd: deps.onJobEnd,
+    async handle(data, ctx) {
+      const row = await runJudgeStage(data, { store, judge: deps.judge }, ctx.signal);
+      await results.add('row', { v: 1, row });
+    },
+    async onFinalFailure(data, error) {
+      // Something other than the judge call failed (a bug or Redis): still one masked, rejudgeable row.
+      const run = await store.requireRun(data.run_id);
+      const task = await store.getTask(data.run_id, data.task_id);
+      const ctx = { runId: run.run_id, benchmark: run.benchmark, policyModel: run.policy_model, judgeModel: deps.judge.modelName, rolloutId: data.rollout_id, repeat: data.repeat, task };
+      await results.add('row', { v: 1, row: buildRow(ctx, data.outcome, { kind: 'masked', failure: 'judge_failed', error: errorMessage(error) }) });
+    },
+  });
+  return {
+    worker: stage.worker,
+    async close(graceMs = 30_000) {
+      await stage.close(graceMs);
+      await results.close().catch(() => {});
+      await deps.judge.close();
+    },
+  };
+}

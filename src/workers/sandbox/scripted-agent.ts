@@ -1,0 +1,89 @@
+/**
+ * An AgentRunner that replays outcomes from a JSON script instead of running a model: for tests of
+ * the fleet, benchmarks of the queue machinery, and dry runs. The script maps task ids (or `*`) to:
+ *
+ *   { "answer": "B" | "@gold", "stop_reason": "answered", "text": "...", "delay_ms": 200,
+ *     "infra_fail_attempts": 2, "turns": 3, "tool_calls": 2, "input_tokens": 100, "output_tokens": 20 }
+ *
+ * `@gold` answers the task's gold answer. `infra_fail_attempts: n` throws InfraError on the first n
+ * attempts of a rollout (n >= the attempt budget makes it fail for good).
+ */
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { STOP_REASONS, type AgentResult, type AgentRunner, type RolloutRequest } from '../../shared/agent.ts';
+import { ConfigError, InfraError } from '../../shared/errors.ts';
+
+const EntrySchema = z
+  .object({
+    answer: z.string().nullable().default('@gold'),
+    stop_reason: z.enum(STOP_REASONS).optional(),
+    text: z.string().optional(),
+    delay_ms: z.number().int().min(0).default(0),
+    infra_fail_attempts: z.number().int().min(0).default(0),
+    turns: z.number().int().min(0).default(1),
+    tool_calls: z.number().int().min(0).default(0),
+    input_tokens: z.number().int().min(0).default(0),
+    output_tokens: z.number().int().min(0).default(0),
+  })
+  .strict();
+export type ScriptEntry = z.infer<typeof EntrySchema>;
+
+export const AgentScriptSchema = z.record(z.string(), EntrySchema);
+export type AgentScript = z.infer<typeof AgentScriptSchema>;
+
+export function loadAgentScript(file: string | null): AgentScript {
+  if (!file) return { '*': EntrySchema.parse({}) };
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new ConfigError(`agent.script_path ${file}: ${(err as Error).message}`);
+  }
+  const parsed = AgentScriptSchema.safeParse(raw);
+  if (!parsed.success) {
+    throw new ConfigError(`agent.script_path ${file}: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  }
+  return parsed.data;
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason ?? new Error('aborted'));
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal.reason ?? new Error('aborted'));
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+export function createScriptedAgent(script: AgentScript): AgentRunner {
+  return {
+    async run(request: RolloutRequest, signal: AbortSignal): Promise<AgentResult> {
+      const entry = script[request.task.task_id] ?? script['*'] ?? EntrySchema.parse({});
+      const started = Date.now();
+      if (entry.delay_ms > 0) await sleep(entry.delay_ms, signal);
+      if ((request.attempt ?? 1) <= entry.infra_fail_attempts) {
+        throw new InfraError(`scripted infrastructure failure (attempt ${request.attempt ?? 1})`);
+      }
+      const answer = entry.answer === '@gold' ? request.task.gold : entry.answer;
+      const text = entry.text ?? (answer === null ? 'I could not decide.' : `The answer is \\boxed{${answer}}.`);
+      const stopReason = entry.stop_reason ?? (answer === null ? 'no_answer' : 'answered');
+      return {
+        stopReason,
+        responseText: text,
+        extractedAnswer: stopReason === 'answered' ? answer : null,
+        turns: entry.turns,
+        toolCalls: entry.tool_calls,
+        inputTokens: entry.input_tokens,
+        outputTokens: entry.output_tokens,
+        wallS: (Date.now() - started) / 1000,
+      };
+    },
+    async close() {},
+  };
+}

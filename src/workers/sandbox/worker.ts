@@ -1,0 +1,62 @@
+/**
+ * `vcfleet worker sandbox`: takes rollout jobs (per-process concurrency, fleet-wide cap), runs the
+ * agent, and routes the outcome to the judge or straight to the results.
+ */
+import type { Redis } from 'ioredis';
+import type { AgentRunner } from '../../shared/agent.ts';
+import type { Config } from '../../shared/config.ts';
+import { errorMessage } from '../../shared/errors.ts';
+import type { Logger } from '../../shared/logger.ts';
+import { openQueue } from '../../shared/queues.ts';
+import { RunStore } from '../../shared/run-store.ts';
+import { startStageWorker, type StageWorker, type StageWorkerOptions } from '../../shared/stage-worker.ts';
+import { infraFailedRow, runRolloutStage } from './rollout-stage.ts';
+
+export interface SandboxWorkerDeps {
+  config: Config;
+  connection: Redis;
+  logger: Logger;
+  agent: AgentRunner;
+  onJobEnd?: StageWorkerOptions<'rollout'>['onJobEnd'];
+}
+
+export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<StageWorker> {
+  const { config, connection, logger } = deps;
+  const prefix = config.queues.prefix;
+  const store = new RunStore(connection, prefix);
+  const rollout = openQueue('rollout', connection, prefix);
+  const judge = openQueue('judge', connection, prefix);
+  const results = openQueue('results', connection, prefix);
+  // The fleet-wide cap lives in Redis: every worker sets the same value from its config.
+  await rollout.setGlobalConcurrency(config.queues.rollout_global_concurrency);
+  const stage = startStageWorker({
+    queue: 'rollout',
+    connection,
+    prefix,
+    concurrency: config.queues.rollout_concurrency,
+    lockDurationMs: config.queues.lock_duration_ms,
+    logger,
+    onJobEnd: deps.onJobEnd,
+    async handle(data, ctx) {
+      const out = await runRolloutStage(data, { store, agent: deps.agent, policyApiKey: config.policy_api_key }, ctx.signal, ctx.attempt);
+      if (out.next === 'judge') {
+        await judge.add('judge', out.job, { jobId: `${data.rollout_id}-${Date.now().toString(36)}`, attempts: config.queues.judge_attempts, backoff: { type: 'exponential', delay: 2000 } });
+      } else {
+        await results.add('row', { v: 1, row: out.row });
+      }
+      logger.info({ rollout: data.rollout_id, next: out.next }, 'rollout done');
+    },
+    async onFinalFailure(data, error) {
+      const row = await infraFailedRow(data, store, errorMessage(error));
+      await results.add('row', { v: 1, row });
+    },
+  });
+  return {
+    worker: stage.worker,
+    async close(graceMs) {
+      await stage.close(graceMs);
+      await Promise.allSettled([rollout.close(), judge.close(), results.close()]);
+      await deps.agent.close();
+    },
+  };
+}

@@ -1,0 +1,2 @@
+/** Tests and `vcfleet demo` share one scripted policy server. */
+export * from '../../src/demo/scripted-policy-server.ts';

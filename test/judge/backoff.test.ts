@@ -1,0 +1,114 @@
+import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
+import { describe, expect, it } from 'vitest';
+import { ConfigSchema } from '../../src/shared/config.ts';
+import { ConfigError } from '../../src/shared/errors.ts';
+import { backoffMs, retryAfterMs, sleep, RETRY_AFTER_CAP_MS } from '../../src/workers/judge/backoff.ts';
+import { classifyCallError, isRetryableStatus } from '../../src/workers/judge/call-errors.ts';
+import { judgeLimiter, limiterForRate } from '../../src/workers/judge/limiter.ts';
+import { resolveJudgeApiKey, PLACEHOLDER_API_KEY } from '../../src/workers/judge/openai-judge.ts';
+
+describe('backoffMs (equal jitter)', () => {
+  const opts = { baseMs: 1000, maxMs: 30_000 };
+  it('doubles the ceiling and waits between half of it and all of it', () => {
+    expect(backoffMs(0, { ...opts, random: () => 0 })).toBe(500);
+    expect(backoffMs(0, { ...opts, random: () => 0.999999 })).toBe(1000);
+    expect(backoffMs(1, { ...opts, random: () => 0 })).toBe(1000);
+    expect(backoffMs(3, { ...opts, random: () => 0.5 })).toBe(6000);
+  });
+  it('never exceeds maxMs, even for huge attempts', () => {
+    for (const attempt of [5, 10, 100, 10_000]) {
+      expect(backoffMs(attempt, { ...opts, random: () => 0.999999 })).toBeLessThanOrEqual(30_000);
+      expect(backoffMs(attempt, { ...opts, random: () => 0 })).toBe(15_000);
+    }
+  });
+  it('stays in range with the default random source', () => {
+    for (let i = 0; i < 100; i++) {
+      const ms = backoffMs(2, opts);
+      expect(ms).toBeGreaterThanOrEqual(2000);
+      expect(ms).toBeLessThanOrEqual(4000);
+    }
+  });
+});
+
+describe('retryAfterMs', () => {
+  it('reads retry-after-ms first, then retry-after seconds', () => {
+    expect(retryAfterMs(new Headers({ 'retry-after-ms': '250', 'retry-after': '9' }))).toBe(250);
+    expect(retryAfterMs(new Headers({ 'retry-after': '2' }))).toBe(2000);
+    expect(retryAfterMs({ 'Retry-After': '1.5' })).toBe(1500);
+  });
+  it('reads an HTTP date', () => {
+    const now = Date.parse('2025-01-01T00:00:00Z');
+    expect(retryAfterMs({ 'retry-after': 'Wed, 01 Jan 2025 00:00:03 GMT' }, now)).toBe(3000);
+    expect(retryAfterMs({ 'retry-after': 'Tue, 31 Dec 2024 00:00:00 GMT' }, now)).toBe(0);
+  });
+  it('caps at 60 s and ignores junk', () => {
+    expect(retryAfterMs({ 'retry-after': '3600' })).toBe(RETRY_AFTER_CAP_MS);
+    expect(retryAfterMs({ 'retry-after-ms': '999999' })).toBe(RETRY_AFTER_CAP_MS);
+    expect(retryAfterMs({ 'retry-after': 'soon' })).toBeUndefined();
+    expect(retryAfterMs(new Headers())).toBeUndefined();
+    expect(retryAfterMs(undefined)).toBeUndefined();
+  });
+});
+
+describe('sleep', () => {
+  it('ends early on abort', async () => {
+    const ac = new AbortController();
+    const started = Date.now();
+    setTimeout(() => ac.abort(), 20);
+    expect(await sleep(10_000, ac.signal)).toBe(false);
+    expect(Date.now() - started).toBeLessThan(2000);
+    expect(await sleep(1)).toBe(true);
+  });
+});
+
+describe('classifyCallError', () => {
+  const http = (status: number, headers: Record<string, string> = {}) =>
+    APIError.generate(status, { error: { message: 'm' } }, undefined, new Headers(headers));
+  it('retries 5xx, 408, 409, 429 and nothing else in 4xx', () => {
+    for (const s of [500, 502, 503, 408, 409, 429]) expect(isRetryableStatus(s)).toBe(true);
+    for (const s of [400, 401, 403, 404, 422]) expect(isRetryableStatus(s)).toBe(false);
+    expect(classifyCallError(http(400))).toMatchObject({ kind: 'http', retryable: false, httpStatus: 400 });
+    expect(classifyCallError(http(429, { 'retry-after': '3' }))).toMatchObject({ retryable: true, retryAfterMs: 3000 });
+  });
+  it('retries timeouts and connection errors, not aborts or unknown errors', () => {
+    expect(classifyCallError(new APIConnectionTimeoutError())).toMatchObject({ kind: 'timeout', retryable: true });
+    expect(classifyCallError(new APIConnectionError({ message: 'refused' }))).toMatchObject({ kind: 'connection', retryable: true });
+    expect(classifyCallError(new APIUserAbortError())).toMatchObject({ kind: 'aborted', retryable: false });
+    expect(classifyCallError(new TypeError('bug'))).toMatchObject({ kind: 'unexpected', retryable: false });
+  });
+});
+
+describe('judgeLimiter', () => {
+  it('turns a rate into an integer BullMQ limiter', () => {
+    expect(limiterForRate(10)).toEqual({ max: 10, duration: 1000 });
+    expect(limiterForRate(2.5)).toEqual({ max: 5, duration: 2000 });
+    expect(limiterForRate(0.5)).toEqual({ max: 1, duration: 2000 });
+    expect(limiterForRate(0.2)).toEqual({ max: 1, duration: 5000 });
+    expect(limiterForRate(0.3)).toEqual({ max: 3, duration: 10_000 });
+    expect(limiterForRate(0.123)).toEqual({ max: 1, duration: 8130 });
+    expect(limiterForRate(3.3333)).toEqual({ max: 3, duration: 900 });
+    expect(() => limiterForRate(0)).toThrow(RangeError);
+    expect(judgeLimiter(ConfigSchema.parse({ judge: { rate_limit_per_s: 2.5 } }))).toEqual({ max: 5, duration: 2000 });
+  });
+  it('keeps max an integer >= 1 and the rate about right', () => {
+    for (const rate of [0.01, 0.7, 1, 1.1, 7.77, 33.3, 250]) {
+      const { max, duration } = limiterForRate(rate);
+      expect(Number.isInteger(max) && max >= 1).toBe(true);
+      expect(Math.abs((max * 1000) / duration - rate) / rate).toBeLessThan(0.01);
+    }
+  });
+});
+
+describe('resolveJudgeApiKey', () => {
+  it('uses the configured key', () => {
+    expect(resolveJudgeApiKey(ConfigSchema.parse({ judge: { api_key: 'sk-x' } }))).toBe('sk-x');
+  });
+  it('sends a placeholder to other endpoints', () => {
+    const config = ConfigSchema.parse({ visual_coding_opencode_judge_base_url: 'http://127.0.0.1:9/v1' });
+    expect(resolveJudgeApiKey(config)).toBe(PLACEHOLDER_API_KEY);
+  });
+  it('refuses api.openai.com without a key, naming OPENAI_API_KEY', () => {
+    expect(() => resolveJudgeApiKey(ConfigSchema.parse({}))).toThrow(ConfigError);
+    expect(() => resolveJudgeApiKey(ConfigSchema.parse({}))).toThrow(/OPENAI_API_KEY/);
+  });
+});

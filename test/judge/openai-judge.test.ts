@@ -1,0 +1,237 @@
+/** The real Judge against the scripted judge server: real openai client, real HTTP on loopback. */
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { ConfigSchema, type Config } from '../../src/shared/config.ts';
+import type { JudgeInput } from '../../src/shared/judge.ts';
+import { pino } from 'pino';
+import { createJudge } from '../../src/workers/judge/openai-judge.ts';
+import { QUESTION_MAX_CHARS, RESPONSE_TAIL_CHARS } from '../../src/workers/judge/prompt.ts';
+import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
+
+const SECRET = 'sk-test-SECRET-123';
+const input: JudgeInput = { question: 'Which tile is odd?', expectedAnswer: 'B', extractedAnswer: 'B', responseText: 'It is \\boxed{B}' };
+
+let server: ScriptedJudgeServer;
+beforeAll(async () => {
+  server = await startScriptedJudgeServer();
+});
+afterAll(async () => {
+  await server.close();
+});
+beforeEach(() => {
+  server.setScript([]);
+  server.requests.length = 0;
+});
+
+function makeConfig(judge: Record<string, unknown> = {}): Config {
+  return ConfigSchema.parse({
+    visual_coding_opencode_judge_base_url: server.url,
+    visual_coding_opencode_judge_model_name: 'judge-model',
+    judge: { api_key: SECRET, timeout_s: 5, max_retries: 2, backoff_base_ms: 10, backoff_max_ms: 50, cache: false, ...judge },
+  });
+}
+
+function makeJudge(judge: Record<string, unknown> = {}) {
+  const lines: string[] = [];
+  // A bare pino logger (no redaction, no scrubbing), so the tests show the judge itself never emits the key.
+  const logger = pino({ level: 'debug' }, { write: (l: string) => void lines.push(l) });
+  return { judge: createJudge({ config: makeConfig(judge), logger }), lines };
+}
+
+describe('verdicts', () => {
+  it.each([
+    ['equivalent', 1],
+    ['different', 0],
+    ['unsure', 0],
+  ] as const)('%s -> reward %d', async (verdict, reward) => {
+    server.setScript([{ verdict, reason: 'scripted reason' }]);
+    const { judge } = makeJudge();
+    expect(await judge.grade(input)).toEqual({ status: 'scored', verdict, reason: 'scripted reason', reward, cached: false });
+    expect(judge.modelName).toBe('judge-model');
+  });
+
+  it('sends the configured model, temperature 0, max_tokens 1024, bearer key, no image', async () => {
+    const { judge } = makeJudge();
+    await judge.grade(input);
+    const [req] = server.requests;
+    expect(req.path).toBe('/v1/chat/completions');
+    expect(req.body).toMatchObject({ model: 'judge-model', temperature: 0, max_tokens: 1024 });
+    expect(req.body.messages.map((m: { role: string }) => m.role)).toEqual(['system', 'user']);
+    expect(typeof req.body.messages[1].content).toBe('string');
+    expect(req.rawBody).not.toMatch(/image_url|data:image/);
+    expect(req.headers.authorization).toBe(`Bearer ${SECRET}`);
+  });
+
+  it('accepts prose and code fences around the JSON, and upper-case verdicts', async () => {
+    server.setScript([
+      { content: 'Comparing B with B.\n```json\n{"verdict": "EQUIVALENT", "reason": "same"}\n```\nThat is all.' },
+      { content: '{"Verdict": "Different", "REASON": "no"}' },
+    ]);
+    const { judge } = makeJudge();
+    expect(await judge.grade(input)).toMatchObject({ status: 'scored', verdict: 'equivalent', reward: 1 });
+    expect(await judge.grade(input)).toMatchObject({ status: 'scored', verdict: 'different', reward: 0 });
+  });
+
+  it('invalid JSON and unknown verdicts are failures, not scores (and not retried)', async () => {
+    server.setScript([{ content: 'I think they match {verdict: equivalent' }, { verdict: 'correct' }]);
+    const { judge } = makeJudge();
+    expect(await judge.grade(input)).toEqual({ status: 'failed', reason: expect.stringMatching(/no JSON object/) });
+    expect(await judge.grade(input)).toEqual({ status: 'failed', reason: expect.stringMatching(/unknown verdict "correct"/) });
+    expect(server.requests).toHaveLength(2);
+  });
+
+  it('the default script grades by comparing the extracted answer with the gold', async () => {
+    const { judge } = makeJudge();
+    expect(await judge.grade({ ...input, extractedAnswer: '(b)' })).toMatchObject({ verdict: 'equivalent' });
+    expect(await judge.grade({ ...input, extractedAnswer: 'C' })).toMatchObject({ verdict: 'different' });
+    expect(await judge.grade({ ...input, extractedAnswer: null })).toMatchObject({ verdict: 'different' });
+  });
+});
+
+describe('truncation seen by the server', () => {
+  it('sends the first 2000 characters of the question, the last 4000 of the response, and the marker', async () => {
+    const question = 'q'.repeat(QUESTION_MAX_CHARS) + 'QUESTION-END-CUT';
+    const responseText = 'RESPONSE-START-CUT' + 'r'.repeat(RESPONSE_TAIL_CHARS - 10) + '\\boxed{7}';
+    const { judge } = makeJudge();
+    await judge.grade({ question, expectedAnswer: '7', extractedAnswer: null, responseText });
+    const { fields, user } = server.requests[0];
+    expect(fields.question).toBe('q'.repeat(QUESTION_MAX_CHARS));
+    expect(fields.responseEnd).toBe(responseText.slice(-RESPONSE_TAIL_CHARS));
+    expect(fields.responseEnd).toHaveLength(RESPONSE_TAIL_CHARS);
+    expect(fields).toMatchObject({ gold: '7', extracted: null, noExtractedMarker: true });
+    expect(user).not.toContain('QUESTION-END-CUT');
+    expect(user).not.toContain('RESPONSE-START-CUT');
+    expect(user).toMatch(/question was cut/);
+    expect(user).toMatch(/response was cut/);
+  });
+});
+
+describe('retries', () => {
+  it('retries a 500 and then scores', async () => {
+    server.setScript([{ status: 500 }, { status: 503 }, { verdict: 'equivalent' }]);
+    const { judge, lines } = makeJudge();
+    expect(await judge.grade(input)).toMatchObject({ status: 'scored', verdict: 'equivalent' });
+    expect(server.requests).toHaveLength(3);
+    const calls = lines.map((l) => JSON.parse(l)).filter((l) => l.event === 'judge_call');
+    expect(calls.map((c) => [c.status, c.attempt, c.http_status])).toEqual([
+      ['error', 1, 500],
+      ['error', 2, 503],
+      ['ok', 3, undefined],
+    ]);
+    for (const c of calls) expect(typeof c.latency_ms).toBe('number');
+  });
+
+  it('honours Retry-After on 429', async () => {
+    server.setScript([{ status: 429, headers: { 'retry-after': '1' } }, { verdict: 'equivalent' }]);
+    const { judge } = makeJudge({ backoff_base_ms: 1, backoff_max_ms: 1 });
+    const started = Date.now();
+    expect(await judge.grade(input)).toMatchObject({ status: 'scored' });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(950);
+    expect(server.requests).toHaveLength(2);
+  });
+
+  it('honours retry-after-ms on 429', async () => {
+    server.setScript([{ status: 429, headers: { 'retry-after-ms': '300' } }, { verdict: 'different' }]);
+    const { judge } = makeJudge({ backoff_base_ms: 1, backoff_max_ms: 1 });
+    const started = Date.now();
+    expect(await judge.grade(input)).toMatchObject({ status: 'scored', verdict: 'different' });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(280);
+  });
+
+  it('a hang past the timeout is retried, then fails', async () => {
+    server.setScript(() => ({ hang: true }));
+    const { judge } = makeJudge({ timeout_s: 0.3, max_retries: 1 });
+    const outcome = await judge.grade(input);
+    expect(outcome).toEqual({ status: 'failed', reason: expect.stringMatching(/after 2 attempt\(s\).*timed out/) });
+    expect(server.requests).toHaveLength(2);
+  });
+
+  it('a dropped connection is retried', async () => {
+    server.setScript([{ destroy: true }, { verdict: 'equivalent' }]);
+    const { judge } = makeJudge();
+    expect(await judge.grade(input)).toMatchObject({ status: 'scored', verdict: 'equivalent' });
+    expect(server.requests).toHaveLength(2);
+  });
+
+  it('4xx other than 408/409/429 is not retried', async () => {
+    server.setScript([{ status: 400 }, { verdict: 'equivalent' }]);
+    const { judge } = makeJudge();
+    expect(await judge.grade(input)).toEqual({ status: 'failed', reason: expect.stringMatching(/not retryable.*HTTP 400/) });
+    expect(server.requests).toHaveLength(1);
+  });
+
+  it('408 and 409 are retried', async () => {
+    server.setScript([{ status: 408 }, { status: 409 }, { verdict: 'unsure' }]);
+    const { judge } = makeJudge();
+    expect(await judge.grade(input)).toMatchObject({ status: 'scored', verdict: 'unsure', reward: 0 });
+  });
+
+  it('a permanent failure is failed; once the server recovers, a rejudge scores', async () => {
+    server.setScript(() => ({ status: 502 }));
+    const { judge } = makeJudge({ max_retries: 2 });
+    expect(await judge.grade(input)).toEqual({ status: 'failed', reason: expect.stringMatching(/after 3 attempt\(s\).*HTTP 502/) });
+    expect(server.requests).toHaveLength(3);
+    server.setScript([{ verdict: 'equivalent' }]);
+    expect(await judge.grade(input)).toMatchObject({ status: 'scored', verdict: 'equivalent', reward: 1 });
+  });
+});
+
+describe('abort', () => {
+  it('returns failed "aborted" when aborted during a call', async () => {
+    server.setScript(() => ({ hang: true }));
+    const { judge } = makeJudge({ timeout_s: 30 });
+    const ac = new AbortController();
+    setTimeout(() => ac.abort(), 100);
+    const started = Date.now();
+    expect(await judge.grade(input, ac.signal)).toEqual({ status: 'failed', reason: 'aborted' });
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+
+  it('returns failed "aborted" when aborted during a retry wait', async () => {
+    server.setScript([{ status: 429, headers: { 'retry-after': '30' } }]);
+    const { judge } = makeJudge();
+    const ac = new AbortController();
+    setTimeout(() => ac.abort(), 200);
+    const started = Date.now();
+    expect(await judge.grade(input, ac.signal)).toEqual({ status: 'failed', reason: 'aborted' });
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(server.requests).toHaveLength(1);
+  });
+
+  it('makes no call when already aborted, and none after close()', async () => {
+    const { judge } = makeJudge();
+    expect(await judge.grade(input, AbortSignal.abort())).toEqual({ status: 'failed', reason: 'aborted' });
+    await judge.close();
+    expect(await judge.grade(input)).toMatchObject({ status: 'failed' });
+    expect(server.requests).toHaveLength(0);
+  });
+});
+
+describe('secrets', () => {
+  it('never logs the API key, even when the server echoes it in an error', async () => {
+    server.setScript([
+      { status: 401, body: { error: { message: `Incorrect API key provided: ${SECRET}` } } },
+      { status: 500 },
+      { content: `{"verdict": "nope", "reason": "key ${SECRET}"}` },
+      { verdict: 'equivalent', reason: `echo ${SECRET}` },
+    ]);
+    const { judge, lines } = makeJudge();
+    const outcomes = [await judge.grade(input), await judge.grade(input), await judge.grade(input)];
+    expect(lines.length).toBeGreaterThan(4);
+    for (const line of lines) expect(line).not.toContain(SECRET);
+    for (const outcome of outcomes) expect(JSON.stringify(outcome)).not.toContain(SECRET);
+    expect(outcomes[0]).toMatchObject({ status: 'failed', reason: expect.stringMatching(/HTTP 401/) });
+    expect(server.requests[0].headers.authorization).toBe(`Bearer ${SECRET}`);
+  });
+});
+
+describe('streaming mode of the scripted server', () => {
+  it('answers stream: true with server-sent events', async () => {
+    const { default: OpenAI } = await import('openai');
+    server.setScript([{ verdict: 'equivalent', reason: 'streamed' }]);
+    const client = new OpenAI({ baseURL: server.url, apiKey: 'none', maxRetries: 0 });
+    const stream = await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }], stream: true });
+    let text = '';
+    for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
+    expect(JSON.parse(text)).toEqual({ verdict: 'equivalent', reason: 'streamed' });
+  });
+});
