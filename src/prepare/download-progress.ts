@@ -4,11 +4,18 @@
  */
 import cliProgress from 'cli-progress';
 
+/** Where progress is written: process.stderr, or anything with `write` (tests). */
+export interface ProgressStream {
+  write(text: string): unknown;
+  /** True on a terminal: draw a bar instead of plain lines. */
+  isTTY?: boolean;
+}
+
 export interface ProgressOptions {
   /** What is being transferred, e.g. the file name. */
   label: string;
   /** Where progress goes; default process.stderr. */
-  stream?: NodeJS.WritableStream & { isTTY?: boolean };
+  stream?: ProgressStream;
   /** Shortest time between two plain lines, in milliseconds; default 5000. */
   intervalMs?: number;
 }
@@ -33,10 +40,10 @@ export function progressLine(label: string, done: number, total: number | null):
   return `downloading ${label}: ${formatBytes(done)} / ${formatBytes(total)} (${pct}%)`;
 }
 
-function barProgress(label: string, stream: NodeJS.WritableStream): Progress {
+function barProgress(label: string, stream: ProgressStream): Progress {
   const bar = new cliProgress.SingleBar(
     {
-      stream,
+      stream: stream as NodeJS.WritableStream,
       format: `downloading ${label} [{bar}] {percentage}% | {doneMB} / {totalMB} MB | eta {eta}s`,
       hideCursor: true,
     },
@@ -59,7 +66,7 @@ function barProgress(label: string, stream: NodeJS.WritableStream): Progress {
   };
 }
 
-function lineProgress(label: string, stream: NodeJS.WritableStream, intervalMs: number): Progress {
+function lineProgress(label: string, stream: ProgressStream, intervalMs: number): Progress {
   let total: number | null = null;
   let last = 0;
   let done = 0;

@@ -2,9 +2,8 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { DataError } from '../shared/errors.ts';
-import { PreparedTaskSchema, type Manifest, type PreparedTask } from '../shared/task.ts';
-import { readManifest } from './prepare.ts';
-import { TASKS_FILE } from './write-prepared.ts';
+import { ManifestSchema, PreparedTaskSchema, type Manifest, type PreparedTask } from '../shared/task.ts';
+import { MANIFEST_FILE, TASKS_FILE } from './write-prepared.ts';
 
 export interface PreparedBenchmark {
   /** Absolute path of `<data_dir>/<benchmark>`. */
@@ -14,6 +13,23 @@ export interface PreparedBenchmark {
   tasks: PreparedTask[];
   /** Absolute path of a task's image file. */
   imagePath(task: PreparedTask): string;
+}
+
+/** The manifest of a complete preparation in `dir`, or null when there is none (or it is unreadable). */
+export async function readManifest(dir: string): Promise<(Manifest & { prompt_version?: unknown }) | null> {
+  let text: string;
+  try {
+    text = await readFile(path.join(dir, MANIFEST_FILE), 'utf8');
+  } catch {
+    return null;
+  }
+  try {
+    const raw = JSON.parse(text) as Record<string, unknown>;
+    const parsed = ManifestSchema.safeParse(raw);
+    return parsed.success ? { ...parsed.data, prompt_version: raw.prompt_version } : null;
+  } catch {
+    return null;
+  }
 }
 
 /** Parse `tasks.jsonl`; throws DataError naming the file and the 1-based line of the first bad task. */

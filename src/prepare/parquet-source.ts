@@ -78,7 +78,9 @@ export async function openParquetSource(filePath: string): Promise<ParquetSource
     await handle.close();
   };
   try {
-    const { size } = await handle.stat();
+    const stats = await handle.stat();
+    if (!stats.isFile()) throw new DataError(`parquet file ${filePath} is not a regular file`);
+    const size = stats.size;
     const file = fileAsyncBuffer(handle, size);
     await checkMagic(filePath, file);
     let metadata: FileMetaData;

@@ -3,20 +3,20 @@
  * content-addressed images, manifest.json last), reusing a complete earlier preparation of the
  * same source when allowed.
  */
-import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { BenchmarkName, Config } from '../shared/config.ts';
 import { DataError } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
-import { ManifestSchema, type Manifest } from '../shared/task.ts';
+import type { Manifest } from '../shared/task.ts';
 import { buildPreparedTask } from './build-task.ts';
 import { downloadFile, downloadPath, huggingFaceUrl, type DownloadOptions } from './download.ts';
 import { sha256File } from './hash.ts';
-import { openParquetSource } from './parquet-source.ts';
+import { openParquetSource, type ParquetSource } from './parquet-source.ts';
 import { PROMPT_VERSION } from './prompts.ts';
-import { readBabyVisionRows } from './read-babyvision.ts';
+import { checkColumns, readBabyVisionRows } from './read-babyvision.ts';
 import { checkSourcePin, type TextSink } from './source-pin.ts';
-import { MANIFEST_FILE, createPreparedWriter, type PreparedWriter } from './write-prepared.ts';
+import { readManifest } from './load-prepared.ts';
+import { createPreparedWriter, type PreparedWriter } from './write-prepared.ts';
 
 export interface PrepareOptions {
   benchmark: BenchmarkName;
@@ -50,23 +50,6 @@ async function resolveSource(config: Config, options: PrepareOptions): Promise<{
   return { file: dest, downloaded: true };
 }
 
-/** The manifest of a complete preparation in `dir`, or null when there is none (or it is unreadable). */
-export async function readManifest(dir: string): Promise<(Manifest & { prompt_version?: unknown }) | null> {
-  let text: string;
-  try {
-    text = await readFile(path.join(dir, MANIFEST_FILE), 'utf8');
-  } catch {
-    return null;
-  }
-  try {
-    const raw = JSON.parse(text) as Record<string, unknown>;
-    const parsed = ManifestSchema.safeParse(raw);
-    return parsed.success ? { ...parsed.data, prompt_version: raw.prompt_version } : null;
-  } catch {
-    return null;
-  }
-}
-
 async function reusable(dir: string, benchmark: string, sha: string): Promise<Manifest | null> {
   const manifest = await readManifest(dir);
   if (!manifest) return null;
@@ -77,36 +60,33 @@ async function reusable(dir: string, benchmark: string, sha: string): Promise<Ma
 }
 
 /** Read every row group into the writer; returns the number of tasks. Throws DataError on bad rows. */
-async function fill(writer: PreparedWriter, file: string, benchmark: BenchmarkName, logger: Logger): Promise<number> {
-  const source = await openParquetSource(file);
+async function fill(writer: PreparedWriter, source: ParquetSource, benchmark: BenchmarkName, logger: Logger): Promise<number> {
+  const file = source.path;
   const seen = new Map<string, number>();
   let count = 0;
-  try {
-    for await (const batch of readBabyVisionRows(source)) {
-      const tasks = batch.rows.map((row) => {
-        const earlier = seen.get(row.taskId);
-        if (earlier !== undefined) {
-          throw new DataError(`${file}: duplicate taskId ${row.taskId} (rows ${earlier} and ${row.rowIndex})`);
-        }
-        seen.set(row.taskId, row.rowIndex);
-        return { task: buildPreparedTask(row, benchmark), bytes: row.image };
-      });
-      for (const { task, bytes } of tasks) await writer.addImage(task, bytes);
-      await writer.addTasks(tasks.map((t) => t.task));
-      count += tasks.length;
-      logger.info({ benchmark, rows_done: batch.rowsDone, total_rows: batch.totalRows }, 'prepare progress');
-    }
-  } finally {
-    await source.close();
+  for await (const batch of readBabyVisionRows(source)) {
+    const tasks = batch.rows.map((row) => {
+      const earlier = seen.get(row.taskId);
+      if (earlier !== undefined) {
+        throw new DataError(`${file}: duplicate taskId ${row.taskId} (rows ${earlier} and ${row.rowIndex})`);
+      }
+      seen.set(row.taskId, row.rowIndex);
+      return { task: buildPreparedTask(row, benchmark), bytes: row.image };
+    });
+    for (const { task, bytes } of tasks) await writer.addImage(task, bytes);
+    await writer.addTasks(tasks.map((t) => t.task));
+    count += tasks.length;
+    logger.info({ benchmark, rows_done: batch.rowsDone, total_rows: batch.totalRows }, 'prepare progress');
   }
   if (count === 0) throw new DataError(`parquet file ${file} has no rows`);
   return count;
 }
 
-async function build(config: Config, benchmark: BenchmarkName, file: string, sha: string, logger: Logger): Promise<Manifest> {
-  const writer = await createPreparedWriter(config.data_dir, benchmark);
+async function buildFrom(source: ParquetSource, dataDir: string, benchmark: BenchmarkName, sha: string, logger: Logger): Promise<Manifest> {
+  const file = source.path;
+  const writer = await createPreparedWriter(dataDir, benchmark);
   try {
-    const numTasks = await fill(writer, file, benchmark, logger);
+    const numTasks = await fill(writer, source, benchmark, logger);
     const manifest: WrittenManifest = {
       version: 1,
       benchmark,
@@ -131,24 +111,28 @@ async function build(config: Config, benchmark: BenchmarkName, file: string, sha
  */
 export async function prepareBenchmark(config: Config, options: PrepareOptions): Promise<PrepareResult> {
   const { benchmark, logger } = options;
-  const dir = path.resolve(config.data_dir, benchmark);
+  const dataDir = path.resolve(config.data_dir);
+  const dir = path.join(dataDir, benchmark);
   const { file, downloaded } = await resolveSource(config, options);
-  const sha = await sha256File(file).catch((err: NodeJS.ErrnoException) => {
-    if (err.code === 'ENOENT') throw new DataError(`parquet file ${file} does not exist`);
-    if (err.code === 'EISDIR') throw new DataError(`parquet file ${file} is a folder, not a file`);
-    throw new DataError(`cannot read parquet file ${file}: ${err.message}`);
-  });
-  checkSourcePin({ file, actual: sha, pinned: config.babyvision.sha256, downloaded, logger, stderr: options.stderr ?? process.stderr });
-  if (config.reuse_existing_data_preparation) {
-    const manifest = await reusable(dir, benchmark, sha);
-    if (manifest) {
-      logger.info({ benchmark, dir, source_sha256: sha }, 'reusing existing data preparation (same source SHA-256)');
-      return { dir, manifest, reused: true };
+  // A file that is not BabyVision parquet fails here, on its footer alone, before anything is written.
+  const source = await openParquetSource(file);
+  try {
+    checkColumns(source);
+    const sha = await sha256File(file);
+    checkSourcePin({ file, actual: sha, pinned: config.babyvision.sha256, downloaded, logger, stderr: options.stderr ?? process.stderr });
+    if (config.reuse_existing_data_preparation) {
+      const manifest = await reusable(dir, benchmark, sha);
+      if (manifest) {
+        logger.info({ benchmark, dir, source_sha256: sha }, 'reusing existing data preparation (same source SHA-256)');
+        return { dir, manifest, reused: true };
+      }
     }
+    logger.info({ benchmark, source: file, dir }, 'preparing benchmark');
+    const manifest = await buildFrom(source, dataDir, benchmark, sha, logger);
+    return { dir, manifest, reused: false };
+  } finally {
+    await source.close();
   }
-  logger.info({ benchmark, source: file, dir }, 'preparing benchmark');
-  const manifest = await build({ ...config, data_dir: path.resolve(config.data_dir) }, benchmark, file, sha, logger);
-  return { dir, manifest, reused: false };
 }
 
 /** The one-line summary `vcfleet prepare` prints on stdout. */

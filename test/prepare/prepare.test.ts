@@ -128,7 +128,7 @@ describe('SHA-256 pin', () => {
     const { promise, stderr, log } = run({ ...cfg, babyvision: { ...cfg.babyvision, sha256: fx.sha256 } }, fx.path);
     await promise;
     expect(stderr.text()).toBe('');
-    expect(log.lines.some((l) => l.level >= 40)).toBe(false);
+    expect(log.lines.some((l) => Number(l.level) >= 40)).toBe(false);
   });
 
   it('refuses a mismatch, printing both hashes and the fix, leaving the old folder alone', async () => {
@@ -147,13 +147,15 @@ describe('SHA-256 pin', () => {
   });
 });
 
-type Breaker = (p: { root: string; file: string }) => void;
+/** Spoils the fixture at `file`; returns the path to prepare from (default `file`). */
+type Breaker = (p: { root: string; file: string }) => string | void;
 
 const BAD_INPUTS: Array<[string, Breaker, RegExp]> = [
-  ['a missing file', ({ file }) => writeFileSync(file, ''), /does not exist/],
+  ['a missing file', ({ root }) => path.join(root, 'nowhere.parquet'), /parquet file .*nowhere\.parquet does not exist/],
+  ['a folder instead of a file', ({ root }) => root, /parquet file .* is not a regular file/],
   ['a file that is not parquet', ({ file }) => writeFileSync(file, 'taskId,question\n1,hello\n'), /bv\.parquet is not a parquet file/],
   ['a truncated parquet', ({ file }) => truncateSync(file, statSync(file).size - 100), /bv\.parquet is truncated or damaged/],
-  ['missing columns', ({ file }) => writeFixtureParquet(file, { omitColumns: ['image', 'blankAns'] }), /bv\.parquet lacks columns image, blankAns/],
+  ['missing columns', ({ file }) => void writeFixtureParquet(file, { omitColumns: ['image', 'blankAns'] }), /bv\.parquet lacks columns image, blankAns/],
   ['a row without image bytes', ({ file }) => mutate(file, (r) => (r[5].image = { bytes: null, path: 'x.png' })), /task bv-006 .*no image bytes/],
   ['a row without an image', ({ file }) => mutate(file, (r) => (r[2].image = null)), /task bv-003 .*no image bytes/],
   ['an image that is not PNG or JPEG', ({ file }) => mutate(file, (r) => (r[9].image = { bytes: new TextEncoder().encode('GIF89a......'), path: 'a.png' })), /task bv-010 .*neither PNG nor JPEG/],
@@ -173,8 +175,7 @@ describe('bad input', () => {
     const first = await run(cfg, fx.path).promise;
     const before = readFileSync(path.join(first.dir, 'tasks.jsonl'), 'utf8');
     const file = path.join(root, 'bv.parquet');
-    breakIt({ root, file });
-    const target = _name === 'a missing file' ? path.join(root, 'nowhere.parquet') : file;
+    const target = breakIt({ root, file }) ?? file;
     const err = await run({ ...cfg, reuse_existing_data_preparation: false }, target).promise.catch((e: unknown) => e);
     expect(err).toBeInstanceOf(DataError);
     expect((err as Error).message).toMatch(pattern);

@@ -1,7 +1,12 @@
 /** Every `vcfleet` command registers itself here, one file each. */
 import type { Command } from 'commander';
 import { registerPrepare } from './prepare.ts';
+import { registerProduce } from './produce.ts';
+import { registerWorker } from './worker.ts';
+import { registerRun } from './run.ts';
+import { registerOps } from './ops.ts';
+import { registerMetrics } from './metrics.ts';
 
 export type RegisterCommand = (program: Command) => void;
 
-export const COMMANDS: RegisterCommand[] = [registerPrepare];
+export const COMMANDS: RegisterCommand[] = [registerPrepare, registerRun, registerProduce, registerWorker, registerOps, registerMetrics];

@@ -61,7 +61,9 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-export function createScriptedAgent(script: AgentScript): AgentRunner {
+/** `script` entries may leave fields out: they take the defaults above. */
+export function createScriptedAgent(input: z.input<typeof AgentScriptSchema>): AgentRunner {
+  const script = AgentScriptSchema.parse(input);
   return {
     async run(request: RolloutRequest, signal: AbortSignal): Promise<AgentResult> {
       const entry = script[request.task.task_id] ?? script['*'] ?? EntrySchema.parse({});

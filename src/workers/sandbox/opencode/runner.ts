@@ -5,7 +5,7 @@
  * destroyed and the gateway closed on every path.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { AgentResult, AgentRunner, RolloutRequest } from '../../../shared/agent.ts';
@@ -47,7 +47,14 @@ interface SessionRun {
   log: SessionEventLog;
   exec: ExecResult | null;
   stoppedBy: StopCause;
-  opencodeLog: string[];
+  opencodeLog: OpenCodeLogSummary;
+}
+
+export interface OpenCodeLogSummary {
+  /** Lines OpenCode wrote to its log (0 when it could not be read). */
+  lines: number;
+  /** Its error and warning lines, and any failed fetch. */
+  kept: string[];
 }
 
 export function createOpenCodeRunner(options: OpenCodeRunnerOptions): AgentRunner {
@@ -74,7 +81,12 @@ export function createOpenCodeRunner(options: OpenCodeRunnerOptions): AgentRunne
       onCall,
     };
     if (provider.name === 'local') {
-      const dir = await mkdtemp(path.join(options.socketDir ?? os.tmpdir(), 'vcfleet-gw-'));
+      const parent = options.socketDir ?? os.tmpdir();
+      const dir = await mkdir(parent, { recursive: true })
+        .then(() => mkdtemp(path.join(parent, 'vcfleet-gw-')))
+        .catch((err: unknown) => {
+          throw new InfraError(`could not create a folder for the gateway socket under ${parent}: ${errorMessage(err)}`, { cause: err });
+        });
       const gateway = await startPolicyGateway({ ...common, socketPath: path.join(dir, 'gateway.sock') }).catch(async (err: unknown) => {
         await rm(dir, { recursive: true, force: true });
         throw new InfraError(`could not start the policy gateway: ${errorMessage(err)}`, { cause: err });
@@ -251,16 +263,17 @@ export function createOpenCodeRunner(options: OpenCodeRunnerOptions): AgentRunne
   };
 }
 
-/** OpenCode's own log lines worth keeping (errors, warnings, failed fetches), best effort. */
-async function readOpenCodeLog(sandbox: Sandbox, stateDir: string): Promise<string[]> {
+/**
+ * OpenCode's own log, best effort: how many lines it wrote, and the lines worth keeping (errors,
+ * warnings, failed fetches: OpenCode must never try to reach anything but the gateway).
+ */
+async function readOpenCodeLog(sandbox: Sandbox, stateDir: string): Promise<OpenCodeLogSummary> {
   try {
     const r = await sandbox.exec(['/bin/sh', '-c', 'cat "$1"/data/opencode/log/*.log 2>/dev/null | tail -c 400000', 'sh', stateDir], { timeoutMs: 10_000 });
-    return r.stdout
-      .split('\n')
-      .filter((l) => /^(ERROR|WARN)|Failed to fetch|fetch failed/i.test(l))
-      .slice(-200)
-      .map((l) => l.slice(0, 1000));
+    const lines = r.stdout.split('\n').filter((l) => l.trim() !== '');
+    const kept = lines.filter((l) => /^(ERROR|WARN)|Failed to fetch|fetch failed/i.test(l)).slice(-200).map((l) => l.slice(0, 1000));
+    return { lines: lines.length, kept };
   } catch {
-    return [];
+    return { lines: 0, kept: [] };
   }
 }

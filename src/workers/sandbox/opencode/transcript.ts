@@ -20,7 +20,7 @@ export interface TranscriptInput {
   gateway: { stats: GatewayStats; calls: readonly GatewayCall[] } | null;
   exec: { exitCode: number | null; signal: string | null; timedOut: boolean; aborted: boolean; durationMs: number } | null;
   stderr: string;
-  opencodeLog: string[];
+  opencodeLog: { lines: number; kept: string[] };
   infraError?: string;
 }
 

@@ -1,0 +1,81 @@
+/** `vcfleet status`, `retry`, `rejudge`: operate a run from any host with REDIS_URL. */
+import type { Command } from 'commander';
+import { ConfigError } from '../../shared/errors.ts';
+import { QUEUE_NAMES, type QueueName } from '../../shared/queues.ts';
+import { commandContext } from '../context.ts';
+import { connect, table } from '../runtime.ts';
+import { JOB_STATES, runStatus, type RunStatus } from '../../ops/run-status.ts';
+import { rejudge, retryFailed } from '../../ops/requeue.ts';
+
+function formatStatus(s: RunStatus): string {
+  const acc = s.accuracy === null ? '-' : `${(100 * s.accuracy).toFixed(1)}%`;
+  const masked = Object.entries(s.masked).map(([k, v]) => `${k} ${v}`).join(', ') || 'none';
+  const stops = Object.entries(s.stop_reasons).map(([k, v]) => `${k} ${v}`).join(', ') || 'none';
+  const jobs = table([['queue', ...JOB_STATES], ...QUEUE_NAMES.map((q) => [q, ...JOB_STATES.map((st) => s.jobs[q][st])])]);
+  return [
+    `run ${s.run.run_id} (${s.run.benchmark}, policy ${s.run.policy_model}, judge ${s.run.judge_model})`,
+    `rows ${s.rows}/${s.run.total}${s.complete ? ' (complete)' : ''}; scored ${s.scored}, correct ${s.correct}, accuracy ${acc}`,
+    `masked: ${masked}`,
+    `stop reasons: ${stops}`,
+    `output: ${s.run.output_jsonl_fpath}`,
+    '',
+    jobs,
+  ].join('\n');
+}
+
+export function registerOps(program: Command): void {
+  program
+    .command('status')
+    .description('counts of a run by outcome, and its jobs by queue and state')
+    .requiredOption('--run-id <id>', 'the run')
+    .option('--config <path>', 'config YAML')
+    .option('--json', 'print JSON instead of a table')
+    .action(async (opts: { config?: string; runId: string; json?: boolean }) => {
+      const { config, logger } = commandContext(opts);
+      const redis = await connect(config, logger, 'client');
+      try {
+        const s = await runStatus(redis, config.queues.prefix, opts.runId);
+        process.stdout.write(opts.json ? `${JSON.stringify(s, null, 2)}\n` : `${formatStatus(s)}\n`);
+        if (!s.complete && Object.values(s.jobs).some((j) => j.failed > 0)) {
+          process.stdout.write(`\nfailed jobs can be requeued: vcfleet retry --run-id ${opts.runId}\n`);
+        }
+      } finally {
+        redis.disconnect();
+      }
+    });
+
+  program
+    .command('retry')
+    .description('requeue the failed jobs of a run, with their attempts reset')
+    .requiredOption('--run-id <id>', 'the run')
+    .option('--stage <stage>', 'rollout or judge (default: both)')
+    .option('--config <path>', 'config YAML')
+    .action(async (opts: { config?: string; runId: string; stage?: string }) => {
+      if (opts.stage && !['rollout', 'judge'].includes(opts.stage)) throw new ConfigError(`--stage must be rollout or judge, not "${opts.stage}"`);
+      const stages: QueueName[] = opts.stage ? [opts.stage as QueueName] : ['rollout', 'judge', 'results'];
+      const { config, logger } = commandContext(opts);
+      const redis = await connect(config, logger, 'client');
+      try {
+        const n = await retryFailed(redis, config.queues.prefix, opts.runId, stages, logger);
+        process.stdout.write(`requeued ${n} failed job(s) of run ${opts.runId}; workers pick them up now\n`);
+      } finally {
+        redis.disconnect();
+      }
+    });
+
+  program
+    .command('rejudge')
+    .description('send the judge_failed rows of a run back to the judge (the agent is not run again)')
+    .requiredOption('--run-id <id>', 'the run')
+    .option('--config <path>', 'config YAML')
+    .action(async (opts: { config?: string; runId: string }) => {
+      const { config, logger } = commandContext(opts);
+      const redis = await connect(config, logger, 'client');
+      try {
+        const { sent, missing } = await rejudge(redis, config.queues.prefix, opts.runId, logger, config.queues.judge_attempts);
+        process.stdout.write(`sent ${sent} judge_failed row(s) of run ${opts.runId} back to the judge${missing ? `; ${missing} had no kept outcome (retry them with --stage rollout)` : ''}\n`);
+      } finally {
+        redis.disconnect();
+      }
+    });
+}

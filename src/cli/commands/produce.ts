@@ -1,0 +1,32 @@
+/** `vcfleet produce`: create a run and enqueue its rollouts (workers anywhere pick them up). */
+import type { Command } from 'commander';
+import { commandContext } from '../context.ts';
+import { connect } from '../runtime.ts';
+import { loadOrPrepare } from '../../run/load-or-prepare.ts';
+import { imageReader, produceRun } from '../../producer/produce.ts';
+
+export function registerProduce(program: Command): void {
+  program
+    .command('produce')
+    .description('create a run and enqueue one rollout job per task per repeat (idempotent for the same --run-id)')
+    .option('--config <path>', 'config YAML')
+    .option('--benchmark <name>', 'babyvision_opencode or babyvision_opencode_question_only')
+    .option('--run-id <id>', 'run id (default: a new one); the same id adds nothing twice')
+    .action(async (opts: { config?: string; benchmark?: string; runId?: string }) => {
+      const { config, logger } = commandContext(opts, { benchmark: opts.benchmark, run_id: opts.runId });
+      const redis = await connect(config, logger, 'client');
+      try {
+        const bench = await loadOrPrepare(config, logger);
+        const result = await produceRun({
+          config, redis, logger, tasks: bench.tasks, readImage: imageReader(bench.imagePath),
+          onProgress: (done, total) => logger.info({ done, total }, 'enqueueing rollouts'),
+        });
+        process.stdout.write(
+          `run ${result.runId}: ${result.total} rollouts, ${result.enqueued} enqueued now${result.created ? '' : ' (run existed)'}\n` +
+            `watch it: vcfleet status --run-id ${result.runId}\n`,
+        );
+      } finally {
+        redis.disconnect();
+      }
+    });
+}

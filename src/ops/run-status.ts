@@ -1,0 +1,70 @@
+/** What `vcfleet status` and the dashboard show of a run: rows by outcome and jobs by state. */
+import type { Redis } from 'ioredis';
+import type { Job } from 'bullmq';
+import { openQueue, QUEUE_NAMES, type QueueName } from '../shared/queues.ts';
+import { RunStore, type RunRecord } from '../shared/run-store.ts';
+
+export const JOB_STATES = ['waiting', 'prioritized', 'delayed', 'active', 'failed'] as const;
+export type JobState = (typeof JOB_STATES)[number];
+
+export interface RunStatus {
+  run: RunRecord;
+  rows: number;
+  scored: number;
+  correct: number;
+  accuracy: number | null;
+  masked: Record<string, number>;
+  stop_reasons: Record<string, number>;
+  /** Jobs of this run by queue and state (completed jobs are trimmed; their rows count instead). */
+  jobs: Record<QueueName, Record<JobState, number>>;
+  complete: boolean;
+}
+
+/** The run a job belongs to, from its (unparsed) data: rollout and judge jobs carry it, results jobs in their row. */
+function jobRunId(data: unknown): string | undefined {
+  const d = data as { run_id?: string; row?: { run_id?: string } } | null;
+  return d?.run_id ?? d?.row?.run_id;
+}
+
+/** Every job of a run in the given states of one queue (paged, so a large queue is read in pieces). */
+export async function runJobs(redis: Redis, prefix: string, queue: QueueName, runId: string, states: readonly JobState[]): Promise<Job[]> {
+  const q = openQueue(queue, redis, prefix);
+  const out: Job[] = [];
+  try {
+    for (const state of states) {
+      for (let start = 0; ; start += 1000) {
+        const page = await q.getJobs([state], start, start + 999, true);
+        for (const job of page) if (job && jobRunId(job.data) === runId) out.push(job);
+        if (page.length < 1000) break;
+      }
+    }
+  } finally {
+    await q.close();
+  }
+  return out;
+}
+
+export async function runStatus(redis: Redis, prefix: string, runId: string): Promise<RunStatus> {
+  const store = new RunStore(redis, prefix);
+  const run = await store.requireRun(runId);
+  let rows = 0;
+  let scored = 0;
+  let correct = 0;
+  const masked: Record<string, number> = {};
+  const stop: Record<string, number> = {};
+  for await (const row of store.scanRows(runId)) {
+    rows++;
+    if (row.failure_kind) masked[row.failure_kind] = (masked[row.failure_kind] ?? 0) + 1;
+    else {
+      scored++;
+      if (row.reward === 1) correct++;
+    }
+    if (row.stop_reason) stop[row.stop_reason] = (stop[row.stop_reason] ?? 0) + 1;
+  }
+  const jobs = {} as RunStatus['jobs'];
+  for (const queue of QUEUE_NAMES) {
+    jobs[queue] = Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as Record<JobState, number>;
+    for (const state of JOB_STATES) jobs[queue][state] = (await runJobs(redis, prefix, queue, runId, [state])).length;
+  }
+  return { run, rows, scored, correct, accuracy: scored ? correct / scored : null, masked, stop_reasons: stop, jobs, complete: rows >= run.total };
+}

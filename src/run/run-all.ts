@@ -1,0 +1,135 @@
+/**
+ * `vcfleet run`: the whole fleet on one machine. Uses REDIS_URL or starts a private redis-server,
+ * prepares the benchmark when needed, produces the run, runs every role in-process, shows progress,
+ * and ends with a summary when every rollout has its row. Stopping (Ctrl-C) hands running rollouts
+ * back to the queue; `vcfleet run --run-id <id>` resumes.
+ */
+import path from 'node:path';
+import type { AgentRunner } from '../shared/agent.ts';
+import type { Config } from '../shared/config.ts';
+import type { Judge } from '../shared/judge.ts';
+import type { Logger } from '../shared/logger.ts';
+import { openQueue, QUEUE_NAMES } from '../shared/queues.ts';
+import { checkRedisServer, createRedis, waitForRedis, type Redis } from '../shared/redis.ts';
+import { RunStore } from '../shared/run-store.ts';
+import { loadOrPrepare } from './load-or-prepare.ts';
+import { imageReader, produceRun } from '../producer/produce.ts';
+import { startSandboxWorker } from '../workers/sandbox/worker.ts';
+import { createFleetJudge } from '../workers/judge/judge-factory.ts';
+import { startJudgeWorker } from '../workers/judge/worker.ts';
+import { startResultsWorker } from '../workers/results/worker.ts';
+import { metricsPathFor, type AggregateMetrics } from '../workers/results/metrics.ts';
+import { startPrivateRedis, type PrivateRedis } from './private-redis.ts';
+import { createProgressView, RunTally, type ProgressView } from './progress.ts';
+
+export interface RunAllOptions {
+  config: Config;
+  logger: Logger;
+  /** Replace the configured agent or judge (the demo, tests). */
+  agent?: AgentRunner;
+  judge?: Judge;
+  /** Stops the run cleanly when aborted (Ctrl-C). */
+  signal?: AbortSignal;
+  progress?: ProgressView;
+  /** Give up when nothing is queued or running for this long and rows are missing (ms). Default 15000. */
+  stuckAfterMs?: number;
+}
+
+export interface RunAllResult {
+  runId: string;
+  status: 'complete' | 'stopped' | 'stuck';
+  total: number;
+  done: number;
+  outputPath: string;
+  metricsPath: string;
+  metrics: AggregateMetrics | null;
+}
+
+async function pendingJobs(redis: Redis, prefix: string): Promise<number> {
+  let n = 0;
+  for (const name of QUEUE_NAMES) {
+    const q = openQueue(name, redis, prefix);
+    const c = await q.getJobCounts('active', 'waiting', 'delayed', 'prioritized');
+    n += Object.values(c).reduce((a, b) => a + b, 0);
+    await q.close();
+  }
+  return n;
+}
+
+export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
+  const { logger } = options;
+  let config = options.config;
+  let privateRedis: PrivateRedis | undefined;
+  if (!config.redis_url) {
+    privateRedis = await startPrivateRedis({ dir: path.join(config.state_dir, 'redis'), logger });
+    config = { ...config, redis_url: privateRedis.url };
+  }
+  const url = config.redis_url!;
+  const client = createRedis(url, 'client');
+  const connection = createRedis(url, 'worker');
+  const closers: Array<() => Promise<void>> = [];
+  try {
+    await waitForRedis(client, url);
+    await checkRedisServer(client, logger);
+    const bench = await loadOrPrepare(config, logger);
+    const produced = await produceRun({ config, redis: client, logger, tasks: bench.tasks, readImage: imageReader(bench.imagePath) });
+    const store = new RunStore(client, config.queues.prefix);
+    const run = await store.requireRun(produced.runId);
+    const tally = new RunTally(produced.total);
+    for await (const row of store.scanRows(run.run_id)) tally.add(row);
+    const results = startResultsWorker({ config, connection, logger, onCommit: (row) => row.run_id === run.run_id && tally.add(row) });
+    closers.push(() => results.close());
+    await results.ready;
+    await results.syncRun(run.run_id);
+    const judge = await startJudgeWorker({ config, connection, logger, judge: options.judge ?? createFleetJudge(config, logger, connection) });
+    closers.unshift(() => judge.close());
+    const agent = options.agent ?? (await (await import('../workers/sandbox/agent-factory.ts')).createAgentRunner(config, logger));
+    const sandbox = await startSandboxWorker({ config, connection, logger, agent });
+    closers.unshift(() => sandbox.close());
+    const status = await watch(options, client, config.queues.prefix, tally);
+    logger.info({ run: run.run_id, status }, 'run loop ended');
+    for (const close of closers.splice(0)) await close();
+    const output = await results.syncRun(run.run_id).catch(() => null);
+    const metrics = output ? await readMetrics(output.metricsPath) : null;
+    return { runId: run.run_id, status, total: produced.total, done: tally.counts.done, outputPath: run.output_jsonl_fpath, metricsPath: metricsPathFor(run.output_jsonl_fpath), metrics };
+  } finally {
+    for (const close of closers) await close().catch(() => {});
+    client.disconnect();
+    connection.disconnect();
+    await privateRedis?.stop();
+  }
+}
+
+async function readMetrics(file: string): Promise<AggregateMetrics | null> {
+  const { readFile } = await import('node:fs/promises');
+  return JSON.parse(await readFile(file, 'utf8')) as AggregateMetrics;
+}
+
+async function watch(
+  options: RunAllOptions,
+  client: Redis,
+  prefix: string,
+  tally: RunTally,
+): Promise<RunAllResult['status']> {
+  const view = options.progress ?? createProgressView();
+  const rollout = openQueue('rollout', client, prefix);
+  let idleSince: number | null = null;
+  try {
+    for (;;) {
+      tally.counts.running = await rollout.getActiveCount();
+      view.update(tally.counts);
+      if (options.signal?.aborted) return 'stopped';
+      const pending = await pendingJobs(client, prefix);
+      // Complete once every rollout has its row and nothing (a rejudge, a retry) is still in flight.
+      if (tally.counts.done >= tally.counts.total && pending === 0) return 'complete';
+      if (pending === 0) {
+        idleSince ??= Date.now();
+        if (Date.now() - idleSince > (options.stuckAfterMs ?? 15_000)) return 'stuck';
+      } else idleSince = null;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  } finally {
+    view.stop();
+    await rollout.close();
+  }
+}

@@ -1,0 +1,12 @@
+/** The Judge a judge-worker uses, with its verdict cache in Redis (shared by the whole fleet). */
+import type { Redis } from 'ioredis';
+import type { Config } from '../../shared/config.ts';
+import type { Judge } from '../../shared/judge.ts';
+import type { Logger } from '../../shared/logger.ts';
+import { createRedisJudgeCache } from './judge-cache.ts';
+import { createJudge } from './openai-judge.ts';
+
+export function createFleetJudge(config: Config, logger: Logger, redis: Redis): Judge {
+  const cache = config.judge.cache ? createRedisJudgeCache(redis, config.queues.prefix) : undefined;
+  return createJudge({ config, logger, cache });
+}

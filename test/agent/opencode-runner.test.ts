@@ -1,0 +1,245 @@
+/**
+ * The real OpenCode binary in real `local` (bubblewrap) sandboxes, driven by the scripted policy
+ * server through the per-task gateway. Each run costs ~10 s of CPU, so the runs are few and
+ * sequential.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { AgentResult, RolloutRequest } from '../../src/shared/agent.ts';
+import { ConfigSchema, type Config } from '../../src/shared/config.ts';
+import { InfraError } from '../../src/shared/errors.ts';
+import { createLogger } from '../../src/shared/logger.ts';
+import { opencodeRoBinds } from '../../src/workers/sandbox/opencode/binary.ts';
+import { createOpenCodeRunner } from '../../src/workers/sandbox/opencode/runner.ts';
+import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local-bwrap.ts';
+import type { ExecOptions, Sandbox, SandboxProvider, SandboxSpec } from '../../src/workers/sandbox/sandboxes/types.ts';
+import { encodePng } from '../helpers/fixture-images.ts';
+import { scripts, startScriptedPolicyServer, type Script, type ScriptedPolicyServer } from '../helpers/scripted-policy-server.ts';
+
+const KEY = 'sk-policy-secret-7f3a9c';
+const ROOT = mkdtempSync(path.join(os.tmpdir(), 'vcfleet-oc-test-'));
+const SANDBOX_ROOT = path.join(ROOT, 'sandboxes');
+const SOCKET_DIR = path.join(ROOT, 'sockets');
+const IMAGE = Buffer.from(encodePng(64, 48, (x, y) => (x < 32 ? [200, 20, 20] : [20, 20, 200 - (y % 2)])));
+
+interface ExecRecord { argv: string[]; env?: Record<string, string>; stdin?: string }
+
+/** The real local provider, recording what the runner asks it to run. */
+function recordingProvider(inner: SandboxProvider, execs: ExecRecord[]): SandboxProvider {
+  return {
+    name: inner.name,
+    async create(spec: SandboxSpec, signal?: AbortSignal): Promise<Sandbox> {
+      const sb = await inner.create(spec, signal);
+      return {
+        id: sb.id, workdir: sb.workdir, gatewayUrl: sb.gatewayUrl,
+        putFile: (p, c) => sb.putFile(p, c),
+        getFile: (p) => sb.getFile(p),
+        exec: (argv: string[], options?: ExecOptions) => {
+          execs.push({ argv, env: options?.env, stdin: options?.stdin });
+          return sb.exec(argv, options);
+        },
+        destroy: () => sb.destroy(),
+      };
+    },
+    reapOrphans: () => inner.reapOrphans(),
+    close: () => inner.close(),
+  };
+}
+
+function processesWith(marker: string): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(marker)) found.push(Number(entry));
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return found;
+}
+
+describe('OpenCode runner (real binary, local bwrap sandbox)', () => {
+  const logger = createLogger({ level: 'warn', secrets: [KEY], name: 'oc-test' });
+  let inner: LocalBwrapProvider;
+  let server: ScriptedPolicyServer;
+  let transcriptDir: string;
+  let execs: ExecRecord[];
+  let counter = 0;
+
+  beforeAll(async () => {
+    const config = ConfigSchema.parse({});
+    inner = new LocalBwrapProvider({ rootDir: SANDBOX_ROOT, workdir: '/workspace', extraRoBinds: opencodeRoBinds(config), logger });
+    server = await startScriptedPolicyServer();
+  });
+  afterAll(async () => {
+    await inner.close();
+    await server.close();
+    rmSync(ROOT, { recursive: true, force: true });
+  });
+  afterEach(() => {
+    // Nothing may outlive a rollout: no sandbox folder, process, mount or gateway socket.
+    expect(existsSync(SANDBOX_ROOT) ? readdirSync(SANDBOX_ROOT) : []).toEqual([]);
+    expect(existsSync(SOCKET_DIR) ? readdirSync(SOCKET_DIR) : []).toEqual([]);
+    expect(processesWith(ROOT)).toEqual([]);
+    expect(readFileSync('/proc/self/mountinfo', 'utf8')).not.toContain(ROOT);
+    server.requests.length = 0;
+    server.notes.length = 0;
+  });
+
+  function setup(script: Script, overrides: Record<string, unknown> = {}, limits = { maxConsecutiveFailures: 3, maxFailingS: 60 }) {
+    server.setScript(script);
+    execs = [];
+    transcriptDir = path.join(ROOT, `transcripts-${++counter}`);
+    const config: Config = ConfigSchema.parse({ policy_api_key: KEY, ...overrides });
+    const provider = recordingProvider(inner, execs);
+    const runner = createOpenCodeRunner({ config, logger, provider, socketDir: SOCKET_DIR, upstreamFailureLimits: limits });
+    return { config, runner };
+  }
+
+  function request(policy: Partial<RolloutRequest['policy']> = {}, timeoutS = 100): RolloutRequest {
+    return {
+      runId: 'run-test', rolloutId: `task-${counter}:r0`, repeat: 0,
+      task: {
+        task_id: `task-${counter}`, benchmark: 'babyvision_opencode', gold: 'B', type: 'Fine-grained Discrimination', subtype: 'x',
+        prompt: 'Which half of the picture is red?\n(A) right\n(B) left\nGive the final answer as \\boxed{X}.',
+        question: 'Which half is red?', ans_type: 'choice', options: ['right', 'left'],
+        image_sha256: createHash('sha256').update(IMAGE).digest('hex'), image_mime: 'image/png', image_file: 'x.png',
+      },
+      image: { bytes: IMAGE, mime: 'image/png', sha256: createHash('sha256').update(IMAGE).digest('hex') },
+      policy: { baseUrl: server.url, apiKey: KEY, modelName: 'scripted-vlm', contextWindow: 64000, maxOutputTokens: 2048, requestTimeoutS: 60, capture: false, ...policy },
+      timeoutS,
+      transcriptDir,
+    };
+  }
+
+  function transcript(result: AgentResult): Record<string, any> { // eslint-disable-line @typescript-eslint/no-explicit-any
+    const text = readFileSync(result.transcriptPath!, 'utf8');
+    expect(text).not.toContain(KEY);
+    return JSON.parse(text);
+  }
+
+  it('bash + python on the puzzle image, then a boxed answer; the key stays out of the sandbox', async () => {
+    const { runner } = setup(scripts.pythonThenAnswer('B'));
+    const result = await runner.run(request({ capture: true }), new AbortController().signal);
+    console.log(`[timing] python+answer: ${result.wallS.toFixed(1)} s`);
+    expect(result).toMatchObject({ stopReason: 'answered', extractedAnswer: 'B', turns: 2, toolCalls: 1 });
+    expect(result.inputTokens).toBeGreaterThan(1000);
+    expect(result.outputTokens).toBeGreaterThan(0);
+    expect(result.responseText).toContain('size 64 48 RGB');
+    const t = transcript(result);
+    expect(t.toolCalls[0]).toMatchObject({ tool: 'bash', status: 'completed' });
+    expect(t.toolCalls[0].output).toContain('size 64 48 RGB');
+    expect(t.steps.map((s: { reason: string }) => s.reason)).toEqual(['tool-calls', 'stop']);
+    expect(t.gateway.calls).toHaveLength(2);
+    // OpenCode contacted nothing but the gateway, and logged no failed fetch.
+    expect(t.opencodeLog.lines).toBeGreaterThan(10);
+    expect(t.opencodeLog.kept.join('\n')).not.toMatch(/Failed to fetch|fetch failed|models\.dev|registry\.npmjs/i);
+    expect(server.requests.map((r) => r.path)).toEqual(['/v1/chat/completions', '/v1/chat/completions']);
+    for (const r of server.requests) expect(r.headers.authorization).toBe(`Bearer ${KEY}`);
+    // The prompt went verbatim on stdin (no added quotes) after the image.
+    const first = server.requests[0].body!.messages!.find((m) => m.role === 'user')!;
+    const parts = first.content as Array<{ type: string; text?: string }>;
+    expect(parts.some((p) => p.type === 'image_url')).toBe(true);
+    expect(parts.at(-1)!.text).toBe(request().task.prompt);
+    // Nothing the sandbox received holds the key; the config and flags are as designed.
+    expect(JSON.stringify(execs)).not.toContain(KEY);
+    const env = execs[0].env!;
+    for (const flag of ['OPENCODE_DISABLE_MODELS_FETCH', 'OPENCODE_DISABLE_AUTOUPDATE', 'OPENCODE_DISABLE_PROJECT_CONFIG', 'OPENCODE_DISABLE_DEFAULT_PLUGINS', 'OPENCODE_DISABLE_SHARE', 'OPENCODE_DISABLE_AUTOCOMPACT', 'OPENCODE_DISABLE_LSP_DOWNLOAD']) expect(env[flag]).toBe('1');
+    expect(env.OPENCODE_EXPERIMENTAL_OUTPUT_TOKEN_MAX).toBe('2048');
+    const ocConfig = JSON.parse(env.OPENCODE_CONFIG_CONTENT);
+    expect(ocConfig.provider.policy.options.baseURL).toBe('http://127.0.0.1:18080/v1');
+    expect(ocConfig.permission).toMatchObject({ '*': 'allow', webfetch: 'deny' });
+    // capture: one line per call, images as placeholders, no key.
+    const calls = readFileSync(path.join(transcriptDir, 'task-1_r0.calls.jsonl'), 'utf8');
+    expect(calls.trim().split('\n')).toHaveLength(2);
+    expect(calls).not.toContain(KEY);
+    expect(calls).not.toContain(';base64,');
+    expect(calls).toMatch(/<image sha256=/);
+  });
+
+  it('read of the puzzle image comes back to the model as an image part', async () => {
+    const { runner } = setup(scripts.readImageThenAnswer('\\text{B}'));
+    const result = await runner.run(request(), new AbortController().signal);
+    console.log(`[timing] read+answer: ${result.wallS.toFixed(1)} s`);
+    expect(server.notes).toEqual(['image-after-read']);
+    expect(result).toMatchObject({ stopReason: 'answered', extractedAnswer: 'B', toolCalls: 1 });
+    const text = readFileSync(result.transcriptPath!, 'utf8');
+    expect(text).not.toContain(';base64,');
+    expect(text).toMatch(/<image sha256=[0-9a-f]{64} bytes=\d+/);
+  });
+
+  it('a model that never boxes ends with no_answer', async () => {
+    const { runner } = setup(scripts.neverBox());
+    const result = await runner.run(request(), new AbortController().signal);
+    console.log(`[timing] no_answer: ${result.wallS.toFixed(1)} s`);
+    expect(result).toMatchObject({ stopReason: 'no_answer', extractedAnswer: null, turns: 1, toolCalls: 0 });
+    expect(result.responseText).toMatch(/not sure/);
+  });
+
+  it('finish_reason length without an answer is output_cap', async () => {
+    const { runner } = setup(scripts.lengthCut());
+    const result = await runner.run(request(), new AbortController().signal);
+    expect(result).toMatchObject({ stopReason: 'output_cap', extractedAnswer: null });
+  });
+
+  it('a context-length error is context_limit', async () => {
+    const { runner } = setup(scripts.contextOverflow());
+    const result = await runner.run(request(), new AbortController().signal);
+    expect(result.stopReason).toBe('context_limit');
+    expect(result.error).toMatch(/maximum context length/);
+    expect(server.requests).toHaveLength(1);
+  });
+
+  it('the task timeout stops a long tool call: timeout, and its processes are gone', async () => {
+    const { runner } = setup((body) =>
+      body.messages!.some((m) => m.role === 'tool') ? { kind: 'text', text: '\\boxed{A}' } : { kind: 'tool_calls', calls: [{ name: 'bash', arguments: { command: 'sleep 300' } }] },
+    );
+    const result = await runner.run(request({}, 25), new AbortController().signal);
+    expect(result.stopReason).toBe('timeout');
+    expect(result.wallS).toBeGreaterThanOrEqual(25);
+    expect(result.wallS).toBeLessThan(40);
+    expect(processesWith('sleep 300')).toEqual([]);
+  });
+
+  it('more tool calls than agent.max_tool_calls stop the session (stop reason timeout, said in error)', async () => {
+    const { runner } = setup(scripts.toolLoop(), { agent: { max_tool_calls: 2 } });
+    const result = await runner.run(request(), new AbortController().signal);
+    expect(result.stopReason).toBe('timeout');
+    expect(result.error).toMatch(/tool-call budget/);
+    expect(result.toolCalls).toBe(3);
+  });
+
+  it('a policy server that answers 500 is an InfraError, quickly', async () => {
+    const { runner } = setup(scripts.fail(500));
+    const started = Date.now();
+    const err = await runner.run(request({}, 100), new AbortController().signal).catch((e: unknown) => e);
+    const wallS = (Date.now() - started) / 1000;
+    console.log(`[timing] 500 -> InfraError after ${wallS.toFixed(1)} s`);
+    expect(err).toBeInstanceOf(InfraError);
+    expect((err as Error).message).toMatch(/3 calls in a row.*5xx/);
+    expect(wallS).toBeLessThan(45);
+    expect(server.requests.length).toBe(3);
+  });
+
+  it('a policy server that is down (connection refused) is an InfraError', async () => {
+    const down = await startScriptedPolicyServer();
+    const url = down.url;
+    await down.close();
+    const { runner } = setup(scripts.answer('\\boxed{A}'));
+    const err = await runner.run(request({ baseUrl: url }, 100), new AbortController().signal).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InfraError);
+    expect((err as Error).message).toMatch(/connection_refused/);
+    expect((err as Error).message).not.toContain(KEY);
+  });
+
+  it('a policy server that hangs past request_timeout_s is an InfraError', async () => {
+    const { runner } = setup(scripts.hang());
+    const err = await runner.run(request({ requestTimeoutS: 5 }, 100), new AbortController().signal).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InfraError);
+    expect((err as Error).message).toMatch(/request timeout/);
+  });
+});

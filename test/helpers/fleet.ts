@@ -1,0 +1,120 @@
+/**
+ * A fleet test environment: a fixture benchmark prepared in a temp folder, a unique Redis key prefix
+ * on the session's Redis, a scripted agent file, and the `++key=value` overrides that point every
+ * command (in-process or a child process) at them.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { loadConfig, type Config } from '../../src/shared/config.ts';
+import { createLogger, type Logger } from '../../src/shared/logger.ts';
+import { prepareBenchmark } from '../../src/prepare/prepare.ts';
+import type { AgentScript } from '../../src/workers/sandbox/scripted-agent.ts';
+import { writeFixtureParquet, type Fixture } from './fixture-parquet.ts';
+import { createTmpDir } from './tmp.ts';
+
+export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+export const FAKE_JUDGE_KEY = 'sk-judge-FLEETSECRET-0001';
+export const FAKE_POLICY_KEY = 'sk-policy-FLEETSECRET-0002';
+const ROOT = path.resolve(import.meta.dirname, '../..');
+
+export interface FleetEnv {
+  dir: string;
+  prefix: string;
+  fixture: Fixture;
+  output: string;
+  overrides: string[];
+  config(extra?: string[]): Config;
+  logger: Logger;
+  /** Delete every key of this prefix (only ours: the prefix is unique). */
+  cleanup(): Promise<void>;
+}
+
+export interface FleetEnvOptions {
+  rows?: number;
+  judgeUrl: string;
+  script?: AgentScript;
+  redisUrl?: string;
+  overrides?: string[];
+}
+
+export async function makeFleetEnv(options: FleetEnvOptions): Promise<FleetEnv> {
+  const dir = createTmpDir('vcfleet-fleet-');
+  const prefix = `vcftest-${randomBytes(4).toString('hex')}`;
+  const fixture = writeFixtureParquet(path.join(dir, 'babyvision.parquet'), { rows: options.rows ?? 6 });
+  const scriptPath = path.join(dir, 'agent-script.json');
+  writeFileSync(scriptPath, JSON.stringify(options.script ?? { '*': { answer: '@gold' } }));
+  const output = path.join(dir, 'out', 'results.jsonl');
+  const overrides = [
+    `++data_dir=${path.join(dir, 'data')}`,
+    `++babyvision_parquet=${fixture.path}`,
+    `++output_jsonl_fpath=${output}`,
+    `++redis_url=${options.redisUrl ?? REDIS_URL}`,
+    `++queues.prefix=${prefix}`,
+    `++visual_coding_opencode_judge_base_url=${options.judgeUrl}`,
+    `++judge.api_key=${FAKE_JUDGE_KEY}`,
+    `++judge.max_retries=1`,
+    `++judge.backoff_base_ms=50`,
+    `++judge.timeout_s=5`,
+    `++agent.kind=scripted`,
+    `++agent.script_path=${scriptPath}`,
+    `++queues.rollout_backoff_ms=100`,
+    `++queues.lock_duration_ms=3000`,
+    `++state_dir=${path.join(dir, 'state')}`,
+    ...(options.overrides ?? []),
+  ];
+  const logger = createLogger({ level: 'warn', secrets: [FAKE_JUDGE_KEY, FAKE_POLICY_KEY] });
+  const config = (extra: string[] = []) => loadConfig({ overrides: [...overrides, ...extra], env: {} });
+  await prepareBenchmark(config(), { benchmark: 'babyvision_opencode', logger, stderr: { write: () => true } });
+  return {
+    dir, prefix, fixture, output, overrides, config, logger,
+    async cleanup() {
+      const redis = new Redis(options.redisUrl ?? REDIS_URL);
+      let cursor = '0';
+      do {
+        const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+        cursor = next;
+        if (keys.length) await redis.del(...keys);
+      } while (cursor !== '0');
+      redis.disconnect();
+    },
+  };
+}
+
+export interface CliProcess {
+  child: ChildProcess;
+  output(): string;
+  exited: Promise<number | null>;
+}
+
+/** Run `vcfleet <args>` as its own OS process, as a user on another host would. */
+export function startCli(args: string[], env: Record<string, string> = {}): CliProcess {
+  const child = spawn(process.execPath, [path.join(ROOT, 'bin/vcfleet.js'), ...args], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', VCFLEET_LOG_JSON: '1', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (out += d));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, output: () => out, exited };
+}
+
+export async function runCli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; output: string }> {
+  const p = startCli(args, env);
+  const code = await p.exited;
+  return { code, output: p.output() };
+}
+
+export async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 60_000, everyMs = 200): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined && value !== false) return value as T;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}

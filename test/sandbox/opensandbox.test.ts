@@ -1,0 +1,187 @@
+/**
+ * The `opensandbox` provider through the official SDK against a scripted OpenSandbox server: what it
+ * sends (auth, image, TTL, limits, egress policy, env, owner labels), commands and files, timeout and
+ * abort, and a DELETE of the sandbox on every path.
+ */
+import { readFileSync, readdirSync } from 'node:fs';
+import os from 'node:os';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ConfigSchema } from '../../src/shared/config.ts';
+import { ConfigError, InfraError } from '../../src/shared/errors.ts';
+import { createLogger } from '../../src/shared/logger.ts';
+import { createSandboxProvider } from '../../src/workers/sandbox/sandboxes/index.ts';
+import { OpenSandboxProvider, type OpenSandboxOptions } from '../../src/workers/sandbox/sandboxes/opensandbox.ts';
+import { identityOf } from '../../src/workers/sandbox/sandboxes/proc-tree.ts';
+import { startFakeOpenSandbox, type FakeOpenSandbox } from '../helpers/fake-opensandbox-server.ts';
+
+const API_KEY = 'test-opensandbox-key';
+const GATEWAY = { url: 'http://gw.example.internal:43117', port: 43117 };
+
+let fake: FakeOpenSandbox;
+
+function provider(extra: Partial<OpenSandboxOptions> = {}): OpenSandboxProvider {
+  return new OpenSandboxProvider({
+    domain: fake.domain,
+    apiKey: API_KEY,
+    image: 'registry.example/vcfleet-sandbox:1',
+    ttlS: 7200,
+    resources: { cpu: 2, memory_mib: 8192 },
+    workdir: '/workspace',
+    readyTimeoutS: 2,
+    ...extra,
+  });
+}
+
+function deletes(id: string): number {
+  return fake.requests.filter((r) => r.method === 'DELETE' && r.path === `/v1/sandboxes/${id}`).length;
+}
+
+function processesWith(marker: string): number[] {
+  return readdirSync('/proc')
+    .filter((e) => /^\d+$/.test(e) && Number(e) !== process.pid)
+    .filter((e) => {
+      try {
+        return readFileSync(`/proc/${e}/cmdline`, 'utf8').includes(marker);
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
+
+beforeEach(async () => {
+  fake = await startFakeOpenSandbox({ apiKey: API_KEY });
+});
+
+afterEach(async () => {
+  await fake.close();
+});
+
+describe('opensandbox provider', () => {
+  it('creates the sandbox as configured, runs commands, moves files, and deletes it', async () => {
+    const p = provider();
+    const sb = await p.create({ label: 'run1/task-7#0', gateway: GATEWAY, env: { OPENCODE_X: '1' } });
+    expect(sb.gatewayUrl).toBe(GATEWAY.url);
+    const create = fake.requests.find((r) => r.method === 'POST' && r.path === '/v1/sandboxes')!.body as Record<string, unknown>;
+    expect(create).toMatchObject({
+      image: { uri: 'registry.example/vcfleet-sandbox:1' },
+      timeout: 7200,
+      resourceLimits: { cpu: '2', memory: '8192Mi' },
+      env: { OPENCODE_X: '1' },
+      networkPolicy: { defaultAction: 'deny', egress: [{ action: 'allow', target: 'gw.example.internal' }] },
+      metadata: {
+        'vcfleet-fleet': 'visual-coding-fleet',
+        'vcfleet-host': os.hostname(),
+        'vcfleet-owner-pid': String(process.pid),
+        'vcfleet-label': 'run1-task-7-0',
+      },
+    });
+    expect((create.networkPolicy as { egress: unknown[] }).egress).toHaveLength(1);
+
+    await sb.putFile('/workspace/in.txt', Buffer.from('hello file\n'));
+    const lines: string[] = [];
+    const r = await sb.exec(['sh', '-c', 'cat in.txt; echo "$OPENCODE_X $EXTRA"; cat; echo oops >&2; exit 4'], {
+      env: { EXTRA: "it's quoted" },
+      stdin: 'from stdin\n',
+      onStdoutLine: (l) => lines.push(l),
+    });
+    expect(r).toMatchObject({ exitCode: 4, timedOut: false, aborted: false, stderr: 'oops\n' });
+    expect(lines).toEqual(['hello file', "1 it's quoted", 'from stdin']);
+    expect(r.stdout).toBe('hello file\n1 it\'s quoted\nfrom stdin\n');
+    expect((await sb.exec(['sh', '-c', 'echo made > out.txt'])).exitCode).toBe(0);
+    expect((await sb.getFile('out.txt')).toString()).toBe('made\n');
+
+    await sb.destroy();
+    await sb.destroy();
+    expect(deletes(sb.id)).toBe(1);
+    expect(fake.sandboxes.get(sb.id)!.deleted).toBe(true);
+    // Every request, lifecycle and execd alike, carried the API key.
+    expect(fake.requests.every((q) => q.headers['open-sandbox-api-key'] === API_KEY)).toBe(true);
+  });
+
+  it('on timeout and on abort, stops the command and interrupts it; destroy deletes the sandbox', async () => {
+    const sb = await provider().create({ label: 't', gateway: GATEWAY });
+    const marker = `sleep ${940000 + (process.pid % 1000)}5`;
+    const t0 = Date.now();
+    const timed = await sb.exec(['sh', '-c', `setsid ${marker} & ${marker}`], { timeoutMs: 400 });
+    expect(timed).toMatchObject({ timedOut: true, aborted: false, exitCode: null });
+    expect(Date.now() - t0).toBeLessThan(3000);
+    const ac = new AbortController();
+    const aborted = await sb.exec(['sh', '-c', `echo up; ${marker}`], { signal: ac.signal, onStdoutLine: () => ac.abort() });
+    expect(aborted).toMatchObject({ aborted: true, timedOut: false, stdout: 'up\n' });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(fake.requests.filter((q) => q.method === 'DELETE' && q.path.endsWith('/command')).length).toBeGreaterThanOrEqual(1);
+    await sb.destroy();
+    expect(deletes(sb.id)).toBe(1);
+    expect(processesWith(marker)).toEqual([]);
+  });
+
+  it('destroy during a running command aborts it and deletes the sandbox', async () => {
+    const sb = await provider().create({ label: 'd', gateway: GATEWAY });
+    const running = sb.exec(['sleep', '30']);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await sb.destroy();
+    expect((await running).aborted).toBe(true);
+    expect(deletes(sb.id)).toBe(1);
+    await expect(sb.exec(['true'])).rejects.toThrow(/destroyed/);
+  });
+
+  it('a sandbox that never becomes ready is deleted and creation fails with InfraError', async () => {
+    fake.options.failPing = true;
+    const err = await provider({ readyTimeoutS: 1 }).create({ label: 'x', gateway: GATEWAY }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InfraError);
+    expect(fake.sandboxes.size).toBe(1);
+    expect(deletes('sbx-1')).toBe(1);
+  });
+
+  it('a failed create request is an InfraError; a wrong API key too', async () => {
+    fake.options.failCreate = true;
+    await expect(provider().create({ label: 'x', gateway: GATEWAY })).rejects.toBeInstanceOf(InfraError);
+    fake.options.failCreate = false;
+    await expect(provider({ apiKey: 'wrong' }).create({ label: 'x', gateway: GATEWAY })).rejects.toThrow(/create a sandbox/);
+    expect(fake.sandboxes.size).toBe(0);
+  });
+
+  it('an abort while creating deletes the new sandbox', async () => {
+    const ac = new AbortController();
+    const creating = provider().create({ label: 'x', gateway: GATEWAY }, ac.signal);
+    setTimeout(() => ac.abort(), 5);
+    await expect(creating).rejects.toThrow();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    for (const sb of fake.sandboxes.values()) expect(sb.deleted).toBe(true);
+  });
+
+  it('close() deletes every live sandbox (worker shutdown)', async () => {
+    const p = provider();
+    const a = await p.create({ label: 'a', gateway: GATEWAY });
+    const b = await p.create({ label: 'b', gateway: GATEWAY });
+    await a.destroy();
+    await p.close();
+    expect(deletes(a.id)).toBe(1);
+    expect(deletes(b.id)).toBe(1);
+  });
+
+  it('reapOrphans deletes only this host and fleet sandboxes whose worker is dead', async () => {
+    const me = identityOf(process.pid)!;
+    const base = { 'vcfleet-fleet': 'visual-coding-fleet', 'vcfleet-host': os.hostname(), 'vcfleet-boot': me.bootId };
+    const dead = fake.seed({ ...base, 'vcfleet-owner-pid': String(2 ** 22 + 5), 'vcfleet-owner-start': '1' });
+    const alive = fake.seed({ ...base, 'vcfleet-owner-pid': String(me.pid), 'vcfleet-owner-start': String(me.startTime) });
+    const otherHost = fake.seed({ ...base, 'vcfleet-host': 'elsewhere', 'vcfleet-owner-pid': '1', 'vcfleet-owner-start': '1' });
+    const otherFleet = fake.seed({ ...base, 'vcfleet-fleet': 'another', 'vcfleet-owner-pid': '1', 'vcfleet-owner-start': '1' });
+    expect(await provider().reapOrphans()).toBe(1);
+    expect(dead.deleted).toBe(true);
+    expect([alive, otherHost, otherFleet].map((s) => s.deleted)).toEqual([false, false, false]);
+  });
+});
+
+describe('createSandboxProvider', () => {
+  const logger = createLogger({ level: 'silent' });
+
+  it('chooses by sandbox_provider and requires a domain for opensandbox', () => {
+    expect(createSandboxProvider(ConfigSchema.parse({}), { logger }).name).toBe('local');
+    const remote = ConfigSchema.parse({ sandbox_provider: 'opensandbox', sandbox_config: { domain: 'http://os.example:8080' } });
+    expect(createSandboxProvider(remote, { logger }).name).toBe('opensandbox');
+    const missing = ConfigSchema.parse({ sandbox_provider: 'opensandbox' });
+    expect(() => createSandboxProvider(missing, { logger })).toThrow(ConfigError);
+  });
+});
