@@ -213,6 +213,17 @@ describe('OpenCode runner (real binary, local bwrap sandbox)', () => {
     expect(result.toolCalls).toBe(3);
   });
 
+  it("the worker's abort signal stops the session, throws InfraError and cleans up", async () => {
+    const { runner } = setup(scripts.pythonThenAnswer('B'));
+    const abort = new AbortController();
+    setTimeout(() => abort.abort(new Error('shutdown')), 3_000);
+    const started = Date.now();
+    const err = await runner.run(request(), abort.signal).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InfraError);
+    expect((err as Error).message).toMatch(/aborted/);
+    expect((Date.now() - started) / 1000).toBeLessThan(10);
+  });
+
   it('a policy server that answers 500 is an InfraError, quickly', async () => {
     const { runner } = setup(scripts.fail(500));
     const started = Date.now();

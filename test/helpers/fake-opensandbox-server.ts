@@ -39,6 +39,8 @@ export interface FakeOpenSandboxOptions {
   failPing?: boolean;
   /** `POST /v1/sandboxes` answers 500. */
   failCreate?: boolean;
+  /** `DELETE /command` answers 200 but leaves the command running. */
+  ignoreInterrupt?: boolean;
 }
 
 export interface FakeOpenSandbox {
@@ -126,7 +128,7 @@ function runCommand(sb: FakeSandbox, body: Record<string, unknown>, req: http.In
 
 async function upload(sb: FakeSandbox, req: http.IncomingMessage, res: http.ServerResponse, rec: RecordedRequest): Promise<void> {
   const raw = await readBody(req);
-  const form = await new Response(raw, { headers: { 'content-type': req.headers['content-type']! } }).formData();
+  const form = await new Response(new Uint8Array(raw), { headers: { 'content-type': req.headers['content-type']! } }).formData();
   const meta = JSON.parse(await (form.get('metadata') as Blob).text()) as { path: string };
   const data = Buffer.from(await (form.get('file') as Blob).arrayBuffer());
   rec.body = { metadata: meta, size: data.length };
@@ -194,7 +196,7 @@ export async function startFakeOpenSandbox(options: FakeOpenSandboxOptions = {})
     ['POST', /^\/execd\/([^/]+)\/\d+\/command$/, (q, res, rec, m) => runCommand(live(m[1]!)!, rec.body as Record<string, unknown>, q, res)],
     ['DELETE', /^\/execd\/([^/]+)\/\d+\/command$/, (_q, res, rec, m) => {
       const child = live(m[1]!)?.commands.get(rec.query.get('id') ?? '');
-      if (child) child.kill('SIGTERM');
+      if (child && !options.ignoreInterrupt) child.kill('SIGTERM');
       res.writeHead(child ? 200 : 404).end();
     }],
     ['POST', /^\/execd\/([^/]+)\/\d+\/files\/upload$/, (q, res, rec, m) => upload(live(m[1]!)!, q, res, rec)],

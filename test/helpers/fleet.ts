@@ -85,7 +85,9 @@ export async function makeFleetEnv(options: FleetEnvOptions): Promise<FleetEnv> 
 
 export interface CliProcess {
   child: ChildProcess;
+  /** stdout and stderr together. */
   output(): string;
+  stdout(): string;
   exited: Promise<number | null>;
 }
 
@@ -97,16 +99,20 @@ export function startCli(args: string[], env: Record<string, string> = {}): CliP
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
-  child.stdout!.on('data', (d) => (out += d));
+  let stdout = '';
+  child.stdout!.on('data', (d) => {
+    out += d;
+    stdout += d;
+  });
   child.stderr!.on('data', (d) => (out += d));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  return { child, output: () => out, exited };
+  return { child, output: () => out, stdout: () => stdout, exited };
 }
 
-export async function runCli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; output: string }> {
+export async function runCli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; output: string; stdout: string }> {
   const p = startCli(args, env);
   const code = await p.exited;
-  return { code, output: p.output() };
+  return { code, output: p.output(), stdout: p.stdout() };
 }
 
 export async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 60_000, everyMs = 200): Promise<T> {

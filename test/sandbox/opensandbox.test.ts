@@ -104,7 +104,7 @@ describe('opensandbox provider', () => {
     const marker = `sleep ${940000 + (process.pid % 1000)}5`;
     const t0 = Date.now();
     const timed = await sb.exec(['sh', '-c', `setsid ${marker} & ${marker}`], { timeoutMs: 400 });
-    expect(timed).toMatchObject({ timedOut: true, aborted: false, exitCode: null });
+    expect(timed).toMatchObject({ timedOut: true, aborted: false });
     expect(Date.now() - t0).toBeLessThan(3000);
     const ac = new AbortController();
     const aborted = await sb.exec(['sh', '-c', `echo up; ${marker}`], { signal: ac.signal, onStdoutLine: () => ac.abort() });
@@ -114,6 +114,17 @@ describe('opensandbox provider', () => {
     await sb.destroy();
     expect(deletes(sb.id)).toBe(1);
     expect(processesWith(marker)).toEqual([]);
+  });
+
+  it('returns at the grace even when the interrupt does not end the command', async () => {
+    fake.options.ignoreInterrupt = true;
+    const sb = await provider({ killGraceMs: 300 }).create({ label: 'g', gateway: GATEWAY });
+    const t0 = Date.now();
+    const r = await sb.exec(['sleep', '30'], { timeoutMs: 300 });
+    expect(r).toMatchObject({ timedOut: true, exitCode: null });
+    expect(Date.now() - t0).toBeLessThan(2000);
+    await sb.destroy();
+    expect(deletes(sb.id)).toBe(1);
   });
 
   it('destroy during a running command aborts it and deletes the sandbox', async () => {

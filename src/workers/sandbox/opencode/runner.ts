@@ -146,7 +146,9 @@ export function createOpenCodeRunner(options: OpenCodeRunnerOptions): AgentRunne
     } catch (err) {
       throw new InfraError(`could not run OpenCode in the sandbox: ${errorMessage(err)}`, { cause: err });
     }
-    const opencodeLog = await readOpenCodeLog(sandbox, paths.stateDir);
+    // Skip the log when the worker is shutting down (stopped, but not by one of our own limits).
+    const shuttingDown = stop.signal.aborted && stopCause.value === null && !exec.timedOut;
+    const opencodeLog = shuttingDown ? { lines: 0, kept: [] } : await readOpenCodeLog(sandbox, paths.stateDir);
     return { log, exec, stoppedBy: stopCause.value, opencodeLog };
   }
 

@@ -11,7 +11,8 @@ import path from 'node:path';
 import { Sandbox as SdkSandbox, SandboxManager, type ConnectionConfigOptions } from '@alibaba-group/opensandbox';
 import { ConfigError, InfraError, errorMessage } from '../../../shared/errors.ts';
 import type { Logger } from '../../../shared/logger.ts';
-import { DEFAULT_MAX_CAPTURE_BYTES, TailBuffer } from './output-capture.ts';
+import { DEFAULT_MAX_CAPTURE_BYTES } from './output-capture.ts';
+import { runRemoteCommand } from './opensandbox-exec.ts';
 import { DEFAULT_FLEET_LABEL, META, labelValue, modelOnlyPolicy, ownerFromMetadata, ownerMetadata, shellJoin, shellQuote } from './opensandbox-labels.ts';
 import { isAlive } from './proc-tree.ts';
 import type { ExecOptions, ExecResult, Sandbox, SandboxProvider, SandboxSpec } from './types.ts';
@@ -35,6 +36,8 @@ export interface OpenSandboxOptions {
   requestTimeoutS?: number;
   /** Bytes of `stdout` and of `stderr` kept in an ExecResult (the tail); default 16 MiB each. */
   maxCaptureBytes?: number;
+  /** After interrupting a command (timeout, abort), how long to wait for its end, in ms; default 2000. */
+  killGraceMs?: number;
   logger?: Logger;
 }
 
@@ -48,7 +51,7 @@ class RemoteSandbox implements Sandbox {
     readonly workdir: string,
     readonly gatewayUrl: string,
     private readonly env: Record<string, string>,
-    private readonly maxCaptureBytes: number,
+    private readonly limits: { maxCaptureBytes: number; killGraceMs: number },
     private readonly onDestroyed: (s: RemoteSandbox) => void,
     private readonly logger?: Logger,
   ) {}
@@ -87,55 +90,26 @@ class RemoteSandbox implements Sandbox {
   }
 
   private async run(argv: string[], options: ExecOptions): Promise<ExecResult> {
-    const started = Date.now();
     const signal = options.signal ? AbortSignal.any([options.signal, this.stop.signal]) : this.stop.signal;
-    const result: ExecResult = { exitCode: null, signal: null, stdout: '', stderr: '', timedOut: false, aborted: false, durationMs: 0 };
-    if (signal.aborted) return { ...result, aborted: true };
+    if (signal.aborted) {
+      return { exitCode: null, signal: null, stdout: '', stderr: '', timedOut: false, aborted: true, durationMs: 0 };
+    }
     // execd runs `bash -c` with stdin at /dev/null; stdin text goes through a file.
     let stdinPath = '/dev/null';
     if (options.stdin !== undefined) {
       stdinPath = `/tmp/.vcfleet-stdin-${randomUUID()}`;
       await this.putFile(stdinPath, options.stdin);
     }
-    const fetchAbort = new AbortController();
-    let commandId: string | undefined;
-    const stop = (): void => {
-      fetchAbort.abort();
-      if (commandId) void this.sdk.commands.interrupt(commandId).catch(() => {});
-    };
-    const onAbort = (): void => ((result.aborted = !result.timedOut), stop());
-    const timer = options.timeoutMs === undefined ? undefined : setTimeout(() => ((result.timedOut = true), stop()), options.timeoutMs);
-    signal.addEventListener('abort', onAbort, { once: true });
-    const stdout = new TailBuffer(this.maxCaptureBytes);
-    const stderr = new TailBuffer(this.maxCaptureBytes);
-    try {
-      const execution = await this.sdk.commands.run(
-        `${shellJoin(argv)} < ${shellQuote(stdinPath)}`,
-        {
-          workingDirectory: options.cwd ?? this.workdir,
-          envs: { ...this.env, ...options.env },
-          // A server-side backstop in case this worker disappears mid-command.
-          timeoutSeconds: options.timeoutMs === undefined ? undefined : options.timeoutMs / 1000 + 30,
-        },
-        {
-          skipAccumulation: true,
-          onInit: (init) => void (commandId = init.id),
-          // execd sends one event per output line, without its terminator.
-          onStdout: (m) => (stdout.push(Buffer.from(`${m.text}\n`)), options.onStdoutLine?.(m.text)),
-          onStderr: (m) => stderr.push(Buffer.from(`${m.text}\n`)),
-        },
-        fetchAbort.signal,
-      );
-      result.exitCode = execution.exitCode ?? null;
-    } catch (err) {
-      if (!result.timedOut && !result.aborted) {
-        throw new InfraError(`opensandbox: command failed to run: ${errorMessage(err)}`, { cause: err });
-      }
-    } finally {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', onAbort);
-    }
-    return { ...result, stdout: stdout.toString(), stderr: stderr.toString(), durationMs: Date.now() - started };
+    return runRemoteCommand(this.sdk, {
+      command: `${shellJoin(argv)} < ${shellQuote(stdinPath)}`,
+      cwd: options.cwd ?? this.workdir,
+      env: { ...this.env, ...options.env },
+      timeoutMs: options.timeoutMs,
+      signal,
+      onStdoutLine: options.onStdoutLine,
+      maxCaptureBytes: this.limits.maxCaptureBytes,
+      stopGraceMs: this.limits.killGraceMs,
+    });
   }
 
   /** Stops running commands, then deletes the sandbox (a 404 counts as deleted). Never throws. */
@@ -198,8 +172,8 @@ export class OpenSandboxProvider implements SandboxProvider {
     }).catch((err: unknown) => {
       throw new InfraError(`opensandbox: could not create a sandbox from ${this.opts.image}: ${errorMessage(err)}`, { cause: err });
     });
-    const sandbox = new RemoteSandbox(sdk, this.opts.workdir, spec.gateway.url, env,
-      this.opts.maxCaptureBytes ?? DEFAULT_MAX_CAPTURE_BYTES, (s) => this.live.delete(s), this.opts.logger);
+    const limits = { maxCaptureBytes: this.opts.maxCaptureBytes ?? DEFAULT_MAX_CAPTURE_BYTES, killGraceMs: this.opts.killGraceMs ?? 2000 };
+    const sandbox = new RemoteSandbox(sdk, this.opts.workdir, spec.gateway.url, env, limits, (s) => this.live.delete(s), this.opts.logger);
     this.live.add(sandbox);
     try {
       signal?.throwIfAborted();
