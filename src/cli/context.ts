@@ -11,6 +11,11 @@ export function setOverrides(values: string[]): void {
   overrides = values;
 }
 
+/** The `++key=value` overrides of this invocation. */
+export function currentOverrides(): readonly string[] {
+  return overrides;
+}
+
 export interface CommandContext {
   config: Config;
   logger: Logger;

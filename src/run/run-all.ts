@@ -21,6 +21,8 @@ import { startResultsWorker } from '../workers/results/worker.ts';
 import { metricsPathFor, type AggregateMetrics } from '../workers/results/metrics.ts';
 import { startPrivateRedis, type PrivateRedis } from './private-redis.ts';
 import { createProgressView, RunTally, type ProgressView } from './progress.ts';
+import type { FleetMetrics } from '../ops/prom-metrics.ts';
+import { startRoleMetrics } from '../ops/role-metrics.ts';
 
 export interface RunAllOptions {
   config: Config;
@@ -33,6 +35,8 @@ export interface RunAllOptions {
   progress?: ProgressView;
   /** Give up when nothing is queued or running for this long and rows are missing (ms). Default 15000. */
   stuckAfterMs?: number;
+  /** Prometheus hooks (src/ops/prom-metrics.ts); default: the run's own, served on `metrics_server.port` when set. */
+  metrics?: FleetMetrics;
 }
 
 export interface RunAllResult {
@@ -71,20 +75,27 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
   try {
     await waitForRedis(client, url);
     await checkRedisServer(client, logger);
+    const own = options.metrics ? null : await startRoleMetrics(config, logger, 'run');
+    if (own) closers.push(() => own.close());
+    const metrics = options.metrics ?? own!.metrics;
+    metrics.watchQueues(client, config.queues.prefix);
     const bench = await loadOrPrepare(config, logger);
     const produced = await produceRun({ config, redis: client, logger, tasks: bench.tasks, readImage: imageReader(bench.imagePath) });
     const store = new RunStore(client, config.queues.prefix);
     const run = await store.requireRun(produced.runId);
     const tally = new RunTally(produced.total);
     for await (const row of store.scanRows(run.run_id)) tally.add(row);
-    const results = startResultsWorker({ config, connection, logger, onCommit: (row) => row.run_id === run.run_id && tally.add(row) });
+    const results = startResultsWorker({ config, connection, logger, onJobEnd: metrics.jobEnd('results'), onCommit: (row, result) => {
+      metrics.rowCommitted(row, result);
+      if (row.run_id === run.run_id) tally.add(row);
+    } });
     closers.push(() => results.close());
     await results.ready;
     await results.syncRun(run.run_id);
-    const judge = await startJudgeWorker({ config, connection, logger, judge: options.judge ?? createFleetJudge(config, logger, connection) });
+    const judge = await startJudgeWorker({ config, connection, logger, judge: metrics.wrapJudge(options.judge ?? createFleetJudge(config, logger, connection)), onJobEnd: metrics.jobEnd('judge') });
     closers.unshift(() => judge.close());
     const agent = options.agent ?? (await (await import('../workers/sandbox/agent-factory.ts')).createAgentRunner(config, logger));
-    const sandbox = await startSandboxWorker({ config, connection, logger, agent });
+    const sandbox = await startSandboxWorker({ config, connection, logger, agent: metrics.wrapAgent(agent), onJobEnd: metrics.jobEnd('rollout') });
     closers.unshift(() => sandbox.close());
     const status = await watch(options, client, config.queues.prefix, tally);
     logger.info({ run: run.run_id, status }, 'run loop ended');

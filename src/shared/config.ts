@@ -113,6 +113,25 @@ const MetricsServerSchema = z
   })
   .strict();
 
+const DashboardSchema = z
+  .object({
+    /** Address `vcfleet dashboard` binds; anything but 127.0.0.1, ::1 or localhost requires credentials. */
+    host: z.string().default('127.0.0.1'),
+    /** Port of the dashboard (0: any free port, printed at start). */
+    port: z.number().int().min(0).max(65535).default(3000),
+    /** Refuse every state-changing request (HTTP 403) and show Bull Board read-only. */
+    read_only: z.boolean().default(false),
+    /** Basic-auth user (`VCFLEET_DASHBOARD_USER`); needs `password`. */
+    user: nullableString,
+    /** Basic-auth password (`VCFLEET_DASHBOARD_PASSWORD`); a secret. */
+    password: nullableString,
+    /** Bearer token (`VCFLEET_DASHBOARD_TOKEN`), accepted instead of basic auth; a secret. */
+    token: nullableString,
+    /** Most recent runs shown on the run overview. */
+    max_runs: positiveInt.default(50),
+  })
+  .strict();
+
 export const ConfigSchema = z
   .object({
     benchmark: z.enum(BENCHMARKS).default('babyvision_opencode'),
@@ -167,6 +186,7 @@ export const ConfigSchema = z
     /** Folder for the private Redis of `vcfleet run` and other local state. */
     state_dir: z.string().default('.vcfleet'),
     metrics_server: MetricsServerSchema.prefault({}),
+    dashboard: DashboardSchema.prefault({}),
     log_level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
   })
   .strict();
@@ -174,7 +194,7 @@ export const ConfigSchema = z
 export type Config = z.infer<typeof ConfigSchema>;
 
 /** Keys whose values are secrets: never logged, never written to Redis or output files. */
-export const SECRET_PATHS = ['policy_api_key', 'judge.api_key', 'sandbox_config.api_key'] as const;
+export const SECRET_PATHS = ['policy_api_key', 'judge.api_key', 'sandbox_config.api_key', 'dashboard.password', 'dashboard.token'] as const;
 
 export const DEFAULT_CONFIG_PATH = fileURLToPath(
   new URL('../../configs/visual_coding_opencode.yaml', import.meta.url),
@@ -316,7 +336,7 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
       throw new ConfigError(`override "${arg}": "${key}" is not a config key`);
     }
     setPath(doc, key, parseScalar(body.slice(eq + 1)));
-    prov.set(key, `command line ${key.includes('api_key') ? `++${key}=***` : arg}`);
+    prov.set(key, `command line ${key.includes('api_key') || (SECRET_PATHS as readonly string[]).includes(key) ? `++${key}=***` : arg}`);
   }
   const parsed = ConfigSchema.safeParse(doc);
   if (!parsed.success) throw new ConfigError(describeIssues(parsed.error, prov, file));

@@ -227,12 +227,13 @@ describe('OpenCode runner (real binary, local bwrap sandbox)', () => {
   it('a policy server that answers 500 is an InfraError, quickly', async () => {
     const { runner } = setup(scripts.fail(500));
     const started = Date.now();
-    const err = await runner.run(request({}, 100), new AbortController().signal).catch((e: unknown) => e);
+    const err = await runner.run(request({}, 150), new AbortController().signal).catch((e: unknown) => e);
     const wallS = (Date.now() - started) / 1000;
     console.log(`[timing] 500 -> InfraError after ${wallS.toFixed(1)} s`);
     expect(err).toBeInstanceOf(InfraError);
     expect((err as Error).message).toMatch(/3 calls in a row.*5xx/);
-    expect(wallS).toBeLessThan(45);
+    // ~6 s of OpenCode's retries after its first call, far from the 150 s task budget (even on a loaded box).
+    expect(wallS).toBeLessThan(90);
     expect(server.requests.length).toBe(3);
   });
 

@@ -73,7 +73,7 @@ describe('reapOrphans (local)', () => {
 
   it('kills recorded sandbox processes that outlived their dead owner; spares live and foreign owners', async () => {
     const marker = `sleep ${930000 + (process.pid % 1000)}4`;
-    const straggler = spawn('sh', ['-c', marker], { stdio: 'ignore' });
+    const straggler = spawn('sleep', [marker.split(' ')[1]!], { stdio: 'ignore' });
     await new Promise((resolve) => straggler.once('spawn', resolve));
     const dead = { pid: 2 ** 22 + 17, startTime: 1, bootId: bootId(), hostname: os.hostname() };
     const orphan = path.join(SANDBOXES, 'orphan-1');

@@ -8,6 +8,7 @@ import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { deflateSync, crc32 } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { InfraError } from '../../src/shared/errors.ts';
@@ -141,6 +142,16 @@ describe('local bubblewrap sandbox', () => {
     ]);
     expect(r.stdout.trim().split('\n')).toEqual(['R /x', 'R /usr/x', 'R /etc/x', 'R /run/x', 'W /workspace/ok', 'W /tmp/ok']);
     expect((await sb.getFile('/tmp/ok')).length).toBe(0);
+    // Extra read-only binds appear at the same path, read-only; the rest of the checkout does not.
+    const extra = path.dirname(fileURLToPath(import.meta.url));
+    const withExtra = new LocalBwrapProvider({ workdir: '/workspace', rootDir: SANDBOXES, extraRoBinds: [extra] });
+    const sb2 = await withExtra.create({ label: 'extra', gateway: { port: GATEWAY_PORT } });
+    created.push(sb2);
+    const me = path.basename(fileURLToPath(import.meta.url));
+    const seen = await sb2.exec(['sh', '-c', `ls ${extra}; touch ${extra}/x || echo RO; ls ${path.dirname(extra)}`]);
+    expect(seen.stdout.split('\n')).toContain(me);
+    expect(seen.stdout).toContain('RO');
+    expect(seen.stdout).not.toContain('helpers');
   });
 
   it('has no network but the gateway, which it reaches at gatewayUrl', async () => {
@@ -175,9 +186,13 @@ describe('local bubblewrap sandbox', () => {
     expect(r).toMatchObject({ timedOut: true, aborted: false });
     expect(Date.now() - t0).toBeLessThan(3000);
     expect(processesWith(marker)).toEqual([]);
-    // A command that ignores SIGTERM is SIGKILLed after the grace.
-    const stubborn = await sb.exec(['sh', '-c', `trap "" TERM; setsid ${marker} & ${marker}; echo never`], { timeoutMs: 300 });
-    expect(stubborn).toMatchObject({ timedOut: true, signal: 'SIGKILL' });
+    // A command that ignores SIGTERM is SIGKILLed after the grace (stopped once it is armed).
+    const ac = new AbortController();
+    const stubborn = await sb.exec(['sh', '-c', `trap "" TERM; setsid ${marker} & echo armed; ${marker}; echo never`], {
+      signal: ac.signal,
+      onStdoutLine: () => ac.abort(),
+    });
+    expect(stubborn).toMatchObject({ aborted: true, signal: 'SIGKILL', stdout: 'armed\n' });
     expect(processesWith(marker)).toEqual([]);
   });
 

@@ -11,6 +11,8 @@ import { startSandboxWorker } from '../../workers/sandbox/worker.ts';
 import { createFleetJudge } from '../../workers/judge/judge-factory.ts';
 import { startJudgeWorker } from '../../workers/judge/worker.ts';
 import { startResultsWorker } from '../../workers/results/worker.ts';
+import type { FleetMetrics } from '../../ops/prom-metrics.ts';
+import { startRoleMetrics } from '../../ops/role-metrics.ts';
 
 const ROLES = ['sandbox', 'judge', 'results'] as const;
 type Role = (typeof ROLES)[number];
@@ -22,19 +24,32 @@ export function registerWorker(program: Command): void {
     .argument('<role>', `one of: ${ROLES.join(', ')}`)
     .option('--config <path>', 'config YAML (default configs/visual_coding_opencode.yaml)')
     .option('--concurrency <n>', 'jobs at once in this process (sandbox: queues.rollout_concurrency; judge: judge.concurrency)')
-    .addHelpText('after', '\nEnvironment: REDIS_URL (all roles), POLICY_API_KEY (sandbox), OPENAI_API_KEY (judge).')
+    .addHelpText('after', '\nEnvironment: REDIS_URL (all roles), POLICY_API_KEY (sandbox), OPENAI_API_KEY (judge).\nPrometheus: /metrics on metrics_server.port (VCFLEET_METRICS_PORT; 0 = off).')
     .action(async (role: string, opts: { config?: string; concurrency?: string }) => {
       if (!ROLES.includes(role as Role)) throw new ConfigError(`unknown worker role "${role}": use one of ${ROLES.join(', ')}`);
       const flags: Record<string, unknown> = {};
       if (opts.concurrency) flags[role === 'judge' ? 'judge.concurrency' : 'queues.rollout_concurrency'] = Number(opts.concurrency);
       const { config, logger } = commandContext(opts, flags);
-      const connection = await connect(config, logger, 'worker');
-      const close = await startRole(role as Role, config, logger, connection);
+      const roleMetrics = await startRoleMetrics(config, logger, role);
+      let connection: Redis | undefined;
+      let close: () => Promise<void>;
+      try {
+        connection = await connect(config, logger, 'worker');
+        roleMetrics.metrics.watchQueues(connection, config.queues.prefix);
+        close = await startRole(role as Role, config, logger, connection, roleMetrics.metrics);
+      } catch (err) {
+        // An open server or connection would keep a failed process alive.
+        await roleMetrics.close();
+        connection?.disconnect();
+        throw err;
+      }
+      const conn = connection;
       logger.info({ role, prefix: config.queues.prefix }, `${role} worker started`);
       await new Promise<void>((resolve) => {
         onShutdownSignals(logger, async () => {
           await close();
-          connection.disconnect();
+          await roleMetrics.close();
+          conn.disconnect();
           resolve();
         });
       });
@@ -42,16 +57,18 @@ export function registerWorker(program: Command): void {
     });
 }
 
-async function startRole(role: Role, config: Config, logger: Logger, connection: Redis): Promise<() => Promise<void>> {
+/** Start one role with its metrics hooks; returns its graceful close. */
+async function startRole(role: Role, config: Config, logger: Logger, connection: Redis, metrics: FleetMetrics): Promise<() => Promise<void>> {
   if (role === 'sandbox') {
-    const agent = await createAgentRunner(config, logger);
-    const w = await startSandboxWorker({ config, connection, logger, agent });
+    const agent = metrics.wrapAgent(await createAgentRunner(config, logger));
+    const w = await startSandboxWorker({ config, connection, logger, agent, onJobEnd: metrics.jobEnd('rollout') });
     return () => w.close();
   }
   if (role === 'judge') {
-    const w = await startJudgeWorker({ config, connection, logger, judge: createFleetJudge(config, logger, connection) });
+    const judge = metrics.wrapJudge(createFleetJudge(config, logger, connection));
+    const w = await startJudgeWorker({ config, connection, logger, judge, onJobEnd: metrics.jobEnd('judge') });
     return () => w.close();
   }
-  const w = startResultsWorker({ config, connection, logger });
+  const w = startResultsWorker({ config, connection, logger, onJobEnd: metrics.jobEnd('results'), onCommit: (row, result) => metrics.rowCommitted(row, result) });
   return () => w.close();
 }

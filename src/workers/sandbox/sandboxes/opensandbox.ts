@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { Sandbox as SdkSandbox, SandboxManager, type ConnectionConfigOptions } from '@alibaba-group/opensandbox';
-import { ConfigError, InfraError, errorMessage } from '../../../shared/errors.ts';
+import { ConfigError, DataError, InfraError, errorMessage } from '../../../shared/errors.ts';
 import type { Logger } from '../../../shared/logger.ts';
 import { DEFAULT_MAX_CAPTURE_BYTES } from './output-capture.ts';
 import { runRemoteCommand } from './opensandbox-exec.ts';
@@ -80,6 +80,7 @@ class RemoteSandbox implements Sandbox {
 
   async exec(argv: string[], options: ExecOptions = {}): Promise<ExecResult> {
     if (this.stop.signal.aborted) throw new InfraError(`sandbox ${this.id} is destroyed`);
+    if (argv.length === 0) throw new DataError('exec needs a command');
     const run = this.run(argv, options);
     this.running.add(run);
     try {
@@ -118,7 +119,8 @@ class RemoteSandbox implements Sandbox {
       this.stop.abort();
       await Promise.allSettled([...this.running]);
       await deleteWithRetry(this.sdk, this.logger);
-      await this.sdk.close().catch(() => {});
+      // Closing the connection pool waits for open streams: bound it in case one still dangles.
+      await Promise.race([this.sdk.close().catch(() => {}), new Promise((resolve) => setTimeout(resolve, 5000).unref())]);
       this.onDestroyed(this);
     })();
     return this.destroying;

@@ -1,0 +1,79 @@
+/**
+ * `vcfleet demo`: a self-contained run on the bundled synthetic puzzles. The project's scripted
+ * policy and judge servers start in-process on loopback, a private Redis (unless REDIS_URL is set),
+ * the real OpenCode in real `local` sandboxes, the progress bar, the JSONL and metrics at the end.
+ * No model, no key, no network.
+ */
+import path from 'node:path';
+import { loadConfig, type Config } from '../shared/config.ts';
+import type { Logger } from '../shared/logger.ts';
+import { runAll, type RunAllResult } from '../run/run-all.ts';
+import { newRunId } from '../producer/produce.ts';
+import { demoAnswers, demoPuzzles, writeDemoBenchmark } from './puzzles.ts';
+import { scripts, startScriptedPolicyServer } from './scripted-policy-server.ts';
+import { startScriptedJudgeServer } from './scripted-judge-server.ts';
+
+export interface DemoOptions {
+  configPath?: string;
+  overrides: readonly string[];
+  logger: Logger;
+  signal?: AbortSignal;
+}
+
+/** The demo's settings; `++key=value` overrides still apply on top. */
+function demoConfig(base: Config, policyUrl: string, judgeUrl: string, options: DemoOptions): Config {
+  const dir = path.join(base.state_dir, 'demo');
+  return loadConfig({
+    configPath: options.configPath,
+    flags: {
+      benchmark: 'babyvision_opencode',
+      data_dir: path.join(dir, 'data'),
+      babyvision_parquet: null,
+      reuse_existing_data_preparation: true,
+      output_jsonl_fpath: path.join('results', 'demo', 'demo.jsonl'),
+      run_id: newRunId('demo'),
+      limit: null,
+      num_repeats: 1,
+      task_timeout_s: 300,
+      policy_base_url: policyUrl,
+      policy_api_key: 'demo-policy-key',
+      policy_model_name: 'scripted-demo-vlm',
+      visual_coding_opencode_judge_base_url: judgeUrl,
+      visual_coding_opencode_judge_model_name: 'scripted-demo-judge',
+      'judge.api_key': 'demo-judge-key',
+      'agent.kind': 'opencode',
+      sandbox_provider: 'local',
+      'queues.prefix': 'vcfleet-demo',
+      'queues.rollout_concurrency': 2,
+    },
+    overrides: options.overrides,
+  });
+}
+
+export async function runDemo(options: DemoOptions): Promise<{ result: RunAllResult; config: Config }> {
+  const base = loadConfig({ configPath: options.configPath, overrides: options.overrides });
+  const puzzles = demoPuzzles();
+  const policy = await startScriptedPolicyServer({ script: scripts.demo(demoAnswers(puzzles)) });
+  const judge = await startScriptedJudgeServer();
+  try {
+    const config = demoConfig(base, policy.url, judge.url, options);
+    await writeDemoBenchmark(config.data_dir, config.benchmark, puzzles);
+    options.logger.info({ puzzles: puzzles.length, policy: policy.url, judge: judge.url }, 'demo: scripted policy and judge servers started on loopback');
+    const result = await runAll({ config, logger: options.logger, signal: options.signal });
+    return { result, config };
+  } finally {
+    await policy.close();
+    await judge.close();
+  }
+}
+
+export const NEXT_STEPS = `
+Next: the same run against a real policy endpoint and judge:
+
+  export POLICY_BASE_URL=http://your-vlm-server:8000/v1 POLICY_MODEL=your-model POLICY_API_KEY=...
+  export OPENAI_API_KEY=...            # the judge (default gpt-4o-mini on the OpenAI API)
+  export BABYVISION_PARQUET=/path/to/train-00000-of-00001.parquet   # offline copy of BabyVision
+  vcfleet run --benchmark babyvision_opencode ++limit=10
+
+Any OpenAI-compatible judge: ++visual_coding_opencode_judge_base_url=http://judge:8000/v1 ++visual_coding_opencode_judge_model_name=NAME
+`;

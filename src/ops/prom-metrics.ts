@@ -1,0 +1,113 @@
+/**
+ * Prometheus metrics of one fleet process: a fresh prom-client `Registry` per process (never the
+ * global default one), filled through the hooks the stages already expose (`onJobEnd`, `onCommit`)
+ * and through thin wrappers around the agent runner and the judge. Queue depths are read from Redis
+ * on scrape.
+ *
+ * Metric names
+ * - `vcfleet_jobs_total{queue,outcome}`: jobs ended by this process (completed | failed | requeued).
+ * - `vcfleet_stage_duration_seconds{queue,outcome}`: how long a job of a stage took.
+ * - `vcfleet_active_sandboxes`: rollouts running in this process now.
+ * - `vcfleet_rollouts_total{result}`: agent runs by stop reason, or `infra_error`.
+ * - `vcfleet_judge_calls_total{outcome,verdict,cached}`: judge gradings (scored | failed | error).
+ * - `vcfleet_rows_committed_total{result,kind}`: rows the results consumer wrote.
+ * - `vcfleet_queue_jobs{queue,state}`: jobs per queue and state, fleet-wide, read on scrape.
+ */
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { Redis } from 'ioredis';
+import type { AgentRunner } from '../shared/agent.ts';
+import type { Judge } from '../shared/judge.ts';
+import type { Row } from '../shared/rows.ts';
+import type { QueueName } from '../shared/queues.ts';
+import { createQueueDepthGauge, type QueueDepthSource } from './queue-depth.ts';
+
+export type JobEndOutcome = 'completed' | 'failed' | 'requeued';
+export type JobEndHook = (outcome: JobEndOutcome, durationMs: number, error?: unknown) => void;
+
+/** The hooks a process wires into its stages; every method is cheap and never throws. */
+export interface FleetMetrics {
+  readonly registry: Registry;
+  /** The `onJobEnd` hook for the stage worker of `queue`. */
+  jobEnd(queue: QueueName): JobEndHook;
+  /** The `onCommit` hook of the results consumer (`result`: new | replaced | duplicate). */
+  rowCommitted(row: Row, result: string): void;
+  /** The agent runner, counting running rollouts and their stop reasons. */
+  wrapAgent(agent: AgentRunner): AgentRunner;
+  /** The judge, counting gradings by outcome and verdict. */
+  wrapJudge(judge: Judge): Judge;
+  /** Report the depth of every queue under `prefix` on scrape, read through `redis`. */
+  watchQueues(redis: Redis, prefix: string): void;
+  /** Release what `watchQueues` opened (the connection stays with its owner). Safe to call twice. */
+  close(): Promise<void>;
+}
+
+export interface FleetMetricsOptions {
+  /** Added to every series as `role` (sandbox, judge, results, run, dashboard). */
+  role?: string;
+}
+
+/** Seconds buckets from a fast results commit up to a 30-minute rollout. */
+const DURATION_BUCKETS = [0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600];
+
+export function createFleetMetrics(options: FleetMetricsOptions = {}): FleetMetrics {
+  const registry = new Registry();
+  if (options.role) registry.setDefaultLabels({ role: options.role });
+  const registers = [registry];
+  const jobs = new Counter({ name: 'vcfleet_jobs_total', help: 'Jobs ended by this process, by queue and outcome.', labelNames: ['queue', 'outcome'], registers });
+  const durations = new Histogram({
+    name: 'vcfleet_stage_duration_seconds', help: 'Duration of one job of a stage, in seconds.', labelNames: ['queue', 'outcome'], buckets: DURATION_BUCKETS, registers,
+  });
+  const active = new Gauge({ name: 'vcfleet_active_sandboxes', help: 'Rollouts (sandboxes) running in this process.', registers });
+  const rollouts = new Counter({ name: 'vcfleet_rollouts_total', help: 'Agent runs by stop reason, or infra_error.', labelNames: ['result'], registers });
+  const judgeCalls = new Counter({
+    name: 'vcfleet_judge_calls_total', help: 'Judge gradings by outcome (scored, failed, error), verdict and cache hit.', labelNames: ['outcome', 'verdict', 'cached'], registers,
+  });
+  const rows = new Counter({ name: 'vcfleet_rows_committed_total', help: 'Rows committed by the results consumer.', labelNames: ['result', 'kind'], registers });
+  const depth: QueueDepthSource = createQueueDepthGauge(registry);
+
+  return {
+    registry,
+    jobEnd: (queue) => (outcome, durationMs) => {
+      jobs.inc({ queue, outcome });
+      durations.observe({ queue, outcome }, Math.max(0, durationMs) / 1000);
+    },
+    rowCommitted(row, result) {
+      rows.inc({ result, kind: row.failure_kind ?? 'scored' });
+    },
+    wrapAgent: (agent) => ({
+      async run(request, signal) {
+        active.inc();
+        try {
+          const result = await agent.run(request, signal);
+          rollouts.inc({ result: result.stopReason });
+          return result;
+        } catch (err) {
+          rollouts.inc({ result: 'infra_error' });
+          throw err;
+        } finally {
+          active.dec();
+        }
+      },
+      close: () => agent.close(),
+    }),
+    wrapJudge: (judge) => ({
+      get modelName() {
+        return judge.modelName;
+      },
+      async grade(input, signal) {
+        try {
+          const out = await judge.grade(input, signal);
+          if (out.status === 'scored') judgeCalls.inc({ outcome: 'scored', verdict: out.verdict, cached: String(out.cached) });
+          else judgeCalls.inc({ outcome: 'failed', verdict: 'none', cached: 'false' });
+          return out;
+        } catch (err) {
+          judgeCalls.inc({ outcome: 'error', verdict: 'none', cached: 'false' });
+          throw err;
+        }
+      },
+      close: () => judge.close(),
+    }),
+    watchQueues: (redis, prefix) => depth.watch(redis, prefix),
+    close: () => depth.close(),
+  };
+}

@@ -1,0 +1,54 @@
+/**
+ * `vcfleet_queue_jobs{queue,state}`: the depth of every queue of the fleet, read with
+ * `getJobCounts` when Prometheus scrapes (never on a timer). A scrape during a Redis outage does not
+ * hang: after `timeoutMs` the gauge reports nothing for that scrape.
+ */
+import { Gauge, type Registry } from 'prom-client';
+import type { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { openQueue, QUEUE_NAMES } from '../shared/queues.ts';
+
+/** The states a depth is reported for (completed jobs are trimmed, so their count is a recent window). */
+export const DEPTH_STATES = ['waiting', 'prioritized', 'delayed', 'active', 'failed', 'completed', 'waiting-children'] as const;
+
+export interface QueueDepthSource {
+  /** Start reporting the queues under `prefix`, read through `redis` (owned by the caller). */
+  watch(redis: Redis, prefix: string): void;
+  close(): Promise<void>;
+}
+
+export function createQueueDepthGauge(registry: Registry, timeoutMs = 2000): QueueDepthSource {
+  let queues: Queue[] = [];
+  new Gauge({
+    name: 'vcfleet_queue_jobs',
+    help: 'Jobs per queue and state across the fleet, read from Redis on scrape.',
+    labelNames: ['queue', 'state'],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      if (queues.length === 0) return;
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), timeoutMs)));
+      try {
+        const counts = await Promise.race([Promise.all(queues.map((q) => q.getJobCounts(...DEPTH_STATES))), timeout]);
+        counts?.forEach((byState, i) => {
+          for (const state of DEPTH_STATES) this.set({ queue: queues[i].name, state }, byState[state] ?? 0);
+        });
+      } catch {
+        // Redis is away: this scrape has no depths; the next one tries again.
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+  });
+  return {
+    watch(redis, prefix) {
+      queues = QUEUE_NAMES.map((name) => openQueue(name, redis, prefix) as unknown as Queue);
+    },
+    async close() {
+      const open = queues;
+      queues = [];
+      await Promise.allSettled(open.map((q) => q.close()));
+    },
+  };
+}
