@@ -77,25 +77,25 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     await checkRedisServer(client, logger);
     const own = options.metrics ? null : await startRoleMetrics(config, logger, 'run');
     if (own) closers.push(() => own.close());
-    const metrics = options.metrics ?? own!.metrics;
-    metrics.watchQueues(client, config.queues.prefix);
+    const prom = options.metrics ?? own!.metrics;
+    prom.watchQueues(client, config.queues.prefix);
     const bench = await loadOrPrepare(config, logger);
     const produced = await produceRun({ config, redis: client, logger, tasks: bench.tasks, readImage: imageReader(bench.imagePath) });
     const store = new RunStore(client, config.queues.prefix);
     const run = await store.requireRun(produced.runId);
     const tally = new RunTally(produced.total);
     for await (const row of store.scanRows(run.run_id)) tally.add(row);
-    const results = startResultsWorker({ config, connection, logger, onJobEnd: metrics.jobEnd('results'), onCommit: (row, result) => {
-      metrics.rowCommitted(row, result);
+    const results = startResultsWorker({ config, connection, logger, onJobEnd: prom.jobEnd('results'), onCommit: (row, result) => {
+      prom.rowCommitted(row, result);
       if (row.run_id === run.run_id) tally.add(row);
     } });
     closers.push(() => results.close());
     await results.ready;
     await results.syncRun(run.run_id);
-    const judge = await startJudgeWorker({ config, connection, logger, judge: metrics.wrapJudge(options.judge ?? createFleetJudge(config, logger, connection)), onJobEnd: metrics.jobEnd('judge') });
+    const judge = await startJudgeWorker({ config, connection, logger, judge: prom.wrapJudge(options.judge ?? createFleetJudge(config, logger, connection)), onJobEnd: prom.jobEnd('judge') });
     closers.unshift(() => judge.close());
     const agent = options.agent ?? (await (await import('../workers/sandbox/agent-factory.ts')).createAgentRunner(config, logger));
-    const sandbox = await startSandboxWorker({ config, connection, logger, agent: metrics.wrapAgent(agent), onJobEnd: metrics.jobEnd('rollout') });
+    const sandbox = await startSandboxWorker({ config, connection, logger, agent: prom.wrapAgent(agent), onJobEnd: prom.jobEnd('rollout') });
     closers.unshift(() => sandbox.close());
     const status = await watch(options, client, config.queues.prefix, tally);
     logger.info({ run: run.run_id, status }, 'run loop ended');

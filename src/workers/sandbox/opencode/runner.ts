@@ -273,7 +273,7 @@ async function readOpenCodeLog(sandbox: Sandbox, stateDir: string): Promise<Open
   try {
     const r = await sandbox.exec(['/bin/sh', '-c', 'cat "$1"/data/opencode/log/*.log 2>/dev/null | tail -c 400000', 'sh', stateDir], { timeoutMs: 10_000 });
     const lines = r.stdout.split('\n').filter((l) => l.trim() !== '');
-    const kept = lines.filter((l) => /^(ERROR|WARN)|Failed to fetch|fetch failed/i.test(l)).slice(-200).map((l) => l.slice(0, 1000));
+    const kept = lines.filter((l) => /level=(ERROR|WARN)|Failed to fetch|fetch failed|stream error/i.test(l)).slice(-200).map((l) => l.slice(0, 1000));
     return { lines: lines.length, kept };
   } catch {
     return { lines: 0, kept: [] };
