@@ -21,9 +21,14 @@ export interface CommandContext {
   logger: Logger;
 }
 
-/** Load the config for a command; `flags` are values set by the command's own options. */
-export function commandContext(opts: { config?: string }, flags: Record<string, unknown> = {}): CommandContext {
+/**
+ * Load the config for a command; `flags` are values set by the command's own options. With
+ * `progressBar`, info lines are held back on a terminal so they do not tear the bar (warnings and
+ * errors still show; set log_level=debug to see everything).
+ */
+export function commandContext(opts: { config?: string }, flags: Record<string, unknown> = {}, progressBar = false): CommandContext {
   const config = loadConfig({ configPath: opts.config, overrides, flags });
-  const logger = createLogger({ level: config.log_level, secrets: secretValues(config), name: 'vcfleet' });
+  const level = progressBar && process.stderr.isTTY && config.log_level === 'info' ? 'warn' : config.log_level;
+  const logger = createLogger({ level, secrets: secretValues(config), name: 'vcfleet' });
   return { config, logger };
 }

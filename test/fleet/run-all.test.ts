@@ -148,4 +148,27 @@ describe('vcfleet run (in-process fleet)', () => {
     expect(readFileSync(env.output, 'utf8')).toBe(before);
     expect(judge.requests.length).toBe(requestsBefore);
   });
+
+  it('stops cleanly on abort and resumes with the same run id without redoing finished rollouts', async () => {
+    judge.setScript('grade' as never);
+    env = await makeFleetEnv({ rows: 6, judgeUrl: judge.url, overrides: ['++queues.rollout_concurrency=1'] });
+    const config = env.config(['++run_id=r5']);
+    const ran: string[] = [];
+    const inner = createScriptedAgent({ '*': { answer: '@gold', delay_ms: 300 } });
+    const counting = { run: (req: Parameters<typeof inner.run>[0], signal: AbortSignal) => (ran.push(req.rolloutId), inner.run(req, signal)), close: () => inner.close() };
+    const stop = new AbortController();
+    const first = runAll({ config, logger: env.logger, agent: counting, signal: stop.signal, progress: { update: (c) => c.done >= 2 && stop.abort(), stop() {} } });
+    const stopped = await first;
+    expect(stopped.status).toBe('stopped');
+    const doneBefore = readRows(env.output).map((r) => r.rollout_id);
+    expect(doneBefore.length).toBeGreaterThanOrEqual(2);
+    expect(doneBefore.length).toBeLessThan(6);
+    ran.length = 0;
+    const resumed = await runAll({ config, logger: env.logger, agent: counting, progress: quiet });
+    expect(resumed.status).toBe('complete');
+    const rows = readRows(env.output);
+    expect(rows).toHaveLength(6);
+    expect(new Set(rows.map((r) => r.rollout_id)).size).toBe(6);
+    for (const id of doneBefore) expect(ran).not.toContain(id);
+  });
 });

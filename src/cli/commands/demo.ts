@@ -11,7 +11,7 @@ export function registerDemo(program: Command): void {
     .description('a self-contained run on bundled synthetic puzzles: scripted policy and judge, real OpenCode in local sandboxes, no network')
     .option('--config <path>', 'config YAML')
     .action(async (opts: { config?: string }) => {
-      const { logger } = commandContext(opts);
+      const { logger } = commandContext(opts, {}, true);
       const signal = onShutdownSignals(logger, async () => {});
       const { result } = await runDemo({ configPath: opts.config, overrides: currentOverrides(), logger, signal });
       process.stdout.write(`\n${summaryText(result)}\n${NEXT_STEPS}`);

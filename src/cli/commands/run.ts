@@ -32,7 +32,7 @@ export function registerRun(program: Command): void {
     .option('--benchmark <name>', 'babyvision_opencode or babyvision_opencode_question_only')
     .option('--run-id <id>', 'resume this run (or name a new one)')
     .action(async (opts: { config?: string; benchmark?: string; runId?: string }) => {
-      const { config, logger } = commandContext(opts, { benchmark: opts.benchmark, run_id: opts.runId });
+      const { config, logger } = commandContext(opts, { benchmark: opts.benchmark, run_id: opts.runId }, true);
       const signal = onShutdownSignals(logger, async () => {});
       const result = await runAll({ config, logger, signal });
       process.stdout.write(`\n${summaryText(result)}\n`);

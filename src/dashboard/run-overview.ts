@@ -1,0 +1,99 @@
+/**
+ * The run overview of the dashboard: per run, rows done out of the total, rollouts running now,
+ * accuracy so far, masked rows by kind and failed jobs. Lighter than `runStatus` (which reads every
+ * job state of every queue per run): the active and failed jobs of each queue are read once and
+ * grouped by run, and the rows of each run are counted with HSCAN.
+ */
+import type { Redis } from 'ioredis';
+import { openQueue, QUEUE_NAMES, type QueueName } from '../shared/queues.ts';
+import { RunStore } from '../shared/run-store.ts';
+
+export interface RunSummary {
+  run_id: string;
+  benchmark: string;
+  policy_model: string;
+  judge_model: string;
+  created_at: string;
+  output_jsonl_fpath: string;
+  /** Rollouts in the run (tasks x repeats). */
+  total: number;
+  /** Rollouts with a row (scored or masked). */
+  done: number;
+  scored: number;
+  correct: number;
+  /** correct / scored; null before the first scored row. */
+  accuracy: number | null;
+  /** Masked rows by failure kind. */
+  masked: Record<string, number>;
+  /** Rollouts running now (active rollout jobs). */
+  running: number;
+  /** Failed jobs by queue (requeue them with `vcfleet retry` or the board). */
+  failed: Record<QueueName, number>;
+  complete: boolean;
+}
+
+type JobCountsByRun = Map<string, Record<QueueName, number>>;
+
+/** The run a job belongs to, from its unparsed data (results jobs carry it in their row). */
+function jobRunId(data: unknown): string | undefined {
+  const d = data as { run_id?: unknown; row?: { run_id?: unknown } } | null;
+  const id = d?.run_id ?? d?.row?.run_id;
+  return typeof id === 'string' ? id : undefined;
+}
+
+/** Jobs of one state in every queue, counted by run (paged, so a long queue is read in pieces). */
+async function countByRun(redis: Redis, prefix: string, state: 'active' | 'failed'): Promise<JobCountsByRun> {
+  const out: JobCountsByRun = new Map();
+  for (const name of QUEUE_NAMES) {
+    const queue = openQueue(name, redis, prefix);
+    try {
+      for (let start = 0; ; start += 1000) {
+        const page = await queue.getJobs([state], start, start + 999, true);
+        for (const job of page) {
+          const runId = job ? jobRunId(job.data) : undefined;
+          if (!runId) continue;
+          const counts = out.get(runId) ?? { rollout: 0, judge: 0, results: 0 };
+          counts[name]++;
+          out.set(runId, counts);
+        }
+        if (page.length < 1000) break;
+      }
+    } finally {
+      await queue.close();
+    }
+  }
+  return out;
+}
+
+/** The most recent `maxRuns` runs, newest first. */
+export async function runOverview(redis: Redis, prefix: string, maxRuns = 50): Promise<RunSummary[]> {
+  const store = new RunStore(redis, prefix);
+  const ids = await redis.zrevrange(store.keys.runs(), 0, maxRuns - 1);
+  const [active, failed] = await Promise.all([countByRun(redis, prefix, 'active'), countByRun(redis, prefix, 'failed')]);
+  const out: RunSummary[] = [];
+  for (const id of ids) {
+    const run = await store.getRun(id);
+    if (!run) continue;
+    let done = 0;
+    let scored = 0;
+    let correct = 0;
+    const masked: Record<string, number> = {};
+    for await (const row of store.scanRows(id)) {
+      done++;
+      if (row.failure_kind) masked[row.failure_kind] = (masked[row.failure_kind] ?? 0) + 1;
+      else {
+        scored++;
+        if (row.reward === 1) correct++;
+      }
+    }
+    out.push({
+      run_id: id, benchmark: run.benchmark, policy_model: run.policy_model, judge_model: run.judge_model,
+      created_at: run.created_at, output_jsonl_fpath: run.output_jsonl_fpath, total: run.total,
+      done, scored, correct, accuracy: scored ? correct / scored : null, masked,
+      running: active.get(id)?.rollout ?? 0,
+      failed: failed.get(id) ?? { rollout: 0, judge: 0, results: 0 },
+      complete: done >= run.total,
+    });
+  }
+  return out;
+}
