@@ -14,7 +14,7 @@ import { prepareBenchmark } from '../../src/prepare/prepare.ts';
 import type { AgentScriptSchema } from '../../src/workers/sandbox/scripted-agent.ts';
 import type { z } from 'zod';
 type AgentScript = z.input<typeof AgentScriptSchema>;
-import { writeFixtureParquet, type Fixture } from './fixture-parquet.ts';
+import { writeFixtureParquet, type Fixture, type FixtureOptions } from './fixture-parquet.ts';
 import { createTmpDir } from './tmp.ts';
 
 export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -40,12 +40,14 @@ export interface FleetEnvOptions {
   script?: AgentScript;
   redisUrl?: string;
   overrides?: string[];
+  /** Change the fixture parquet (e.g. `mutate` a row); `rows` still sets the count. */
+  fixture?: Omit<FixtureOptions, 'rows'>;
 }
 
 export async function makeFleetEnv(options: FleetEnvOptions): Promise<FleetEnv> {
   const dir = createTmpDir('vcfleet-fleet-');
   const prefix = `vcftest-${randomBytes(4).toString('hex')}`;
-  const fixture = writeFixtureParquet(path.join(dir, 'babyvision.parquet'), { rows: options.rows ?? 6 });
+  const fixture = writeFixtureParquet(path.join(dir, 'babyvision.parquet'), { ...options.fixture, rows: options.rows ?? 6 });
   const scriptPath = path.join(dir, 'agent-script.json');
   writeFileSync(scriptPath, JSON.stringify(options.script ?? { '*': { answer: '@gold' } }));
   const output = path.join(dir, 'out', 'results.jsonl');

@@ -6,8 +6,9 @@ import { registerWorker } from './worker.ts';
 import { registerRun } from './run.ts';
 import { registerOps } from './ops.ts';
 import { registerMetrics } from './metrics.ts';
+import { registerDashboard } from './dashboard.ts';
 import { registerDemo } from './demo.ts';
 
 export type RegisterCommand = (program: Command) => void;
 
-export const COMMANDS: RegisterCommand[] = [registerDemo, registerPrepare, registerRun, registerProduce, registerWorker, registerOps, registerMetrics];
+export const COMMANDS: RegisterCommand[] = [registerDemo, registerPrepare, registerRun, registerProduce, registerWorker, registerOps, registerMetrics, registerDashboard];

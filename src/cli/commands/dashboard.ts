@@ -1,0 +1,66 @@
+/** `vcfleet dashboard`: Bull Board over the fleet's queues plus a run overview, until stopped. */
+import type { Command } from 'commander';
+import { ConfigError } from '../../shared/errors.ts';
+import type { Redis } from '../../shared/redis.ts';
+import { startDashboard, BOARD_PATH } from '../../dashboard/server.ts';
+import { startRoleMetrics } from '../../ops/role-metrics.ts';
+import { commandContext } from '../context.ts';
+import { connect, onShutdownSignals } from '../runtime.ts';
+
+interface DashboardFlags {
+  config?: string;
+  host?: string;
+  port?: string;
+  readOnly?: boolean;
+}
+
+function flagsOf(opts: DashboardFlags): Record<string, unknown> {
+  const port = opts.port === undefined ? undefined : Number(opts.port);
+  if (port !== undefined && !(Number.isInteger(port) && port >= 0 && port <= 65535)) {
+    throw new ConfigError(`--port must be a port number (0-65535), not "${opts.port}"`);
+  }
+  return { 'dashboard.host': opts.host, 'dashboard.port': port, 'dashboard.read_only': opts.readOnly ? true : undefined };
+}
+
+export function registerDashboard(program: Command): void {
+  program
+    .command('dashboard')
+    .description(`serve the run overview (/) and Bull Board (${BOARD_PATH}) over the fleet's queues`)
+    .option('--config <path>', 'config YAML')
+    .option('--host <address>', 'address to bind (dashboard.host, default 127.0.0.1); any other address needs credentials')
+    .option('--port <n>', 'port (dashboard.port, default 3000; 0 = any free port)')
+    .option('--read-only', 'refuse every change (retry, remove, clean, pause...) with HTTP 403')
+    .addHelpText(
+      'after',
+      '\nEnvironment: REDIS_URL; credentials VCFLEET_DASHBOARD_USER + VCFLEET_DASHBOARD_PASSWORD (basic auth) or\n' +
+        'VCFLEET_DASHBOARD_TOKEN (bearer), required beyond 127.0.0.1 and for changes whenever set.\n' +
+        'Prometheus: /metrics on metrics_server.port (VCFLEET_METRICS_PORT; 0 = off).',
+    )
+    .action(async (opts: DashboardFlags) => {
+      const { config, logger } = commandContext(opts, flagsOf(opts));
+      const roleMetrics = await startRoleMetrics(config, logger, 'dashboard');
+      let redis: Redis | undefined;
+      let dashboard: Awaited<ReturnType<typeof startDashboard>>;
+      try {
+        redis = await connect(config, logger, 'worker');
+        roleMetrics.metrics.watchQueues(redis, config.queues.prefix);
+        dashboard = await startDashboard({ config, logger, redis });
+      } catch (err) {
+        await roleMetrics.close();
+        redis?.disconnect();
+        throw err;
+      }
+      const conn = redis;
+      logger.info({ url: dashboard.url, prefix: config.queues.prefix, read_only: config.dashboard.read_only }, 'dashboard started');
+      process.stdout.write(`dashboard: ${dashboard.url} (queues: ${dashboard.url.replace(/\/$/, '')}${BOARD_PATH})\n`);
+      await new Promise<void>((resolve) => {
+        onShutdownSignals(logger, async () => {
+          await dashboard.close();
+          await roleMetrics.close();
+          conn.disconnect();
+          resolve();
+        });
+      });
+      logger.info('dashboard stopped');
+    });
+}

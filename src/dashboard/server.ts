@@ -1,0 +1,102 @@
+/**
+ * `vcfleet dashboard`: one Hono app on `dashboard.{host,port}` with
+ * - `/` (and `/runs`): the run overview, server-rendered HTML;
+ * - `/api/runs`: the same as JSON; `/api/runs/:id`: the full `runStatus` of one run;
+ * - `/queues`: Bull Board over the rollout, judge and results queues.
+ * Every request passes the access guard (auth.ts) first.
+ */
+import type { AddressInfo } from 'node:net';
+import { createAdaptorServer } from '@hono/node-server';
+import type { Queue } from 'bullmq';
+import { Hono } from 'hono';
+import type { Redis } from 'ioredis';
+import type { Config } from '../shared/config.ts';
+import { errorMessage, PoisonJobError } from '../shared/errors.ts';
+import type { Logger } from '../shared/logger.ts';
+import { openQueue, QUEUE_NAMES } from '../shared/queues.ts';
+import { runStatus } from '../ops/run-status.ts';
+import { accessGuard, accessPolicy, checkBind } from './auth.ts';
+import { mountBullBoard } from './bull-board.ts';
+import { renderOverviewPage } from './overview-page.ts';
+import { runOverview } from './run-overview.ts';
+
+/** Where Bull Board lives on the dashboard. */
+export const BOARD_PATH = '/queues';
+
+export interface DashboardDeps {
+  /** `dashboard.*` and `queues.prefix` are read from it. */
+  config: Config;
+  logger: Logger;
+  /** A worker connection (waits out Redis outages); the caller owns and closes it. */
+  redis: Redis;
+}
+
+export interface Dashboard {
+  /** `http://host:port/`. */
+  readonly url: string;
+  readonly port: number;
+  /** Stop listening, drop connections, close the board's queues. Safe to call twice. */
+  close(): Promise<void>;
+}
+
+/** The Hono app, without listening (tests may call `app.request`). */
+export function buildDashboardApp(deps: DashboardDeps, queues: readonly Queue[]): Hono {
+  const { config, logger, redis } = deps;
+  const d = config.dashboard;
+  const prefix = config.queues.prefix;
+  const app = new Hono();
+  app.use('*', accessGuard(accessPolicy(d.host, { user: d.user, password: d.password, token: d.token }, d.read_only)));
+  const overview = async () => runOverview(redis, prefix, d.max_runs);
+  app.get('/', async (c) => c.html(renderOverviewPage(await overview(), { boardPath: BOARD_PATH, prefix, readOnly: d.read_only })));
+  app.get('/runs', (c) => c.redirect('/'));
+  app.get('/api/runs', async (c) => c.json({ prefix, read_only: d.read_only, runs: await overview() }));
+  app.get('/api/runs/:id', async (c) => {
+    try {
+      return c.json(await runStatus(redis, prefix, c.req.param('id')));
+    } catch (err) {
+      if (err instanceof PoisonJobError) return c.json({ error: err.message }, 404);
+      throw err;
+    }
+  });
+  mountBullBoard(app, queues, { basePath: BOARD_PATH, readOnly: d.read_only, title: `vcfleet (${prefix})` });
+  app.onError((err, c) => {
+    logger.error({ path: c.req.path, err: errorMessage(err) }, 'dashboard request failed');
+    return c.json({ error: errorMessage(err) }, 500);
+  });
+  return app;
+}
+
+/** Check the bind address against the credentials, then listen. Throws ConfigError when refused. */
+export async function startDashboard(deps: DashboardDeps): Promise<Dashboard> {
+  const d = deps.config.dashboard;
+  checkBind(d.host, { user: d.user, password: d.password, token: d.token });
+  const queues = QUEUE_NAMES.map((name) => openQueue(name, deps.redis, deps.config.queues.prefix) as unknown as Queue);
+  const app = buildDashboardApp(deps, queues);
+  const server = createAdaptorServer({ fetch: app.fetch });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(d.port, d.host, () => resolve());
+    });
+  } catch (err) {
+    await Promise.allSettled(queues.map((q) => q.close()));
+    throw err;
+  }
+  const port = (server.address() as AddressInfo).port;
+  const host = d.host.includes(':') ? `[${d.host}]` : d.host;
+  let closing: Promise<void> | undefined;
+  return {
+    url: `http://${host}:${port}/`,
+    port,
+    close() {
+      closing ??= (async () => {
+        await new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
+        });
+        await Promise.allSettled(queues.map((q) => q.close()));
+      })();
+      return closing;
+    },
+  };
+}
