@@ -92,6 +92,8 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     closers.push(() => results.close());
     await results.ready;
     await results.syncRun(run.run_id);
+    // Count again: another consumer may have written rows while this one waited for the writer lock.
+    for await (const row of store.scanRows(run.run_id)) tally.add(row);
     const judge = await startJudgeWorker({ config, connection, logger, judge: prom.wrapJudge(options.judge ?? createFleetJudge(config, logger, connection)), onJobEnd: prom.jobEnd('judge') });
     closers.unshift(() => judge.close());
     const agent = options.agent ?? (await (await import('../workers/sandbox/agent-factory.ts')).createAgentRunner(config, logger));

@@ -2,6 +2,7 @@
 import type { Command } from 'commander';
 import { ConfigError } from '../../shared/errors.ts';
 import type { Redis } from '../../shared/redis.ts';
+import { checkBind } from '../../dashboard/auth.ts';
 import { startDashboard, BOARD_PATH } from '../../dashboard/server.ts';
 import { startRoleMetrics } from '../../ops/role-metrics.ts';
 import { commandContext } from '../context.ts';
@@ -38,6 +39,9 @@ export function registerDashboard(program: Command): void {
     )
     .action(async (opts: DashboardFlags) => {
       const { config, logger } = commandContext(opts, flagsOf(opts));
+      const d = config.dashboard;
+      // Refuse an unprotected public bind before touching Redis or opening any port.
+      checkBind(d.host, { user: d.user, password: d.password, token: d.token });
       const roleMetrics = await startRoleMetrics(config, logger, 'dashboard');
       let redis: Redis | undefined;
       let dashboard: Awaited<ReturnType<typeof startDashboard>>;

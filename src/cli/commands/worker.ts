@@ -14,7 +14,9 @@ import { startResultsWorker } from '../../workers/results/worker.ts';
 import type { FleetMetrics } from '../../ops/prom-metrics.ts';
 import { startRoleMetrics } from '../../ops/role-metrics.ts';
 
-const ROLES = ['sandbox', 'judge', 'results'] as const;
+/** The roles `vcfleet worker <role>` accepts. */
+export const WORKER_ROLES = ['sandbox', 'judge', 'results'] as const;
+const ROLES = WORKER_ROLES;
 type Role = (typeof ROLES)[number];
 
 export function registerWorker(program: Command): void {

@@ -8,13 +8,13 @@
  */
 import http from 'node:http';
 import https from 'node:https';
-import { appendFile, mkdir, rm, writeFile, access } from 'node:fs/promises';
-import path from 'node:path';
+import { rm } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../../../shared/logger.ts';
-import { redactImages, type RedactedImage } from './redact-images.ts';
+import { createCallCapture } from './call-capture.ts';
 import { SseUsageReader, usageFromJson } from './usage.ts';
 import { classifyUpstreamError, codedError } from './upstream-errors.ts';
+import { prepareForward } from './forward-request.ts';
 
 export interface GatewayCall {
   index: number;
@@ -86,11 +86,6 @@ export interface PolicyGateway {
   close(): Promise<void>;
 }
 
-const HOP_HEADERS = new Set([
-  'host', 'authorization', 'content-length', 'connection', 'keep-alive', 'transfer-encoding',
-  'accept-encoding', 'proxy-authorization', 'te', 'upgrade', 'trailer',
-]);
-
 function sendJsonError(res: http.ServerResponse, status: number, message: string, type: string): void {
   if (res.headersSent) {
     res.destroy();
@@ -98,23 +93,6 @@ function sendJsonError(res: http.ServerResponse, status: number, message: string
   }
   res.writeHead(status, { 'content-type': 'application/json' });
   res.end(JSON.stringify({ error: { message, type } }));
-}
-
-/** Clamp the output cap and ask for usage in streams; returns the body to forward. */
-function adjustBody(body: Record<string, unknown>, pathname: string, maxOutputTokens?: number): Record<string, unknown> {
-  if (!/\/(chat\/)?completions$/.test(pathname)) return body;
-  const out = { ...body };
-  if (maxOutputTokens) {
-    for (const key of ['max_tokens', 'max_completion_tokens']) {
-      if (typeof out[key] === 'number' && (out[key] as number) > maxOutputTokens) out[key] = maxOutputTokens;
-    }
-    if (out.max_tokens === undefined && out.max_completion_tokens === undefined) out.max_tokens = maxOutputTokens;
-  }
-  if (out.stream === true) {
-    const so = (out.stream_options ?? {}) as Record<string, unknown>;
-    if (so.include_usage === undefined) out.stream_options = { ...so, include_usage: true };
-  }
-  return out;
 }
 
 export async function startPolicyGateway(options: PolicyGatewayOptions): Promise<PolicyGateway> {
@@ -132,9 +110,7 @@ export async function startPolicyGateway(options: PolicyGatewayOptions): Promise
     calls: 0, successes: 0, upstreamErrors: 0, upstreamErrorReasons: {}, retryableStatuses: 0,
     consecutiveFailures: 0, failingSince: null, lastSuccessAt: null, promptTokens: 0, completionTokens: 0,
   };
-  let captureChain: Promise<void> = Promise.resolve();
-  const storedImages = new Set<string>();
-  if (options.capture) await mkdir(path.dirname(options.capture.path), { recursive: true });
+  const capture = options.capture ? await createCallCapture({ ...options.capture, logger: options.logger }) : null;
 
   function finish(call: GatewayCall, captured?: { request: unknown; response: unknown }): void {
     calls.push(call);
@@ -159,29 +135,8 @@ export async function startPolicyGateway(options: PolicyGatewayOptions): Promise
     stats.promptTokens += call.promptTokens ?? 0;
     stats.completionTokens += call.completionTokens ?? 0;
     options.logger?.debug({ call }, 'policy call');
-    if (options.capture && captured) writeCapture(call, captured);
+    if (capture && captured) capture.write({ call, ...captured });
     options.onCall?.(call, { ...stats, upstreamErrorReasons: { ...stats.upstreamErrorReasons } });
-  }
-
-  function writeCapture(call: GatewayCall, captured: { request: unknown; response: unknown }): void {
-    const capture = options.capture!;
-    const images: RedactedImage[] = [];
-    const line = JSON.stringify(redactImages({ call, ...captured }, (img) => images.push(img))) + '\n';
-    captureChain = captureChain
-      .then(async () => {
-        if (capture.imageDir) {
-          for (const img of images) {
-            if (storedImages.has(img.sha256)) continue;
-            storedImages.add(img.sha256);
-            await mkdir(capture.imageDir, { recursive: true });
-            const ext = img.mime.split('/')[1]?.replace('jpeg', 'jpg') ?? 'bin';
-            const file = path.join(capture.imageDir, `${img.sha256}.${ext}`);
-            if (!(await access(file).then(() => true, () => false))) await writeFile(file, img.bytes);
-          }
-        }
-        await appendFile(capture.path, line);
-      })
-      .catch((err: unknown) => options.logger?.warn({ err }, 'could not write the policy call capture'));
   }
 
   function handle(req: http.IncomingMessage, res: http.ServerResponse, raw: Buffer): void {
@@ -200,21 +155,8 @@ export async function startPolicyGateway(options: PolicyGatewayOptions): Promise
       sendJsonError(res, 404, `policy gateway: only /v1/... is forwarded, not ${url.pathname}`, 'not_found');
       return;
     }
-    let body: Record<string, unknown> | null = null;
-    let payload = raw;
-    if (raw.length > 0 && /json/.test(req.headers['content-type'] ?? 'application/json')) {
-      try {
-        body = adjustBody(JSON.parse(raw.toString('utf8')) as Record<string, unknown>, url.pathname, options.maxOutputTokens);
-        payload = Buffer.from(JSON.stringify(body));
-      } catch {
-        body = null; // not JSON: forward unchanged
-      }
-    }
+    const { body, payload, headers } = prepareForward(req, raw, url.pathname, options.apiKey, options.maxOutputTokens);
     call.stream = body?.stream === true;
-    const headers: http.OutgoingHttpHeaders = {};
-    for (const [k, v] of Object.entries(req.headers)) if (!HOP_HEADERS.has(k) && v !== undefined) headers[k] = v;
-    if (options.apiKey) headers.authorization = `Bearer ${options.apiKey}`;
-    if (payload.length > 0) headers['content-length'] = payload.length;
 
     let done = false;
     const responseChunks: Buffer[] = [];
@@ -337,7 +279,7 @@ export async function startPolicyGateway(options: PolicyGatewayOptions): Promise
           })),
         );
         agent.destroy();
-        await captureChain;
+        await capture?.flush();
         if (options.socketPath) await rm(options.socketPath, { force: true });
       })();
       return closing;

@@ -1,0 +1,210 @@
+/**
+ * Benchmark 1, pipeline overhead: the whole fleet (producer -> sandbox-worker with a no-op scripted
+ * agent -> judge-worker with a no-op judge -> results consumer writing the JSONL) against bare
+ * BullMQ on the same Redis in the same process: one queue with a no-op worker, and three chained
+ * queues with no-op workers (the floor three hops impose).
+ *
+ * Both sides run in this one Node process (as `vcfleet run` does) with the same concurrency: the
+ * first two hops take `concurrency` jobs at once, the third 1 (the results consumer is a single
+ * writer). Throughput: rollouts from the first enqueue to the last row written (fleet) or the last
+ * hop completed (bare). Latency is measured twice: under load (enqueue of the rollout's 500-job
+ * chunk -> its row / last hop), and unloaded (one rollout in flight at a time: add -> row / last hop).
+ */
+import { performance } from 'node:perf_hooks';
+import { Queue, Worker, type Job } from 'bullmq';
+import { Redis } from 'ioredis';
+import { produceRun } from '../src/producer/produce.ts';
+import { openQueue, rolloutId } from '../src/shared/queues.ts';
+import { createRedis } from '../src/shared/redis.ts';
+import { startJudgeWorker } from '../src/workers/judge/worker.ts';
+import { startResultsWorker } from '../src/workers/results/worker.ts';
+import { createScriptedAgent } from '../src/workers/sandbox/scripted-agent.ts';
+import { startSandboxWorker } from '../src/workers/sandbox/worker.ts';
+import { benchConfig, benchPrefix, deferred, deletePrefix, discardLogger, noopJudge, readBenchImage, syntheticTasks } from './lib/fleet.ts';
+import type { BenchRow } from './lib/report.ts';
+import { fmt, fmtInt, quantile } from './lib/stats.ts';
+
+export interface OverheadOptions {
+  redisUrl: string;
+  dir: string;
+  /** Rollouts of the throughput phase (rounded up to a multiple of 100 tasks). Default 10000. */
+  rollouts: number;
+  /** Rollouts of the unloaded-latency phase, one at a time. Default 300. */
+  latencySamples: number;
+  /** Jobs at once in the first two hops (sandbox and judge workers; bare hops 1 and 2). Default 8. */
+  concurrency: number;
+  log?: (line: string) => void;
+}
+
+export interface SideResult {
+  name: string;
+  count: number;
+  seconds: number;
+  perSecond: number;
+  /** Milliseconds, under load. */
+  loaded: { p50: number; p99: number };
+  /** Milliseconds, one rollout in flight. */
+  unloaded: { p50: number; p99: number };
+}
+
+const TASKS = 100;
+const CHUNK = 500;
+
+/** The whole fleet, in-process. */
+export async function runFleetSide(opts: OverheadOptions, rollouts: number, samples: number): Promise<SideResult> {
+  const prefix = benchPrefix('fleet');
+  const repeats = Math.ceil(rollouts / TASKS);
+  const total = TASKS * repeats;
+  const config = benchConfig({ redisUrl: opts.redisUrl, dir: opts.dir }, prefix, [
+    `++num_repeats=${repeats}`,
+    `++queues.rollout_concurrency=${opts.concurrency}`,
+    `++judge.concurrency=${opts.concurrency}`,
+    `++queues.rollout_global_concurrency=${Math.max(32, opts.concurrency)}`,
+  ]);
+  const logger = discardLogger('info');
+  const client = createRedis(opts.redisUrl, 'client');
+  const connection = createRedis(opts.redisUrl, 'worker');
+  const committed = new Map<string, number>();
+  const waiters = new Map<string, () => void>();
+  const allDone = deferred();
+  const results = startResultsWorker({
+    config, connection, logger,
+    onCommit: (row) => {
+      committed.set(row.rollout_id, performance.now());
+      waiters.get(row.rollout_id)?.();
+      if (committed.size === total) allDone.resolve();
+    },
+  });
+  try {
+    await results.ready;
+    const judge = await startJudgeWorker({ config, connection, logger, judge: noopJudge });
+    const sandbox = await startSandboxWorker({ config, connection, logger, agent: createScriptedAgent({ '*': { answer: '@gold', delay_ms: 0 } }) });
+    try {
+      const tasks = syntheticTasks(TASKS);
+      const chunkDone: number[] = [];
+      const t0 = performance.now();
+      const produced = await produceRun({ config, redis: client, logger, tasks, readImage: readBenchImage, onProgress: () => chunkDone.push(performance.now()) });
+      await allDone.promise;
+      const seconds = (Math.max(...committed.values()) - t0) / 1000;
+      const loaded: number[] = [];
+      for (let repeat = 0, i = 0; repeat < repeats; repeat++) {
+        for (const task of tasks) loaded.push(committed.get(rolloutId(produced.runId, task.task_id, repeat))! - chunkDone[Math.floor(i++ / CHUNK)]);
+      }
+      // Unloaded: the producer's exact job (id, attempts, backoff), added one at a time.
+      const queue = openQueue('rollout', client, prefix);
+      const unloaded: number[] = [];
+      for (let j = 0; j < samples; j++) {
+        const task = tasks[j % TASKS];
+        const repeat = repeats + j;
+        const id = rolloutId(produced.runId, task.task_id, repeat);
+        const done = deferred();
+        waiters.set(id, done.resolve);
+        const t = performance.now();
+        await queue.add('rollout', { v: 1, run_id: produced.runId, task_id: task.task_id, repeat, rollout_id: id }, {
+          jobId: id, attempts: config.queues.rollout_attempts, backoff: { type: 'exponential', delay: config.queues.rollout_backoff_ms },
+        });
+        await done.promise;
+        unloaded.push(committed.get(id)! - t);
+      }
+      await queue.close();
+      return { name: 'fleet', count: total, seconds, perSecond: total / seconds, loaded: p(loaded), unloaded: p(unloaded) };
+    } finally {
+      await sandbox.close(1000);
+      await judge.close(1000);
+    }
+  } finally {
+    await results.close(1000);
+    await deletePrefix(client, prefix);
+    client.disconnect();
+    connection.disconnect();
+  }
+}
+
+function p(values: number[]): { p50: number; p99: number } {
+  return { p50: quantile(values, 0.5), p99: quantile(values, 0.99) };
+}
+
+/** Bare BullMQ: `hops` chained queues with no-op workers (concurrency C, C, 1), the fleet's job options. */
+export async function runBareSide(opts: OverheadOptions, hops: 1 | 3, rollouts: number, samples: number): Promise<SideResult> {
+  const prefix = benchPrefix(`bare${hops}`);
+  const total = TASKS * Math.ceil(rollouts / TASKS);
+  const client = new Redis(opts.redisUrl, { maxRetriesPerRequest: 2 });
+  const connection = new Redis(opts.redisUrl, { maxRetriesPerRequest: null });
+  const names = hops === 1 ? ['hop1'] : ['hop1', 'hop2', 'hop3'];
+  const concurrency = hops === 1 ? [opts.concurrency] : [opts.concurrency, opts.concurrency, 1];
+  const defaultJobOptions = { removeOnComplete: { count: 1000 }, removeOnFail: false };
+  // Each hop forwards on the worker's connection, as the fleet's stages do.
+  const forward = names.map((n) => new Queue(n, { connection, prefix, defaultJobOptions }));
+  const finished = new Map<number, number>();
+  const waiters = new Map<number, () => void>();
+  const allDone = deferred();
+  const workers = names.map(
+    (n, k) =>
+      new Worker(n, async (job: Job) => {
+        if (k < names.length - 1) await forward[k + 1].add(names[k + 1], job.data);
+      }, { connection, prefix, concurrency: concurrency[k], lockDuration: 30_000, stalledInterval: 15_000, maxStalledCount: 3 }),
+  );
+  workers[workers.length - 1].on('completed', (job: Job) => {
+    const i = (job.data as { i: number }).i;
+    finished.set(i, performance.now());
+    waiters.get(i)?.();
+    if (finished.size === total) allDone.resolve();
+  });
+  const head = new Queue(names[0], { connection: client, prefix, defaultJobOptions });
+  const data = (i: number) => ({ v: 1, run_id: 'bare-run', task_id: `bv-${i % TASKS}`, repeat: Math.floor(i / TASKS), rollout_id: `bare-run-bv-${i}`, i });
+  try {
+    const chunkDone: number[] = [];
+    const t0 = performance.now();
+    for (let i = 0; i < total; i += CHUNK) {
+      const n = Math.min(CHUNK, total - i);
+      await head.addBulk(Array.from({ length: n }, (_, k) => ({ name: names[0], data: data(i + k) })));
+      chunkDone.push(performance.now());
+    }
+    await allDone.promise;
+    const seconds = (Math.max(...finished.values()) - t0) / 1000;
+    const loaded = Array.from({ length: total }, (_, i) => finished.get(i)! - chunkDone[Math.floor(i / CHUNK)]);
+    const unloaded: number[] = [];
+    for (let j = 0; j < samples; j++) {
+      const i = total + j;
+      const done = deferred();
+      waiters.set(i, done.resolve);
+      const t = performance.now();
+      await head.add(names[0], data(i));
+      await done.promise;
+      unloaded.push(finished.get(i)! - t);
+    }
+    return { name: hops === 1 ? 'bare BullMQ, 1 queue' : 'bare BullMQ, 3 chained queues', count: total, seconds, perSecond: total / seconds, loaded: p(loaded), unloaded: p(unloaded) };
+  } finally {
+    await Promise.allSettled(workers.map((w) => w.close()));
+    await Promise.allSettled([head.close(), ...forward.map((q) => q.close())]);
+    await deletePrefix(client, prefix);
+    client.disconnect();
+    connection.disconnect();
+  }
+}
+
+export async function benchOverhead(opts: OverheadOptions): Promise<BenchRow[]> {
+  const log = opts.log ?? (() => {});
+  // Warm up JIT and Redis on both paths, then measure; the order alternates to spread any drift.
+  const warm = Math.min(1000, opts.rollouts);
+  await runBareSide(opts, 3, warm, 20);
+  await runFleetSide(opts, warm, 20);
+  const bare3 = await runBareSide(opts, 3, opts.rollouts, opts.latencySamples);
+  log(`  bare 3 queues: ${fmt(bare3.perSecond, 0)}/s`);
+  const fleet = await runFleetSide(opts, opts.rollouts, opts.latencySamples);
+  log(`  fleet: ${fmt(fleet.perSecond, 0)}/s`);
+  const bare1 = await runBareSide(opts, 1, opts.rollouts, opts.latencySamples);
+  log(`  bare 1 queue: ${fmt(bare1.perSecond, 0)}/s`);
+  const ratio3 = fleet.perSecond / bare3.perSecond;
+  const setting = `concurrency ${opts.concurrency}/${opts.concurrency}/1 (hop 1/2/3), in-process`;
+  const side = (s: SideResult) => `${fmtInt(s.perSecond)}/s (${fmtInt(s.count)} in ${fmt(s.seconds, 1)} s); latency unloaded p50 ${fmt(s.unloaded.p50)} ms, p99 ${fmt(s.unloaded.p99)} ms; under load p50 ${fmtInt(s.loaded.p50)} ms, p99 ${fmtInt(s.loaded.p99)} ms`;
+  return [
+    { bench: '1 overhead', metric: 'fleet throughput / bare 3-queue chain', value: fmt(ratio3), target: '>= 0.80', ok: ratio3 >= 0.8, note: `${fmtInt(fleet.count)} rollouts, ${setting}` },
+    { bench: '1 overhead', metric: 'fleet throughput / bare 1 queue', value: fmt(fleet.perSecond / bare1.perSecond), note: 'the 1-queue worker takes `concurrency` jobs at once' },
+    { bench: '1 overhead', metric: 'bare 3-queue chain / bare 1 queue', value: fmt(bare3.perSecond / bare1.perSecond), note: 'what three hops cost in BullMQ alone' },
+    { bench: '1 overhead', metric: 'added latency per rollout, unloaded p50 / p99', value: `${fmt(fleet.unloaded.p50 - bare3.unloaded.p50)} / ${fmt(fleet.unloaded.p99 - bare3.unloaded.p99)} ms`, note: `fleet minus bare 3-queue chain, ${opts.latencySamples} rollouts one at a time` },
+    { bench: '1 overhead', metric: 'fleet', value: `${fmtInt(fleet.perSecond)}/s`, note: side(fleet) },
+    { bench: '1 overhead', metric: 'bare 3 chained queues', value: `${fmtInt(bare3.perSecond)}/s`, note: side(bare3) },
+    { bench: '1 overhead', metric: 'bare 1 queue', value: `${fmtInt(bare1.perSecond)}/s`, note: side(bare1) },
+  ];
+}

@@ -1,0 +1,146 @@
+/**
+ * `npm run bench`: every benchmark of the fleet on this machine, on a private redis-server, one
+ * table printed and written to bench/RESULTS.md. Every figure is a ratio or a count measured in this
+ * run, side by side.
+ *
+ *   npm run bench                                  # everything, default sizes (~10 minutes on 2 cores)
+ *   npm run bench -- --only 1,3 --rollouts 2000    # a quick partial run (printed, not written)
+ *
+ * Flags (defaults in brackets):
+ *   --only LIST              benchmarks to run, e.g. 1,3 [1,2,3,4,5]
+ *   --rollouts N             1: rollouts per side [10000]
+ *   --latency-samples N      1: unloaded latency samples, one at a time [300]
+ *   --concurrency N          1: jobs at once in hops 1 and 2 (hop 3 is always 1) [8]
+ *   --util-tasks N           2: simulated rollouts [360]
+ *   --util-processes K       2: sandbox-worker OS processes [2]
+ *   --util-slots C           2: rollouts at once per process [4]
+ *   --util-median-s S        2: median simulated agent duration in seconds [2]
+ *   --util-sigma X           2: lognormal sigma (long tail) [0.75]
+ *   --seed N                 2: seed of the durations [7]
+ *   --scale-rollouts N       3: rollouts queued by the producer [100000]
+ *   --scale-rows N           3: rows fed to the results consumer [100000]
+ *   --agent-runs N           4: runs of each side [3]
+ *   --prepare-rows N         5: parquet rows [388]
+ *   --prepare-image-kb N     5: size of each random-noise PNG [130]
+ *   --out FILE               where to write the table [bench/RESULTS.md when every benchmark ran]
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { Redis } from 'ioredis';
+import { markdownTable, type BenchRow } from './lib/report.ts';
+import { startBenchRedis } from './lib/redis-server.ts';
+import { fmt } from './lib/stats.ts';
+
+const DEFAULTS = {
+  only: '1,2,3,4,5',
+  rollouts: 10000,
+  'latency-samples': 300,
+  concurrency: 8,
+  'util-tasks': 360,
+  'util-processes': 2,
+  'util-slots': 4,
+  'util-median-s': 2,
+  'util-sigma': 0.75,
+  seed: 7,
+  'scale-rollouts': 100000,
+  'scale-rows': 100000,
+  'agent-runs': 3,
+  'prepare-rows': 388,
+  'prepare-image-kb': 130,
+  out: '',
+};
+type Flags = typeof DEFAULTS;
+
+function parseFlags(argv: string[]): { flags: Flags; changed: Set<string> } {
+  const flags: Record<string, string | number> = { ...DEFAULTS };
+  const changed = new Set<string>();
+  for (let i = 0; i < argv.length; i++) {
+    const m = /^--([a-z-]+)(?:=(.*))?$/.exec(argv[i]);
+    if (!m || !(m[1] in DEFAULTS)) throw new Error(`unknown argument ${argv[i]} (see the flags at the top of bench/run.ts)`);
+    const raw = m[2] ?? argv[++i];
+    if (raw === undefined) throw new Error(`--${m[1]} needs a value`);
+    const def = DEFAULTS[m[1] as keyof Flags];
+    const value = typeof def === 'number' ? Number(raw) : raw;
+    if (typeof value === 'number' && !(value > 0)) throw new Error(`--${m[1]} must be a positive number, got ${raw}`);
+    flags[m[1]] = value;
+    changed.add(m[1]);
+  }
+  return { flags: flags as Flags, changed };
+}
+
+async function machine(url: string): Promise<string> {
+  const redis = new Redis(url);
+  const info = await redis.info('server');
+  redis.disconnect();
+  const version = /redis_version:(\S+)/.exec(info)?.[1] ?? '?';
+  const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
+  return `${os.cpus().length} cores (${cpu}), ${fmt(os.totalmem() / 2 ** 30, 1)} GiB RAM, Node ${process.version}, Redis ${version}, ${os.platform()} ${os.release()}`;
+}
+
+async function main(): Promise<void> {
+  const { flags, changed } = parseFlags(process.argv.slice(2));
+  const only = new Set(flags.only.split(',').map((s) => s.trim()).filter(Boolean));
+  const log = (line: string) => process.stderr.write(`${line}\n`);
+  const started = performance.now();
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'vcfleet-bench-'));
+  const redis = await startBenchRedis();
+  const rows: BenchRow[] = [];
+  const timings: string[] = [];
+  const step = async (id: string, title: string, fn: () => Promise<BenchRow[]>) => {
+    if (!only.has(id)) return;
+    log(`[bench ${id}] ${title} ...`);
+    const t = performance.now();
+    try {
+      rows.push(...(await fn()));
+    } catch (err) {
+      rows.push({ bench: `${id} ${title}`, metric: 'FAILED', value: 'n/a', note: (err as Error).stack?.split('\n').slice(0, 3).join(' ') ?? String(err) });
+      log(`[bench ${id}] failed: ${(err as Error).stack}`);
+    }
+    const s = (performance.now() - t) / 1000;
+    timings.push(`${id} ${title}: ${fmt(s, 0)} s`);
+    log(`[bench ${id}] done in ${fmt(s, 1)} s`);
+  };
+  let header = '';
+  try {
+    header = await machine(redis.url);
+    await step('1', 'overhead', async () =>
+      (await import('./overhead.ts')).benchOverhead({ redisUrl: redis.url, dir, rollouts: flags.rollouts, latencySamples: flags['latency-samples'], concurrency: flags.concurrency, log }));
+    await step('2', 'utilization', async () =>
+      (await import('./utilization.ts')).benchUtilization({
+        redisUrl: redis.url, dir, tasks: flags['util-tasks'], processes: flags['util-processes'], slots: flags['util-slots'],
+        medianS: flags['util-median-s'], sigma: flags['util-sigma'], seed: flags.seed, log,
+      }));
+    await step('3', 'scale', async () =>
+      (await import('./scale.ts')).benchScale({ redis, dir, rollouts: flags['scale-rollouts'], rows: flags['scale-rows'], log }));
+    await step('4', 'real agent', async () => (await import('./real-agent.ts')).benchRealAgent({ dir, runs: flags['agent-runs'], log }));
+    await step('5', 'prepare', async () =>
+      (await import('./prepare.ts')).benchPrepare({ dir, rows: flags['prepare-rows'], imageKb: flags['prepare-image-kb'], log }));
+  } finally {
+    await redis.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  const totalS = (performance.now() - started) / 1000;
+  const table = markdownTable(rows);
+  const args = process.argv.slice(2).join(' ');
+  const doc = [
+    '# Benchmark results',
+    '',
+    `Measured ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC by \`npm run bench${args ? ` -- ${args}` : ''}\` on ${header}.`,
+    `Whole run: ${fmt(totalS, 0)} s (${timings.join('; ')}).`,
+    '',
+    table,
+    '',
+  ].join('\n');
+  process.stdout.write(`\n${table}\n\nWhole run: ${fmt(totalS, 1)} s\n`);
+  const partial = only.size < 5 || [...changed].some((k) => k !== 'out');
+  const out = flags.out || (partial ? '' : path.join(import.meta.dirname, 'RESULTS.md'));
+  if (out) {
+    writeFileSync(out, doc);
+    log(`written to ${out}`);
+  } else log('partial run: not written to bench/RESULTS.md (pass --out FILE to keep it)');
+  if (rows.some((r) => r.metric === 'FAILED')) process.exitCode = 1;
+}
+
+await main();

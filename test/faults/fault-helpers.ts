@@ -1,0 +1,253 @@
+/**
+ * What every fault test checks, in one place: the output JSONL is valid line by line with exactly one
+ * row per rollout, the rewards equal those the scripted inputs give without any fault, and nothing
+ * is left behind (processes, sandbox folders, secrets). Plus a private redis-server to break.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { expect } from 'vitest';
+import { Redis } from 'ioredis';
+import { RowSchema, type Row } from '../../src/shared/rows.ts';
+import type { AgentScriptSchema } from '../../src/workers/sandbox/scripted-agent.ts';
+import type { Fixture } from '../helpers/fixture-parquet.ts';
+import { waitFor } from '../helpers/fleet.ts';
+import type { z } from 'zod';
+
+type AgentScript = z.input<typeof AgentScriptSchema>;
+
+/** Every line of an output JSONL, parsed as a row; fails on a cut or invalid line. */
+export function readJsonl(file: string): Row[] {
+  const text = readFileSync(file, 'utf8');
+  if (text.length > 0) expect(text.endsWith('\n'), `${file} ends with a cut line`).toBe(true);
+  return text.split('\n').filter((l) => l.length > 0).map((line, i) => {
+    const parsed = RowSchema.safeParse(JSON.parse(line));
+    expect(parsed.success, `${file} line ${i + 1} is not a valid row`).toBe(true);
+    return parsed.data!;
+  });
+}
+
+/** Rows in the file so far (0 when it does not exist), without judging a line being written. */
+export function countLines(file: string): number {
+  if (!existsSync(file)) return 0;
+  return readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).length;
+}
+
+/** Exactly one row per rollout of the run (tasks x repeats), and nothing else. */
+export function expectOneRowEach(rows: Row[], runId: string, fixture: Fixture, repeats = 1): void {
+  const want: string[] = [];
+  for (let r = 0; r < repeats; r++) for (const t of fixture.expected) want.push(`${runId}-${t.task_id}-${r}`);
+  expect(rows.map((r) => r.rollout_id).sort()).toEqual(want.sort());
+}
+
+/**
+ * The reward each task gets from a scripted agent and the default scripted judge when nothing
+ * breaks: 1 for the gold answer, 0 for another answer or none, null (masked) for a rollout whose
+ * infrastructure fails on every attempt.
+ */
+export function expectedRewards(fixture: Fixture, script: AgentScript, attempts = 3): Map<string, 0 | 1 | null> {
+  const norm = (s: string) => s.toLowerCase().replace(/\s+/g, '').replace(/\.$/, '').replace(/^\((.*)\)$/, '$1');
+  const out = new Map<string, 0 | 1 | null>();
+  for (const t of fixture.expected) {
+    const e = script[t.task_id] ?? script['*'] ?? {};
+    if ((e.infra_fail_attempts ?? 0) >= attempts) out.set(t.task_id, null);
+    else if (e.stop_reason && e.stop_reason !== 'answered') out.set(t.task_id, 0);
+    else {
+      const answer = e.answer === undefined || e.answer === '@gold' ? t.gold : e.answer;
+      out.set(t.task_id, answer !== null && norm(answer) === norm(t.gold) ? 1 : 0);
+    }
+  }
+  return out;
+}
+
+export function expectRewards(rows: Row[], expected: Map<string, 0 | 1 | null>): void {
+  const got = Object.fromEntries(rows.map((r) => [`${r.task_id}/${r.repeat}`, r.reward]));
+  const want = Object.fromEntries(rows.map((r) => [`${r.task_id}/${r.repeat}`, expected.get(r.task_id)]));
+  expect(got).toEqual(want);
+}
+
+// --- processes ------------------------------------------------------------------------------
+
+export interface ProcId {
+  pid: number;
+  /** Start time in clock ticks (field 22 of /proc/<pid>/stat), so a reused pid is not confused. */
+  start: string;
+  cmd: string;
+}
+
+function statOf(pid: number): { ppid: number; start: string } | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return { ppid: Number(fields[1]), start: fields[19] };
+  } catch {
+    return null;
+  }
+}
+
+/** Every process below `root` (children, grandchildren, ...) right now. */
+export function descendants(root: number): ProcId[] {
+  const parent = new Map<number, number>();
+  const info = new Map<number, ProcId>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const pid = Number(entry);
+    const st = statOf(pid);
+    if (!st) continue;
+    parent.set(pid, st.ppid);
+    let cmd = '';
+    try {
+      cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').trim();
+    } catch {
+      // exited meanwhile
+    }
+    info.set(pid, { pid, start: st.start, cmd });
+  }
+  const out: ProcId[] = [];
+  const frontier = [root];
+  while (frontier.length) {
+    const p = frontier.pop()!;
+    for (const [child, pp] of parent) {
+      if (pp === p) {
+        out.push(info.get(child)!);
+        frontier.push(child);
+      }
+    }
+  }
+  return out;
+}
+
+/** The processes of `ids` that still run (same pid and start time). */
+export function stillAlive(ids: ProcId[]): ProcId[] {
+  return ids.filter((id) => statOf(id.pid)?.start === id.start);
+}
+
+/** Processes whose command line mentions `marker` (e.g. a test's temp folder). */
+export function processesMentioning(marker: string): string[] {
+  const found: string[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    try {
+      const cmd = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replace(/\0/g, ' ');
+      if (cmd.includes(marker)) found.push(`${entry}: ${cmd.slice(0, 200)}`);
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return found;
+}
+
+// --- secrets --------------------------------------------------------------------------------
+
+/** Every key of a prefix with its whole value (strings, hashes, lists, sets, zsets, streams) as text. */
+export async function dumpPrefix(url: string, prefix: string): Promise<{ keys: number; text: string }> {
+  const redis = new Redis(url);
+  const parts: string[] = [];
+  let keys = 0;
+  try {
+    let cursor = '0';
+    do {
+      const [next, batch] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+      cursor = next;
+      for (const key of batch) {
+        keys++;
+        const type = await redis.type(key);
+        let value: unknown;
+        if (type === 'string') value = (await redis.getBuffer(key))?.toString('latin1');
+        else if (type === 'hash') value = await redis.hgetall(key);
+        else if (type === 'list') value = await redis.lrange(key, 0, -1);
+        else if (type === 'set') value = await redis.smembers(key);
+        else if (type === 'zset') value = await redis.zrange(key, 0, -1, 'WITHSCORES');
+        else if (type === 'stream') value = await redis.xrange(key, '-', '+');
+        parts.push(`${key} ${type} ${JSON.stringify(value)}`);
+      }
+    } while (cursor !== '0');
+  } finally {
+    redis.disconnect();
+  }
+  return { keys, text: parts.join('\n') };
+}
+
+/** Every regular file under `dir` (recursively), with its content as latin1 text. */
+export function readTree(dir: string): Array<{ file: string; text: string }> {
+  const out: Array<{ file: string; text: string }> = [];
+  if (!existsSync(dir)) return out;
+  for (const name of readdirSync(dir)) {
+    const file = path.join(dir, name);
+    const st = statSync(file, { throwIfNoEntry: false });
+    if (!st) continue;
+    if (st.isDirectory()) out.push(...readTree(file));
+    else if (st.isFile()) out.push({ file, text: readFileSync(file).toString('latin1') });
+  }
+  return out;
+}
+
+// --- a redis-server of our own, to restart, stop and pause ------------------------------------
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export interface OwnRedis {
+  url: string;
+  port: number;
+  /** Start (or start again, reading back its AOF). */
+  start(): Promise<void>;
+  /** SHUTDOWN-like stop by SIGTERM (the AOF is flushed), waiting for the exit. */
+  stop(): Promise<void>;
+  /** SIGSTOP / SIGCONT: connections stay open but nothing answers. */
+  pause(): void;
+  resume(): void;
+}
+
+export async function startOwnRedis(dir: string): Promise<OwnRedis> {
+  const port = await freePort();
+  let child: ChildProcess | undefined;
+  const url = `redis://127.0.0.1:${port}`;
+  const own: OwnRedis = {
+    url,
+    port,
+    async start() {
+      child = spawn('redis-server', [
+        '--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes', '--appendfsync', 'everysec',
+        '--maxmemory-policy', 'noeviction', '--save', '',
+      ], { stdio: 'ignore' });
+      await waitFor('redis-server to answer', async () => {
+        const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+        probe.on('error', () => {});
+        try {
+          await probe.connect();
+          const loading = (await probe.info('persistence')).includes('loading:1');
+          return !loading;
+        } catch {
+          return false;
+        } finally {
+          probe.disconnect();
+        }
+      }, 20_000, 100);
+    },
+    async stop() {
+      const c = child;
+      if (!c || c.exitCode !== null) return;
+      const exited = new Promise((r) => c.once('exit', r));
+      c.kill('SIGTERM');
+      await exited;
+    },
+    pause() {
+      child?.kill('SIGSTOP');
+    },
+    resume() {
+      child?.kill('SIGCONT');
+    },
+  };
+  await own.start();
+  return own;
+}

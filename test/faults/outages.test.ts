@@ -1,0 +1,136 @@
+/**
+ * Outages of what the fleet depends on, and jobs that can never succeed, in one process (`runAll`)
+ * on the session's Redis: the judge answering 500 and 429 for a while, the judge down for longer
+ * than its retries (masked, then `vcfleet rejudge`), a sandbox provider that cannot create sandboxes
+ * (masked infra_failed, then `vcfleet retry`), and a poison job added straight to the rollout queue.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import { runAll } from '../../src/run/run-all.ts';
+import { openQueue } from '../../src/shared/queues.ts';
+import { createOpenCodeRunner } from '../../src/workers/sandbox/opencode/runner.ts';
+import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local-bwrap.ts';
+import { createScriptedAgent } from '../../src/workers/sandbox/scripted-agent.ts';
+import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
+import { makeFleetEnv, REDIS_URL, runCli, type FleetEnv } from '../helpers/fleet.ts';
+import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
+import { expectedRewards, expectOneRowEach, expectRewards, readJsonl } from './fault-helpers.ts';
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
+
+const quiet = { update() {}, stop() {} };
+
+describe('judge and sandbox-provider outages, poison jobs', () => {
+  let judge: ScriptedJudgeServer;
+  let env: FleetEnv | undefined;
+  let redis: Redis;
+  beforeAll(async () => {
+    judge = await startScriptedJudgeServer();
+    redis = new Redis(REDIS_URL);
+  });
+  afterAll(async () => {
+    await judge.close();
+    redis.disconnect();
+  });
+  afterEach(async () => {
+    await env?.cleanup();
+    env = undefined;
+    judge.setScript([]);
+    removeTmpDirs();
+  });
+
+  const script = { '*': { answer: '@gold' }, 'bv-002': { answer: 'Q' }, 'bv-004': { answer: null } };
+
+  it('judge answering 500 and 429 (Retry-After) for 2.5 s: retried, every row scored, none masked', async () => {
+    env = await makeFleetEnv({ rows: 6, judgeUrl: judge.url, script, overrides: ['++judge.max_retries=4', '++judge.backoff_base_ms=400', '++judge.backoff_max_ms=2000'] });
+    let outageUntil = 0;
+    let failures = 0;
+    judge.setScript((_req, i) => {
+      if (outageUntil === 0) outageUntil = Date.now() + 2500;
+      if (Date.now() >= outageUntil) return 'grade';
+      failures++;
+      return i % 2 ? { status: 429, headers: { 'retry-after': '1' } } : { status: 500 };
+    });
+    const result = await runAll({ config: env.config(['++run_id=j5']), logger: env.logger, agent: createScriptedAgent(script), progress: quiet });
+    expect(result.status).toBe('complete');
+    const rows = readJsonl(env.output);
+    expectOneRowEach(rows, 'j5', env.fixture);
+    expectRewards(rows, expectedRewards(env.fixture, script));
+    expect(rows.filter((r) => r.failure_kind !== null)).toEqual([]);
+    expect(failures).toBeGreaterThanOrEqual(3);
+    console.log(`[fault] judge 500/429 for 2.5 s: ${failures} failed calls retried, 6/6 scored`);
+  });
+
+  it('judge down for longer than its retries: rows masked judge_failed, then `vcfleet rejudge` scores them', async () => {
+    env = await makeFleetEnv({ rows: 6, judgeUrl: judge.url, script, overrides: ['++queues.judge_attempts=1'] });
+    judge.setScript(() => ({ status: 503 }));
+    const first = await runAll({ config: env.config(['++run_id=jd']), logger: env.logger, agent: createScriptedAgent(script), progress: quiet });
+    expect(first.status).toBe('complete');
+    const masked = readJsonl(env.output);
+    expectOneRowEach(masked, 'jd', env.fixture);
+    // Answered rollouts are masked (not scored 0); the unanswered one needs no judge.
+    expect(masked.filter((r) => r.failure_kind === 'judge_failed').length).toBe(5);
+    expect(first.metrics?.num_masked).toBe(5);
+    judge.setScript([]);
+    const sent = await runCli(['rejudge', '--run-id', 'jd', ...env.overrides]);
+    expect(sent.code, sent.output).toBe(0);
+    expect(sent.stdout).toContain('sent 5 judge_failed row(s)');
+    const second = await runAll({ config: env.config(['++run_id=jd']), logger: env.logger, agent: createScriptedAgent(script), progress: quiet });
+    expect(second.status).toBe('complete');
+    const rows = readJsonl(env.output);
+    expectOneRowEach(rows, 'jd', env.fixture);
+    expectRewards(rows, expectedRewards(env.fixture, script));
+    expect(second.metrics?.num_masked).toBe(0);
+  });
+
+  it('sandbox provider cannot create (bwrap missing): infra_failed rows, then `vcfleet retry` completes them', async () => {
+    env = await makeFleetEnv({ rows: 4, judgeUrl: judge.url, script });
+    const sandboxRoot = createTmpDir('vcfleet-sbx-');
+    const config = env.config(['++run_id=px']);
+    const broken = createOpenCodeRunner({
+      config, logger: env.logger,
+      provider: new LocalBwrapProvider({ rootDir: sandboxRoot, workdir: '/workspace', bwrapPath: path.join(sandboxRoot, 'no-such-bwrap') }),
+      socketDir: path.join(sandboxRoot, 'sockets'),
+    });
+    const first = await runAll({ config, logger: env.logger, agent: broken, progress: quiet });
+    expect(first.status).toBe('complete');
+    const masked = readJsonl(env.output);
+    expectOneRowEach(masked, 'px', env.fixture);
+    for (const row of masked) {
+      expect(row).toMatchObject({ failure_kind: 'infra_failed', reward: null });
+      expect(row.error).toContain(`bubblewrap not found at ${path.join(sandboxRoot, 'no-such-bwrap')}`);
+    }
+    // Nothing was left behind by the failed creations: no sandbox folder, no gateway socket folder.
+    expect(readdirSync(sandboxRoot).filter((n) => n !== 'sockets')).toEqual([]);
+    expect(readdirSync(path.join(sandboxRoot, 'sockets'))).toEqual([]);
+    const retried = await runCli(['retry', '--run-id', 'px', ...env.overrides]);
+    expect(retried.code, retried.output).toBe(0);
+    expect(retried.stdout).toContain('requeued 4 failed job(s)');
+    // The provider is fixed (here: the scripted agent stands in for a working sandbox).
+    const second = await runAll({ config, logger: env.logger, agent: createScriptedAgent(script), progress: quiet });
+    expect(second.status).toBe('complete');
+    const rows = readJsonl(env.output);
+    expectOneRowEach(rows, 'px', env.fixture);
+    expectRewards(rows, expectedRewards(env.fixture, script));
+  });
+
+  it('poison jobs added straight to the rollout queue fail once, unrecoverable; the run completes', async () => {
+    env = await makeFleetEnv({ rows: 5, judgeUrl: judge.url, script });
+    const q = openQueue('rollout', redis, env.prefix);
+    await q.add('rollout', { v: 1, run_id: 'pz', task_id: 42, junk: '\u0000' } as never, { jobId: 'poison-malformed', attempts: 3 });
+    await q.add('rollout', { v: 1, run_id: 'pz', task_id: 'no-such-task', repeat: 0, rollout_id: 'pz-no-such-task-0' }, { jobId: 'poison-unknown-task', attempts: 3 });
+    const result = await runAll({ config: env.config(['++run_id=pz']), logger: env.logger, agent: createScriptedAgent(script), progress: quiet });
+    expect(result.status).toBe('complete');
+    const rows = readJsonl(env.output);
+    expectOneRowEach(rows, 'pz', env.fixture);
+    expectRewards(rows, expectedRewards(env.fixture, script));
+    for (const id of ['poison-malformed', 'poison-unknown-task']) {
+      const job = await q.getJob(id);
+      expect(await job!.getState()).toBe('failed');
+      expect(job!.attemptsMade).toBe(1);
+    }
+    expect((await q.getJob('poison-malformed'))!.failedReason).toMatch(/malformed rollout job data: task_id/);
+    expect((await q.getJob('poison-unknown-task'))!.failedReason).toMatch(/task no-such-task is not part of run pz/);
+    await q.close();
+  });
+});
