@@ -157,7 +157,10 @@ describe('vcfleet dashboard access (process and server)', () => {
       expect((await fetch(`${dashboard.url}${path}`, { method, headers: auth })).status, path).toBe(403);
       expect((await fetch(`${dashboard.url}${path}`, { method })).status, path).toBe(401);
     }
-    expect(await openQueue('rollout', redis, prefix).isPaused()).toBe(false);
+    const after = openQueue('rollout', redis, prefix);
+    expect(await after.isPaused()).toBe(false);
+    expect(await (await after.getJob('ro-t-0'))?.getState()).toBe('waiting');
+    await after.close();
   });
 
   it('lets an authorized write through when not read-only, and refuses cross-origin writes', async () => {
