@@ -8,10 +8,9 @@ import { errorMessage } from '../../shared/errors.ts';
 import type { Judge } from '../../shared/judge.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { openQueue } from '../../shared/queues.ts';
-import { buildRow } from '../../shared/rows.ts';
 import { RunStore } from '../../shared/run-store.ts';
 import { startStageWorker, type StageWorker, type StageWorkerOptions } from '../../shared/stage-worker.ts';
-import { runJudgeStage } from './judge-stage.ts';
+import { judgeFailedRow, runJudgeStage } from './judge-stage.ts';
 import { judgeLimiter } from './limiter.ts';
 
 export interface JudgeWorkerDeps {
@@ -42,10 +41,7 @@ export async function startJudgeWorker(deps: JudgeWorkerDeps): Promise<StageWork
     },
     async onFinalFailure(data, error) {
       // Something other than the judge call failed (a bug or Redis): still one masked, rejudgeable row.
-      const run = await store.requireRun(data.run_id);
-      const task = await store.getTask(data.run_id, data.task_id);
-      const ctx = { runId: run.run_id, benchmark: run.benchmark, policyModel: run.policy_model, judgeModel: deps.judge.modelName, rolloutId: data.rollout_id, repeat: data.repeat, task };
-      await results.add('row', { v: 1, row: buildRow(ctx, data.outcome, { kind: 'masked', failure: 'judge_failed', error: errorMessage(error) }) });
+      await results.add('row', { v: 1, row: await judgeFailedRow(data, store, deps.judge.modelName, errorMessage(error)) });
     },
   });
   return {
