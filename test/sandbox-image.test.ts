@@ -1,0 +1,27 @@
+/** The sandbox image (which cannot be built here) stays in step with what the tests run. */
+import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+
+const dockerfile = readFileSync(new URL('../sandbox_image/Dockerfile', import.meta.url), 'utf8');
+const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
+
+describe('sandbox_image/Dockerfile', () => {
+  it('pins the OpenCode version the project installs, by SHA-256', () => {
+    expect(pkg.dependencies['opencode-ai']).toBe('1.17.11');
+    expect(dockerfile).toMatch(/ARG OPENCODE_VERSION=1\.17\.11\n/);
+    expect(dockerfile).toMatch(/ARG OPENCODE_TGZ_SHA256=[0-9a-f]{64}\n/);
+    expect(dockerfile).toMatch(/sha256sum -c -/);
+    expect(dockerfile).toMatch(/FROM \$\{BASE_IMAGE\}/);
+    expect(dockerfile).toMatch(/ARG BASE_IMAGE=debian:bookworm-slim@sha256:[0-9a-f]{64}/);
+  });
+
+  it('pins the Python toolkit to the Debian versions the local sandboxes use here', () => {
+    for (const name of ['python3-pil', 'python3-numpy', 'python3-scipy', 'python3-opencv']) {
+      const pinned = new RegExp(`${name}=(\\S+)`).exec(dockerfile)?.[1];
+      expect(pinned, name).toBeTruthy();
+      const installed = execFileSync('dpkg-query', ['-W', '-f=${Version}', name], { encoding: 'utf8' });
+      expect(pinned, name).toBe(installed);
+    }
+  });
+});
