@@ -13,7 +13,7 @@ export async function connect(config: Config, logger: Logger, role: ConnectionRo
   const redis = createRedis(url, role);
   try {
     await waitForRedis(redis, url);
-    await checkRedisServer(redis, logger);
+    await checkRedisServer(redis, logger, role === 'worker');
   } catch (err) {
     redis.disconnect();
     throw err;

@@ -15,14 +15,22 @@ export type ConnectionRole = 'worker' | 'client';
 /** A new connection; `worker` connections retry forever, `client` ones fail fast. */
 export function createRedis(url: string, role: ConnectionRole, extra: RedisOptions = {}): Redis {
   const common: RedisOptions = { lazyConnect: false, connectionName: `vcfleet-${role}`, ...extra };
-  if (role === 'worker') {
-    return new Redis(url, {
-      ...common,
-      maxRetriesPerRequest: null,
-      enableOfflineQueue: true,
-      retryStrategy: (times) => Math.min(200 * times, 2000),
-    });
-  }
+  const redis = role === 'worker' ? workerConnection(url, common) : clientConnection(url, common);
+  // Errors surface through commands and waitForRedis; without a listener ioredis prints each one.
+  redis.on('error', () => {});
+  return redis;
+}
+
+function workerConnection(url: string, common: RedisOptions): Redis {
+  return new Redis(url, {
+    ...common,
+    maxRetriesPerRequest: null,
+    enableOfflineQueue: true,
+    retryStrategy: (times) => Math.min(200 * times, 2000),
+  });
+}
+
+function clientConnection(url: string, common: RedisOptions): Redis {
   return new Redis(url, {
     ...common,
     maxRetriesPerRequest: 2,
@@ -64,7 +72,7 @@ export function redactUrl(url: string): string {
  * Check the server suits a job queue: `maxmemory-policy` must be `noeviction` (an evicted job is a
  * lost rollout); warn when nothing is persisted (a restart loses the run).
  */
-export async function checkRedisServer(redis: Redis, logger: Logger): Promise<void> {
+export async function checkRedisServer(redis: Redis, logger: Logger, warnPersistence = true): Promise<void> {
   let policy: string | undefined;
   let aof: string | undefined;
   let save: string | undefined;
@@ -82,7 +90,7 @@ export async function checkRedisServer(redis: Redis, logger: Logger): Promise<vo
         'Set it with `redis-cli CONFIG SET maxmemory-policy noeviction` (and in redis.conf).',
     );
   }
-  if (aof !== 'yes' && !save) {
+  if (warnPersistence && aof !== 'yes' && !save) {
     logger.warn('Redis persists nothing (appendonly no, no save points): a Redis restart loses the run in flight');
   }
 }
