@@ -22,7 +22,7 @@ import { createScriptedAgent } from '../src/workers/sandbox/scripted-agent.ts';
 import { startSandboxWorker } from '../src/workers/sandbox/worker.ts';
 import { benchConfig, benchPrefix, deferred, deletePrefix, discardLogger, noopJudge, readBenchImage, syntheticTasks } from './lib/fleet.ts';
 import type { BenchRow } from './lib/report.ts';
-import { fmt, fmtInt, quantile } from './lib/stats.ts';
+import { fmt, fmtInt, median, quantile } from './lib/stats.ts';
 
 export interface OverheadOptions {
   redisUrl: string;
@@ -33,6 +33,8 @@ export interface OverheadOptions {
   latencySamples: number;
   /** Jobs at once in the first two hops (sandbox and judge workers; bare hops 1 and 2). Default 8. */
   concurrency: number;
+  /** Rounds of each side, alternating order; medians are reported. Default 3. */
+  rounds: number;
   log?: (line: string) => void;
 }
 
@@ -41,10 +43,39 @@ export interface SideResult {
   count: number;
   seconds: number;
   perSecond: number;
-  /** Milliseconds, under load. */
-  loaded: { p50: number; p99: number };
-  /** Milliseconds, one rollout in flight. */
-  unloaded: { p50: number; p99: number };
+  /** Milliseconds per rollout, under load. */
+  loaded: number[];
+  /** Milliseconds per rollout, one rollout in flight. */
+  unloaded: number[];
+  /** Rows (last hop) per second while the earlier hops were still working, and after they had finished. */
+  lastHopRate: { contended: number; alone: number };
+  /** Redis commands per rollout in the throughput phase (commands run inside Lua scripts included), by command. */
+  commands: Map<string, number>;
+}
+
+/** `INFO commandstats` as command -> calls. */
+async function commandCalls(redis: Redis): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  for (const m of (await redis.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) out.set(m[1], Number(m[2]));
+  return out;
+}
+
+function perRollout(before: Map<string, number>, after: Map<string, number>, count: number): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const [cmd, calls] of after) {
+    const d = (calls - (before.get(cmd) ?? 0)) / count;
+    if (d > 0) out.set(cmd, d);
+  }
+  return out;
+}
+
+export function totalCommands(commands: Map<string, number>): number {
+  return [...commands.values()].reduce((a, b) => a + b, 0);
+}
+
+/** The biggest per-rollout command counts, e.g. `evalsha 9.0, hget 4.0, ...`. */
+export function topCommands(commands: Map<string, number>, n = 8): string {
+  return [...commands].sort((a, b) => b[1] - a[1]).slice(0, n).map(([c, v]) => `${c} ${fmt(v, 1)}`).join(', ');
 }
 
 const TASKS = 100;
@@ -55,12 +86,16 @@ export async function runFleetSide(opts: OverheadOptions, rollouts: number, samp
   const prefix = benchPrefix('fleet');
   const repeats = Math.ceil(rollouts / TASKS);
   const total = TASKS * repeats;
-  const config = benchConfig({ redisUrl: opts.redisUrl, dir: opts.dir }, prefix, [
-    `++num_repeats=${repeats}`,
-    `++queues.rollout_concurrency=${opts.concurrency}`,
-    `++judge.concurrency=${opts.concurrency}`,
-    `++queues.rollout_global_concurrency=${Math.max(32, opts.concurrency)}`,
-  ]);
+  const config = benchConfig({
+    redisUrl: opts.redisUrl,
+    dir: opts.dir,
+    overrides: [
+      `++num_repeats=${repeats}`,
+      `++queues.rollout_concurrency=${opts.concurrency}`,
+      `++judge.concurrency=${opts.concurrency}`,
+      `++queues.rollout_global_concurrency=${Math.max(32, opts.concurrency)}`,
+    ],
+  }, prefix);
   const logger = discardLogger('info');
   const client = createRedis(opts.redisUrl, 'client');
   const connection = createRedis(opts.redisUrl, 'worker');
@@ -79,13 +114,17 @@ export async function runFleetSide(opts: OverheadOptions, rollouts: number, samp
     await results.ready;
     const judge = await startJudgeWorker({ config, connection, logger, judge: noopJudge });
     const sandbox = await startSandboxWorker({ config, connection, logger, agent: createScriptedAgent({ '*': { answer: '@gold', delay_ms: 0 } }) });
+    let lastJudged = 0;
+    judge.worker.on('completed', () => (lastJudged = performance.now()));
     try {
       const tasks = syntheticTasks(TASKS);
       const chunkDone: number[] = [];
+      const before = await commandCalls(client);
       const t0 = performance.now();
       const produced = await produceRun({ config, redis: client, logger, tasks, readImage: readBenchImage, onProgress: () => chunkDone.push(performance.now()) });
       await allDone.promise;
       const seconds = (Math.max(...committed.values()) - t0) / 1000;
+      const commands = perRollout(before, await commandCalls(client), total);
       const loaded: number[] = [];
       for (let repeat = 0, i = 0; repeat < repeats; repeat++) {
         for (const task of tasks) loaded.push(committed.get(rolloutId(produced.runId, task.task_id, repeat))! - chunkDone[Math.floor(i++ / CHUNK)]);
@@ -107,7 +146,8 @@ export async function runFleetSide(opts: OverheadOptions, rollouts: number, samp
         unloaded.push(committed.get(id)! - t);
       }
       await queue.close();
-      return { name: 'fleet', count: total, seconds, perSecond: total / seconds, loaded: p(loaded), unloaded: p(unloaded) };
+      const rate = lastHopRate(t0, lastJudged, [...committed.values()].slice(0, total));
+      return { name: 'fleet', count: total, seconds, perSecond: total / seconds, loaded, unloaded, lastHopRate: rate, commands };
     } finally {
       await sandbox.close(1000);
       await judge.close(1000);
@@ -120,8 +160,12 @@ export async function runFleetSide(opts: OverheadOptions, rollouts: number, samp
   }
 }
 
-function p(values: number[]): { p50: number; p99: number } {
-  return { p50: quantile(values, 0.5), p99: quantile(values, 0.99) };
+/** The last hop's rate before and after `splitAt` (when the hop before it completed its last job). */
+function lastHopRate(t0: number, splitAt: number, ends: Iterable<number>): { contended: number; alone: number } {
+  const all = [...ends];
+  const end = Math.max(...all);
+  const before = all.filter((t) => t <= splitAt).length;
+  return { contended: before / ((splitAt - t0) / 1000), alone: (all.length - before) / Math.max(1e-3, (end - splitAt) / 1000) };
 }
 
 /** Bare BullMQ: `hops` chained queues with no-op workers (concurrency C, C, 1), the fleet's job options. */
@@ -144,6 +188,8 @@ export async function runBareSide(opts: OverheadOptions, hops: 1 | 3, rollouts: 
         if (k < names.length - 1) await forward[k + 1].add(names[k + 1], job.data);
       }, { connection, prefix, concurrency: concurrency[k], lockDuration: 30_000, stalledInterval: 15_000, maxStalledCount: 3 }),
   );
+  let lastBeforeLast = 0;
+  if (workers.length > 1) workers[workers.length - 2].on('completed', () => (lastBeforeLast = performance.now()));
   workers[workers.length - 1].on('completed', (job: Job) => {
     const i = (job.data as { i: number }).i;
     finished.set(i, performance.now());
@@ -154,6 +200,7 @@ export async function runBareSide(opts: OverheadOptions, hops: 1 | 3, rollouts: 
   const data = (i: number) => ({ v: 1, run_id: 'bare-run', task_id: `bv-${i % TASKS}`, repeat: Math.floor(i / TASKS), rollout_id: `bare-run-bv-${i}`, i });
   try {
     const chunkDone: number[] = [];
+    const before = await commandCalls(client);
     const t0 = performance.now();
     for (let i = 0; i < total; i += CHUNK) {
       const n = Math.min(CHUNK, total - i);
@@ -162,6 +209,8 @@ export async function runBareSide(opts: OverheadOptions, hops: 1 | 3, rollouts: 
     }
     await allDone.promise;
     const seconds = (Math.max(...finished.values()) - t0) / 1000;
+    const commands = perRollout(before, await commandCalls(client), total);
+    const rate = workers.length > 1 ? lastHopRate(t0, lastBeforeLast, [...finished.values()]) : { contended: Number.NaN, alone: Number.NaN };
     const loaded = Array.from({ length: total }, (_, i) => finished.get(i)! - chunkDone[Math.floor(i / CHUNK)]);
     const unloaded: number[] = [];
     for (let j = 0; j < samples; j++) {
@@ -173,7 +222,7 @@ export async function runBareSide(opts: OverheadOptions, hops: 1 | 3, rollouts: 
       await done.promise;
       unloaded.push(finished.get(i)! - t);
     }
-    return { name: hops === 1 ? 'bare BullMQ, 1 queue' : 'bare BullMQ, 3 chained queues', count: total, seconds, perSecond: total / seconds, loaded: p(loaded), unloaded: p(unloaded) };
+    return { name: hops === 1 ? 'bare BullMQ, 1 queue' : 'bare BullMQ, 3 chained queues', count: total, seconds, perSecond: total / seconds, loaded, unloaded, lastHopRate: rate, commands };
   } finally {
     await Promise.allSettled(workers.map((w) => w.close()));
     await Promise.allSettled([head.close(), ...forward.map((q) => q.close())]);
@@ -185,26 +234,72 @@ export async function runBareSide(opts: OverheadOptions, hops: 1 | 3, rollouts: 
 
 export async function benchOverhead(opts: OverheadOptions): Promise<BenchRow[]> {
   const log = opts.log ?? (() => {});
-  // Warm up JIT and Redis on both paths, then measure; the order alternates to spread any drift.
+  // Warm up JIT and Redis on both paths first. Then `rounds` rounds, each side once per round, the
+  // order alternating, so that drift (other load on the machine) hits both sides alike; a round's
+  // ratio compares runs made seconds apart, and the median over rounds is reported.
   const warm = Math.min(1000, opts.rollouts);
-  await runBareSide(opts, 3, warm, 20);
-  await runFleetSide(opts, warm, 20);
-  const bare3 = await runBareSide(opts, 3, opts.rollouts, opts.latencySamples);
-  log(`  bare 3 queues: ${fmt(bare3.perSecond, 0)}/s`);
-  const fleet = await runFleetSide(opts, opts.rollouts, opts.latencySamples);
-  log(`  fleet: ${fmt(fleet.perSecond, 0)}/s`);
-  const bare1 = await runBareSide(opts, 1, opts.rollouts, opts.latencySamples);
-  log(`  bare 1 queue: ${fmt(bare1.perSecond, 0)}/s`);
-  const ratio3 = fleet.perSecond / bare3.perSecond;
-  const setting = `concurrency ${opts.concurrency}/${opts.concurrency}/1 (hop 1/2/3), in-process`;
-  const side = (s: SideResult) => `${fmtInt(s.perSecond)}/s (${fmtInt(s.count)} in ${fmt(s.seconds, 1)} s); latency unloaded p50 ${fmt(s.unloaded.p50)} ms, p99 ${fmt(s.unloaded.p99)} ms; under load p50 ${fmtInt(s.loaded.p50)} ms, p99 ${fmtInt(s.loaded.p99)} ms`;
+  await runBareSide(opts, 3, warm, 10);
+  await runFleetSide(opts, warm, 10);
+  const per = Math.ceil(opts.latencySamples / opts.rounds);
+  const fleets: SideResult[] = [];
+  const bare3s: SideResult[] = [];
+  const bare1s: SideResult[] = [];
+  for (let round = 0; round < opts.rounds; round++) {
+    const pair = [() => runBareSide(opts, 3, opts.rollouts, per).then((r) => bare3s.push(r)), () => runFleetSide(opts, opts.rollouts, per).then((r) => fleets.push(r))];
+    for (const run of round % 2 === 0 ? pair : pair.reverse()) await run();
+    bare1s.push(await runBareSide(opts, 1, opts.rollouts, per));
+    log(`  round ${round + 1}: fleet ${fmtInt(fleets[round].perSecond)}/s, bare 3 queues ${fmtInt(bare3s[round].perSecond)}/s, bare 1 queue ${fmtInt(bare1s[round].perSecond)}/s`);
+  }
+  const ratio3 = median(fleets.map((f, k) => f.perSecond / bare3s[k].perSecond));
+  const ratio1 = median(fleets.map((f, k) => f.perSecond / bare1s[k].perSecond));
+  const chain = median(bare3s.map((b, k) => b.perSecond / bare1s[k].perSecond));
+  const [fleet, bare3, bare1] = [fleets, bare3s, bare1s].map(pool);
+  const setting = `concurrency ${opts.concurrency} / ${opts.concurrency} / 1 (hop 1 / 2 / 3) on both sides, all in one process`;
+  const side = (s: Pooled) =>
+    `median of rounds ${fmtInt(s.perSecond)}/s; latency one at a time p50 ${fmt(s.unloaded.p50)} ms, p99 ${fmt(s.unloaded.p99)} ms; ` +
+    `under load (enqueue of its 500-job chunk -> done) p50 ${fmtInt(s.loaded.p50)} ms, p99 ${fmtInt(s.loaded.p99)} ms`;
   return [
-    { bench: '1 overhead', metric: 'fleet throughput / bare 3-queue chain', value: fmt(ratio3), target: '>= 0.80', ok: ratio3 >= 0.8, note: `${fmtInt(fleet.count)} rollouts, ${setting}` },
-    { bench: '1 overhead', metric: 'fleet throughput / bare 1 queue', value: fmt(fleet.perSecond / bare1.perSecond), note: 'the 1-queue worker takes `concurrency` jobs at once' },
-    { bench: '1 overhead', metric: 'bare 3-queue chain / bare 1 queue', value: fmt(bare3.perSecond / bare1.perSecond), note: 'what three hops cost in BullMQ alone' },
-    { bench: '1 overhead', metric: 'added latency per rollout, unloaded p50 / p99', value: `${fmt(fleet.unloaded.p50 - bare3.unloaded.p50)} / ${fmt(fleet.unloaded.p99 - bare3.unloaded.p99)} ms`, note: `fleet minus bare 3-queue chain, ${opts.latencySamples} rollouts one at a time` },
-    { bench: '1 overhead', metric: 'fleet', value: `${fmtInt(fleet.perSecond)}/s`, note: side(fleet) },
-    { bench: '1 overhead', metric: 'bare 3 chained queues', value: `${fmtInt(bare3.perSecond)}/s`, note: side(bare3) },
-    { bench: '1 overhead', metric: 'bare 1 queue', value: `${fmtInt(bare1.perSecond)}/s`, note: side(bare1) },
+    { bench: '1 overhead', metric: 'fleet throughput / bare 3-queue chain', value: fmt(ratio3), target: '>= 0.80', ok: ratio3 >= 0.8, note: `median of ${opts.rounds} paired rounds of ${fmtInt(fleet.count)} rollouts per side (rounds: ${fleets.map((f, k) => fmt(f.perSecond / bare3s[k].perSecond)).join(', ')}); ${setting}` },
+    { bench: '1 overhead', metric: 'fleet throughput / bare 1 queue', value: fmt(ratio1), note: `the single queue's worker takes ${opts.concurrency} jobs at once` },
+    { bench: '1 overhead', metric: 'bare 3-queue chain / bare 1 queue', value: fmt(chain), note: 'what three hops with a single-slot last hop cost in BullMQ alone' },
+    {
+      bench: '1 overhead', metric: 'added latency per rollout, p50 / p99',
+      value: `${fmt(fleet.unloaded.p50 - bare3.unloaded.p50)} / ${fmt(fleet.unloaded.p99 - bare3.unloaded.p99)} ms`,
+      note: `fleet (enqueue -> row written) minus bare chain (enqueue -> last hop completed), ${fleet.unloaded.count} rollouts one at a time`,
+    },
+    {
+      bench: '1 overhead', metric: 'last hop rate while hops 1-2 work / alone, fleet',
+      value: `${fmtInt(fleet.lastHop.contended)} / ${fmtInt(fleet.lastHop.alone)} rows/s`,
+      note: `bare chain: ${fmtInt(bare3.lastHop.contended)} / ${fmtInt(bare3.lastHop.alone)} jobs/s. The single-slot last hop (the results consumer) sets the pace; it starves while it shares the event loop with hops 1-2`,
+    },
+    {
+      bench: '1 overhead', metric: 'Redis commands per rollout, fleet / bare 3-queue chain',
+      value: `${fmt(totalCommands(fleets[0].commands), 1)} / ${fmt(totalCommands(bare3s[0].commands), 1)}`,
+      note: `incl. those inside BullMQ's Lua scripts. Fleet: ${topCommands(fleets[0].commands)}. Bare: ${topCommands(bare3s[0].commands)}`,
+    },
+    { bench: '1 overhead', metric: 'fleet', value: `${fmtInt(fleet.perSecond)} rollouts/s`, note: side(fleet) },
+    { bench: '1 overhead', metric: 'bare 3 chained queues', value: `${fmtInt(bare3.perSecond)} jobs/s`, note: side(bare3) },
+    { bench: '1 overhead', metric: 'bare 1 queue', value: `${fmtInt(bare1.perSecond)} jobs/s`, note: side(bare1) },
   ];
+}
+
+interface Pooled {
+  count: number;
+  perSecond: number;
+  loaded: { p50: number; p99: number };
+  unloaded: { p50: number; p99: number; count: number };
+  lastHop: { contended: number; alone: number };
+}
+
+/** Medians of rounds for rates; latency percentiles over every sample of every round. */
+function pool(results: SideResult[]): Pooled {
+  const loaded = results.flatMap((r) => r.loaded);
+  const unloaded = results.flatMap((r) => r.unloaded);
+  return {
+    count: results[0].count,
+    perSecond: median(results.map((r) => r.perSecond)),
+    loaded: { p50: quantile(loaded, 0.5), p99: quantile(loaded, 0.99) },
+    unloaded: { p50: quantile(unloaded, 0.5), p99: quantile(unloaded, 0.99), count: unloaded.length },
+    lastHop: { contended: median(results.map((r) => r.lastHopRate.contended)), alone: median(results.map((r) => r.lastHopRate.alone)) },
+  };
 }

@@ -11,10 +11,11 @@
  *   --rollouts N             1: rollouts per side [10000]
  *   --latency-samples N      1: unloaded latency samples, one at a time [300]
  *   --concurrency N          1: jobs at once in hops 1 and 2 (hop 3 is always 1) [8]
+ *   --rounds N               1: rounds of each side, alternating order; medians reported [3]
  *   --util-tasks N           2: simulated rollouts [360]
  *   --util-processes K       2: sandbox-worker OS processes [2]
  *   --util-slots C           2: rollouts at once per process [4]
- *   --util-median-s S        2: median simulated agent duration in seconds [2]
+ *   --util-median-s S        2: median simulated agent duration in seconds [1.5]
  *   --util-sigma X           2: lognormal sigma (long tail) [0.75]
  *   --seed N                 2: seed of the durations [7]
  *   --scale-rollouts N       3: rollouts queued by the producer [100000]
@@ -38,10 +39,11 @@ const DEFAULTS = {
   rollouts: 10000,
   'latency-samples': 300,
   concurrency: 8,
+  rounds: 3,
   'util-tasks': 360,
   'util-processes': 2,
   'util-slots': 4,
-  'util-median-s': 2,
+  'util-median-s': 1.5,
   'util-sigma': 0.75,
   seed: 7,
   'scale-rollouts': 100000,
@@ -106,7 +108,7 @@ async function main(): Promise<void> {
   try {
     header = await machine(redis.url);
     await step('1', 'overhead', async () =>
-      (await import('./overhead.ts')).benchOverhead({ redisUrl: redis.url, dir, rollouts: flags.rollouts, latencySamples: flags['latency-samples'], concurrency: flags.concurrency, log }));
+      (await import('./overhead.ts')).benchOverhead({ redisUrl: redis.url, dir, rollouts: flags.rollouts, latencySamples: flags['latency-samples'], concurrency: flags.concurrency, rounds: flags.rounds, log }));
     await step('2', 'utilization', async () =>
       (await import('./utilization.ts')).benchUtilization({
         redisUrl: redis.url, dir, tasks: flags['util-tasks'], processes: flags['util-processes'], slots: flags['util-slots'],

@@ -42,6 +42,8 @@ export function benchConfig(input: BenchConfigInput, prefix: string): Config {
 
 /** A logger at `level` whose lines are built and then dropped. */
 export function discardLogger(level = 'info'): Logger {
+  // BENCH_LOG=warn shows the fleet's warnings and errors on stderr instead (for debugging a benchmark).
+  if (process.env.BENCH_LOG) return createLogger({ level: process.env.BENCH_LOG, destination: process.stderr as never });
   return createLogger({ level, destination: { write: () => true } as never });
 }
 

@@ -34,6 +34,7 @@ export async function startBenchRedis(): Promise<BenchRedis> {
   );
   const url = `redis://127.0.0.1:${port}`;
   const admin = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null });
+  admin.on('error', () => {}); // refused until the server listens; connect() reports it below
   const deadline = Date.now() + 10_000;
   for (;;) {
     try {

@@ -48,7 +48,7 @@ describe('SIGKILLed roles and a run started twice', () => {
     // Each judge call takes 1.5 s, so the kill lands while calls are in flight.
     judge.setScript(async () => {
       await new Promise((r) => setTimeout(r, 1500));
-      return 'grade';
+      return 'grade' as const;
     });
     const args = env.overrides;
     expect((await runCli(['produce', '--run-id', 'kj', ...args])).code).toBe(0);

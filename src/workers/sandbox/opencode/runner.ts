@@ -18,6 +18,7 @@ import type { ExecResult, Sandbox, SandboxProvider, SandboxSpec } from '../sandb
 import { startPolicyGateway, type PolicyGateway } from '../gateway/policy-gateway.ts';
 import { DEFAULT_UPSTREAM_FAILURE_LIMITS, upstreamGiveUpReason, type UpstreamFailureLimits } from '../gateway/health.ts';
 import { opencodeBinaryPath } from './binary.ts';
+import { GATEWAY_DIR_PREFIX } from './gateway-dirs.ts';
 import { SessionEventLog } from './events.ts';
 import { decideOutcome, type OutcomeInput } from './outcome.ts';
 import { buildOpenCodeConfig, buildOpenCodeEnv, buildRunArgv, seedFiles, sessionPaths } from './session-config.ts';
@@ -83,7 +84,7 @@ export function createOpenCodeRunner(options: OpenCodeRunnerOptions): AgentRunne
     if (provider.name === 'local') {
       const parent = options.socketDir ?? os.tmpdir();
       const dir = await mkdir(parent, { recursive: true })
-        .then(() => mkdtemp(path.join(parent, 'vcfleet-gw-')))
+        .then(() => mkdtemp(path.join(parent, GATEWAY_DIR_PREFIX)))
         .catch((err: unknown) => {
           throw new InfraError(`could not create a folder for the gateway socket under ${parent}: ${errorMessage(err)}`, { cause: err });
         });
