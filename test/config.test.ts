@@ -77,3 +77,11 @@ describe('loadConfig', () => {
     expect(loadConfig({ configPath: interp, env: { REPEATS: '3', NAME: 'x' } })).toMatchObject({ num_repeats: 3, output_jsonl_fpath: 'out/x.jsonl' });
   });
 });
+
+describe('++overrides of long digit strings', () => {
+  it('keeps a SHA-256 made only of digits as text', () => {
+    const digits = '1'.repeat(64);
+    expect(loadConfig({ env: {}, overrides: [`++babyvision.sha256=${digits}`] }).babyvision.sha256).toBe(digits);
+    expect(loadConfig({ env: {}, overrides: ['++limit=12'] }).limit).toBe(12);
+  });
+});

@@ -49,16 +49,6 @@ export interface RunAllResult {
   metrics: AggregateMetrics | null;
 }
 
-async function pendingJobs(redis: Redis, prefix: string): Promise<number> {
-  let n = 0;
-  for (const name of QUEUE_NAMES) {
-    const q = openQueue(name, redis, prefix);
-    const c = await q.getJobCounts('active', 'waiting', 'delayed', 'prioritized');
-    n += Object.values(c).reduce((a, b) => a + b, 0);
-    await q.close();
-  }
-  return n;
-}
 
 export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
   const { logger } = options;
@@ -99,7 +89,7 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     const agent = options.agent ?? (await (await import('../workers/sandbox/agent-factory.ts')).createAgentRunner(config, logger));
     const sandbox = await startSandboxWorker({ config, connection, logger, agent: prom.wrapAgent(agent), onJobEnd: prom.jobEnd('rollout') });
     closers.unshift(() => sandbox.close());
-    const status = await watch(options, client, config.queues.prefix, tally);
+    const status = await watch(options, connection, config.queues.prefix, tally, logger);
     logger.info({ run: run.run_id, status }, 'run loop ended');
     for (const close of closers.splice(0)) await close();
     const output = await results.syncRun(run.run_id).catch(() => null);
@@ -118,21 +108,34 @@ async function readMetrics(file: string): Promise<AggregateMetrics | null> {
   return JSON.parse(await readFile(file, 'utf8')) as AggregateMetrics;
 }
 
+/**
+ * Poll until every rollout has its row and nothing is in flight, or the run is stopped or stuck. It
+ * uses a connection that waits out Redis outages, so a Redis restart pauses the loop, not the run.
+ */
 async function watch(
   options: RunAllOptions,
-  client: Redis,
+  connection: Redis,
   prefix: string,
   tally: RunTally,
+  logger: Logger,
 ): Promise<RunAllResult['status']> {
   const view = options.progress ?? createProgressView();
-  const rollout = openQueue('rollout', client, prefix);
+  const queues = QUEUE_NAMES.map((name) => openQueue(name, connection, prefix));
   let idleSince: number | null = null;
   try {
     for (;;) {
-      tally.counts.running = await rollout.getActiveCount();
-      view.update(tally.counts);
       if (options.signal?.aborted) return 'stopped';
-      const pending = await pendingJobs(client, prefix);
+      let pending: number;
+      try {
+        const counts = await Promise.all(queues.map((q) => q.getJobCounts('active', 'waiting', 'delayed', 'prioritized')));
+        tally.counts.running = counts[0].active ?? 0;
+        pending = counts.reduce((n, c) => n + Object.values(c).reduce((a, b) => a + b, 0), 0);
+      } catch (err) {
+        logger.warn({ err: (err as Error).message }, 'cannot read the queues (Redis unreachable?); waiting');
+        await new Promise((r) => setTimeout(r, 1000));
+        continue;
+      }
+      view.update(tally.counts);
       // Complete once every rollout has its row and nothing (a rejudge, a retry) is still in flight.
       if (tally.counts.done >= tally.counts.total && pending === 0) return 'complete';
       if (pending === 0) {
@@ -143,6 +146,6 @@ async function watch(
     }
   } finally {
     view.stop();
-    await rollout.close();
+    await Promise.allSettled(queues.map((q) => q.close()));
   }
 }

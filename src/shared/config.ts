@@ -240,7 +240,10 @@ function interpolate(value: unknown, at: string, file: string, env: NodeJS.Proce
 function parseScalar(raw: string): unknown {
   if (raw === '') return '';
   try {
-    return YAML.parse(raw);
+    const value = YAML.parse(raw);
+    // A long run of digits (a hash, an id) is text: as a number it would lose its digits.
+    if (typeof value === 'number' && !Number.isSafeInteger(value) && /^\d+$/.test(raw)) return raw;
+    return value;
   } catch {
     return raw;
   }
