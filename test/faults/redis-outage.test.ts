@@ -70,4 +70,23 @@ describe('Redis restarted or unreachable during a run', () => {
     await finish('rs', script, e);
     console.log(`[fault] Redis frozen 10 s after ${pausedAt}/8 rows: 8/8 rows`);
   });
+
+  it('vcfleet run (one process, every role) waits out a Redis restart and completes', async () => {
+    judge = await startScriptedJudgeServer();
+    redis = await startOwnRedis(createTmpDir('vcfleet-redis-'));
+    const script = { '*': { answer: '@gold', delay_ms: 800 }, 'bv-003': { answer: 'X', delay_ms: 800 } };
+    env = await makeFleetEnv({ rows: 8, judgeUrl: judge.url, script, redisUrl: redis.url, overrides: ['++queues.rollout_concurrency=1'] });
+    const run = startCli(['run', '--run-id', 'rv', ...env.overrides]);
+    procs = [run];
+    await waitFor('2 rows before the fault', () => countLines(env!.output) >= 2, 60_000, 100);
+    await redis.stop();
+    await new Promise((r) => setTimeout(r, 10_000));
+    await redis.start();
+    expect(await run.exited, run.output()).toBe(0);
+    expect(run.stdout()).toMatch(/status\s+complete \(8\/8 rollouts\)/);
+    const rows = readJsonl(env.output);
+    expectOneRowEach(rows, 'rv', env.fixture);
+    expectRewards(rows, expectedRewards(env.fixture, script));
+    procs = [];
+  });
 });
