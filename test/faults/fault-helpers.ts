@@ -5,7 +5,6 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { expect } from 'vitest';
 import { Redis } from 'ioredis';
@@ -185,16 +184,8 @@ export function readTree(dir: string): Array<{ file: string; text: string }> {
 
 // --- a redis-server of our own, to restart, stop and pause ------------------------------------
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from '../../src/run/private-redis.ts';
+import { freePort } from '../../src/run/private-redis.ts';
 
 export interface OwnRedis {
   url: string;
