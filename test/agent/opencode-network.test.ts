@@ -1,8 +1,8 @@
 /**
  * With the session's env and seeded config dir, OpenCode connects to nothing but the gateway: run
  * on the host (where the network exists) under strace, every non-Unix `connect` must go to the
- * gateway's loopback port, with no DNS query. Opt-in (`VCFLEET_STRACE_TEST=1`): one more real
- * OpenCode run, about twice as slow under strace. Inside a `local` sandbox there is no network at
+ * gateway's loopback port, with no DNS query. One more real OpenCode run, about twice as slow under
+ * strace (Debian's `strace`, installed by .ci/run). Inside a `local` sandbox there is no network at
  * all; opencode-runner.test.ts checks OpenCode's own log for failed fetches there.
  */
 import { spawn } from 'node:child_process';
@@ -16,10 +16,9 @@ import { startPolicyGateway } from '../../src/workers/sandbox/gateway/policy-gat
 import { encodePng } from '../helpers/fixture-images.ts';
 import { scripts, startScriptedPolicyServer } from '../helpers/scripted-policy-server.ts';
 
-const enabled = process.env.VCFLEET_STRACE_TEST === '1' && existsSync('/usr/bin/strace');
-
-describe.skipIf(!enabled)('OpenCode start-up network traffic', () => {
+describe('OpenCode start-up network traffic', () => {
   it('connects only to the gateway', async () => {
+    expect(existsSync('/usr/bin/strace'), 'strace is needed: apt-get install strace').toBe(true);
     const dir = mkdtempSync(path.join(os.tmpdir(), 'oc-strace-'));
     const server = await startScriptedPolicyServer({ script: scripts.answer('\\boxed{A}') });
     const gateway = await startPolicyGateway({ upstreamBaseUrl: server.url, apiKey: 'k', tcp: { host: '127.0.0.1', port: 0 }, accessToken: 'tok' });
