@@ -123,6 +123,7 @@ export async function runFleetSide(opts: OverheadOptions, rollouts: number, samp
       const t0 = performance.now();
       const produced = await produceRun({ config, redis: client, logger, tasks, readImage: readBenchImage, onProgress: () => chunkDone.push(performance.now()) });
       await allDone.promise;
+      const split = lastJudged;
       const seconds = (Math.max(...committed.values()) - t0) / 1000;
       const commands = perRollout(before, await commandCalls(client), total);
       const loaded: number[] = [];
@@ -146,7 +147,7 @@ export async function runFleetSide(opts: OverheadOptions, rollouts: number, samp
         unloaded.push(committed.get(id)! - t);
       }
       await queue.close();
-      const rate = lastHopRate(t0, lastJudged, [...committed.values()].slice(0, total));
+      const rate = lastHopRate(t0, split, [...committed.values()].slice(0, total));
       return { name: 'fleet', count: total, seconds, perSecond: total / seconds, loaded, unloaded, lastHopRate: rate, commands };
     } finally {
       await sandbox.close(1000);
@@ -208,9 +209,10 @@ export async function runBareSide(opts: OverheadOptions, hops: 1 | 3, rollouts: 
       chunkDone.push(performance.now());
     }
     await allDone.promise;
+    const split = lastBeforeLast;
     const seconds = (Math.max(...finished.values()) - t0) / 1000;
     const commands = perRollout(before, await commandCalls(client), total);
-    const rate = workers.length > 1 ? lastHopRate(t0, lastBeforeLast, [...finished.values()]) : { contended: Number.NaN, alone: Number.NaN };
+    const rate = workers.length > 1 ? lastHopRate(t0, split, [...finished.values()]) : { contended: Number.NaN, alone: Number.NaN };
     const loaded = Array.from({ length: total }, (_, i) => finished.get(i)! - chunkDone[Math.floor(i / CHUNK)]);
     const unloaded: number[] = [];
     for (let j = 0; j < samples; j++) {

@@ -38,7 +38,8 @@ export function createLogger(options: LoggerOptions = {}): Logger {
     ...(secrets.length ? { hooks: { streamWrite: (line: string) => scrub(line, secrets) } } : {}),
   };
   if (options.destination) return pino(base, options.destination);
-  if (process.stdout.isTTY && !process.env.VCFLEET_LOG_JSON) {
+  // Logs go to stderr; pretty only when a person watches it (VCFLEET_LOG_JSON=1 forces JSON).
+  if (process.stderr.isTTY && !process.env.VCFLEET_LOG_JSON) {
     return pino({
       ...base,
       transport: { target: 'pino-pretty', options: { colorize: true, destination: 2, ignore: 'pid,hostname' } },
