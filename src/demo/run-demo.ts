@@ -23,6 +23,7 @@ export interface DemoOptions {
 /** The demo's settings; `++key=value` overrides still apply on top. */
 function demoConfig(base: Config, policyUrl: string, judgeUrl: string, options: DemoOptions): Config {
   const dir = path.join(base.state_dir, 'demo');
+  const runId = newRunId('demo');
   return loadConfig({
     configPath: options.configPath,
     flags: {
@@ -30,8 +31,8 @@ function demoConfig(base: Config, policyUrl: string, judgeUrl: string, options: 
       data_dir: path.join(dir, 'data'),
       babyvision_parquet: null,
       reuse_existing_data_preparation: true,
-      output_jsonl_fpath: path.join('results', 'demo', 'demo.jsonl'),
-      run_id: newRunId('demo'),
+      output_jsonl_fpath: path.join('results', 'demo', `${runId}.jsonl`),
+      run_id: runId,
       limit: null,
       num_repeats: 1,
       task_timeout_s: 300,

@@ -62,7 +62,7 @@ export function createProgressView(stream: NodeJS.WriteStream = process.stderr, 
   if (stream.isTTY) {
     const bar = new cliProgress.SingleBar(
       {
-        format: ' {bar} {value}/{total} | running {running} | masked {masked} | acc {acc} | ETA {eta}',
+        format: ' {bar} {value}/{total} | running {running} | masked {masked} | acc {acc} | ETA {remaining}',
         hideCursor: true,
         stream,
       },
@@ -72,7 +72,7 @@ export function createProgressView(stream: NodeJS.WriteStream = process.stderr, 
     return {
       update(c) {
         doneAtStart ??= c.done;
-        const payload = { running: c.running, masked: c.masked, acc: accuracyText(c), eta: etaText(c, startedAt, doneAtStart) };
+        const payload = { running: c.running, masked: c.masked, acc: accuracyText(c), remaining: etaText(c, startedAt, doneAtStart) };
         if (!started) {
           bar.start(c.total, c.done, payload);
           started = true;

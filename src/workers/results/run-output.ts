@@ -1,0 +1,186 @@
+/**
+ * The output of one run: its JSONL (one row per rollout) and `<stem>_aggregate_metrics.json`.
+ * Redis holds the rows of record; the file is kept equal to them. On open the file is reconciled:
+ * a line cut by a crash is dropped, rows Redis has and the file lacks are appended, rows only the
+ * file has are put back into Redis. A replaced row (a rejudge) rewrites the file atomically.
+ */
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from 'node:fs';
+import path from 'node:path';
+import { InfraError } from '../../shared/errors.ts';
+import type { Logger } from '../../shared/logger.ts';
+import { RowSchema, shouldReplace, type Row } from '../../shared/rows.ts';
+import type { RunStore } from '../../shared/run-store.ts';
+import { aggregateMetrics, metricsPathFor, type MetricRow } from './metrics.ts';
+
+export type CommitResult = 'new' | 'duplicate' | 'replaced';
+
+function compact(row: Row): MetricRow {
+  const { task_id, repeat, type, subtype, reward, failure_kind, stop_reason, turns, tool_calls, input_tokens, output_tokens, wall_s } = row;
+  return { task_id, repeat, type, subtype, reward, failure_kind, stop_reason, turns, tool_calls, input_tokens, output_tokens, wall_s };
+}
+
+function writeError(file: string, err: unknown): InfraError {
+  const code = (err as NodeJS.ErrnoException).code ?? '';
+  return new InfraError(
+    `cannot write ${file} (${code || (err as Error).message}): make its folder exist and be writable, or free disk space ` +
+      '(the path is fixed when the run is produced); the rows are safe in Redis and are written when the results consumer runs again',
+    { cause: err },
+  );
+}
+
+export class RunOutput {
+  readonly metricsPath: string;
+  private fd: number | undefined;
+  /** Rollouts whose row is in the file, with the row's compact metric fields. */
+  private readonly rows = new Map<string, MetricRow>();
+  private metricsDirty = false;
+
+  constructor(
+    readonly runId: string,
+    readonly jsonlPath: string,
+    private readonly store: RunStore,
+    private readonly numRepeats: number,
+    private readonly logger: Logger,
+  ) {
+    this.metricsPath = metricsPathFor(jsonlPath);
+  }
+
+  get rowCount(): number {
+    return this.rows.size;
+  }
+
+  /** Reconcile the file with Redis. */
+  async open(): Promise<void> {
+    try {
+      mkdirSync(path.dirname(this.jsonlPath), { recursive: true });
+    } catch (err) {
+      throw writeError(this.jsonlPath, err);
+    }
+    const fromFile = this.readFile();
+    const merged = new Map<string, Row>();
+    let rewrite = fromFile.damaged;
+    for await (const row of this.store.scanRows(this.runId)) {
+      merged.set(row.rollout_id, row);
+      const inFile = fromFile.rows.get(row.rollout_id);
+      if (inFile && JSON.stringify(inFile) !== JSON.stringify(row)) rewrite = true;
+    }
+    for (const [id, row] of fromFile.rows) {
+      if (merged.has(id)) continue;
+      await this.store.putRow(row);
+      merged.set(id, row);
+      this.logger.warn({ rollout: id }, 'row found in the output file but not in Redis; put back into Redis');
+    }
+    if (rewrite) this.rewrite(merged.values());
+    else {
+      for (const row of fromFile.rows.values()) this.rows.set(row.rollout_id, compact(row));
+      for (const row of merged.values()) if (!this.rows.has(row.rollout_id)) this.append(row);
+    }
+    this.metricsDirty = true;
+    this.logger.info({ run: this.runId, file: this.jsonlPath, rows: this.rows.size, rewrote: rewrite }, 'output file reconciled');
+  }
+
+  private readFile(): { rows: Map<string, Row>; damaged: boolean } {
+    const rows = new Map<string, Row>();
+    if (!existsSync(this.jsonlPath)) return { rows, damaged: false };
+    const text = readFileSync(this.jsonlPath, 'utf8');
+    const lines = text.split('\n');
+    let damaged = !text.endsWith('\n') && text.length > 0;
+    for (const line of lines) {
+      if (!line.trim()) continue;
+      try {
+        const row = RowSchema.parse(JSON.parse(line));
+        if (row.run_id !== this.runId) return this.moveAside(row.run_id);
+        if (rows.has(row.rollout_id)) damaged = true;
+        else rows.set(row.rollout_id, row);
+      } catch {
+        damaged = true;
+      }
+    }
+    if (damaged) this.logger.warn({ file: this.jsonlPath }, 'output file had a cut, foreign or duplicate line; rewriting it from Redis');
+    return { rows, damaged };
+  }
+
+  /** The file holds another run's rows: keep them, under a new name, and start this run's file afresh. */
+  private moveAside(otherRun: string): { rows: Map<string, Row>; damaged: boolean } {
+    const aside = `${this.jsonlPath}.${otherRun}.${Date.now()}.bak`;
+    try {
+      renameSync(this.jsonlPath, aside);
+      if (existsSync(this.metricsPath)) renameSync(this.metricsPath, `${this.metricsPath}.${otherRun}.${Date.now()}.bak`);
+    } catch (err) {
+      throw writeError(this.jsonlPath, err);
+    }
+    this.logger.warn({ file: this.jsonlPath, movedTo: aside, otherRun }, `the output file held rows of run ${otherRun}; moved it aside`);
+    return { rows: new Map(), damaged: false };
+  }
+
+  /** Record a row: Redis first (the record), then the file. Duplicate deliveries change nothing. */
+  async commit(row: Row): Promise<CommitResult> {
+    const existing = await this.store.getRow(row.run_id, row.rollout_id);
+    if (existing && !shouldReplace(existing, row)) {
+      if (!this.rows.has(existing.rollout_id)) this.append(existing);
+      return 'duplicate';
+    }
+    await this.store.putRow(row);
+    if (existing && this.rows.has(row.rollout_id)) {
+      const all: Row[] = [];
+      for await (const r of this.store.scanRows(this.runId)) all.push(r);
+      this.rewrite(all);
+      return 'replaced';
+    }
+    this.append(row);
+    return existing ? 'replaced' : 'new';
+  }
+
+  private append(row: Row): void {
+    try {
+      this.fd ??= openSync(this.jsonlPath, 'a');
+      writeSync(this.fd, `${JSON.stringify(row)}\n`);
+    } catch (err) {
+      throw writeError(this.jsonlPath, err);
+    }
+    this.rows.set(row.rollout_id, compact(row));
+    this.metricsDirty = true;
+  }
+
+  private rewrite(rows: Iterable<Row>): void {
+    const tmp = `${this.jsonlPath}.tmp-${process.pid}`;
+    const list = [...rows];
+    try {
+      writeFileSync(tmp, list.map((r) => `${JSON.stringify(r)}\n`).join(''));
+      this.closeFile();
+      renameSync(tmp, this.jsonlPath);
+    } catch (err) {
+      throw writeError(this.jsonlPath, err);
+    }
+    this.rows.clear();
+    for (const r of list) this.rows.set(r.rollout_id, compact(r));
+    this.metricsDirty = true;
+  }
+
+  /** Rewrite the metrics file if rows changed since the last write (atomically). */
+  writeMetrics(force = false): void {
+    if (!this.metricsDirty && !force) return;
+    const metrics = { run_id: this.runId, ...aggregateMetrics([...this.rows.values()], this.numRepeats) };
+    const tmp = `${this.metricsPath}.tmp-${process.pid}`;
+    try {
+      writeFileSync(tmp, `${JSON.stringify(metrics, null, 2)}\n`);
+      renameSync(tmp, this.metricsPath);
+    } catch (err) {
+      throw writeError(this.metricsPath, err);
+    }
+    this.metricsDirty = false;
+  }
+
+  private closeFile(): void {
+    if (this.fd !== undefined) closeSync(this.fd);
+    this.fd = undefined;
+  }
+
+  close(): void {
+    try {
+      this.writeMetrics();
+    } finally {
+      this.closeFile();
+    }
+  }
+}

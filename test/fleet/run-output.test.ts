@@ -1,0 +1,73 @@
+/** The output file of a run against what Redis holds: cut lines, missing rows, another run's file. */
+import { existsSync, readFileSync, readdirSync, writeFileSync, mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import { createLogger } from '../../src/shared/logger.ts';
+import { buildRow, type Row } from '../../src/shared/rows.ts';
+import { RunStore } from '../../src/shared/run-store.ts';
+import { RunOutput } from '../../src/workers/results/run-output.ts';
+import { REDIS_URL } from '../helpers/fleet.ts';
+import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
+
+const logger = createLogger({ level: 'silent' });
+
+function row(runId: string, i: number, reward: 0 | 1 = 1): Row {
+  const task = { task_id: `t${i}`, type: 'T', subtype: 'S', ans_type: 'choice' as const, gold: 'A' };
+  return buildRow({ runId, benchmark: 'b', policyModel: 'p', judgeModel: 'j', rolloutId: `${runId}-t${i}-0`, repeat: 0, task },
+    { stop_reason: 'answered', extracted_answer: 'A', turns: 1, tool_calls: 0, input_tokens: 1, output_tokens: 1, wall_s: 1 },
+    { kind: 'scored', verdict: reward ? 'equivalent' : 'different', reason: '', reward });
+}
+
+describe('RunOutput', () => {
+  const redis = new Redis(REDIS_URL);
+  const prefix = `vcftest-${randomBytes(4).toString('hex')}`;
+  const store = new RunStore(redis, prefix);
+  afterEach(async () => {
+    const keys = await redis.keys(`${prefix}:*`);
+    if (keys.length) await redis.del(...keys);
+    removeTmpDirs();
+  });
+  afterAll(() => redis.disconnect());
+
+  it('moves another run\'s file aside instead of overwriting it', async () => {
+    const dir = createTmpDir();
+    const file = path.join(dir, 'out.jsonl');
+    const old = `${JSON.stringify(row('old', 1))}\n${JSON.stringify(row('old', 2))}\n`;
+    writeFileSync(file, old);
+    await store.putRow(row('new', 1));
+    const out = new RunOutput('new', file, store, 1, logger);
+    await out.open();
+    out.close();
+    const aside = readdirSync(dir).filter((f) => f.startsWith('out.jsonl.old.') && f.endsWith('.bak'));
+    expect(aside).toHaveLength(1);
+    expect(readFileSync(path.join(dir, aside[0]), 'utf8')).toBe(old);
+    const lines = readFileSync(file, 'utf8').trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(JSON.parse(lines[0]).run_id).toBe('new');
+  });
+
+  it('drops a cut line, appends what Redis has and the file lacks, and puts file-only rows back into Redis', async () => {
+    const dir = createTmpDir();
+    mkdirSync(path.join(dir, 'o'));
+    const file = path.join(dir, 'o', 'out.jsonl');
+    const r1 = row('run', 1);
+    const r2 = row('run', 2);
+    const r3 = row('run', 3, 0);
+    await store.putRow(r1);
+    await store.putRow(r2);
+    writeFileSync(file, `${JSON.stringify(r1)}\n${JSON.stringify(r3)}\n${JSON.stringify(r2).slice(0, 40)}`);
+    const out = new RunOutput('run', file, store, 1, logger);
+    await out.open();
+    expect(await out.commit(r1)).toBe('duplicate');
+    out.close();
+    const rows = readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Row);
+    expect(rows.map((r) => r.rollout_id).sort()).toEqual([r1, r2, r3].map((r) => r.rollout_id).sort());
+    expect(await store.getRow('run', r3.rollout_id)).toMatchObject({ reward: 0 });
+    const metrics = JSON.parse(readFileSync(out.metricsPath, 'utf8'));
+    expect(metrics.num_rollouts).toBe(3);
+    expect(metrics['mean/reward']).toBeCloseTo(2 / 3, 5);
+    expect(existsSync(`${file}.tmp-${process.pid}`)).toBe(false);
+  });
+});
