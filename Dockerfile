@@ -21,7 +21,7 @@ WORKDIR /app
 ENV NODE_ENV=production
 
 # Dependencies first (cached while only sources change). tsx is a runtime dependency: bin/vcfleet.js
-# runs the TypeScript sources through it, there is no build step. opencode-ai brings the OpenCode binary.
+# runs the TypeScript sources through it, there is no build step. opencode-linux-x64 (an optional dependency) brings the OpenCode binary.
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev && npm cache clean --force
 

@@ -8,7 +8,7 @@ const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url),
 
 describe('sandbox_image/Dockerfile', () => {
   it('pins the OpenCode version the project installs, by SHA-256', () => {
-    expect(pkg.dependencies['opencode-ai']).toBe('1.17.11');
+    expect(pkg.optionalDependencies['opencode-linux-x64']).toBe('1.17.11');
     expect(dockerfile).toMatch(/ARG OPENCODE_VERSION=1\.17\.11\n/);
     expect(dockerfile).toMatch(/ARG OPENCODE_TGZ_SHA256=[0-9a-f]{64}\n/);
     expect(dockerfile).toMatch(/sha256sum -c -/);

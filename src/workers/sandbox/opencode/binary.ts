@@ -1,7 +1,8 @@
 /**
- * Where the OpenCode binary is. The npm package `opencode-ai` installs a platform package
- * (`opencode-linux-x64`, ...) holding the real Bun executable; the `local` sandbox mounts its folder
- * read-only at the same path, so the same path works inside and outside.
+ * Where the OpenCode binary is. This project depends on OpenCode's platform package
+ * (`opencode-linux-x64@1.17.11`, the real Bun executable that the `opencode-ai` wrapper would link);
+ * a project that installs `opencode-ai` instead is found too. The `local` sandbox mounts the
+ * binary's folder read-only at the same path, so the same path works inside and outside.
  */
 import { existsSync, realpathSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -44,7 +45,9 @@ export function opencodeBinaryPath(config: Pick<Config, 'agent'>): string {
   const configured = config.agent.opencode_bin;
   const candidate = configured ?? findInstalledBinary();
   if (!candidate) {
-    throw new ConfigError('agent.opencode_bin is not set and the npm package opencode-ai@1.17.11 (with its platform binary) is not installed');
+    throw new ConfigError(
+      `OpenCode is not installed for ${process.platform}-${process.arch}: run \`npm ci\` on linux-x64 (it installs opencode-linux-x64@1.17.11), or set agent.opencode_bin (OPENCODE_BIN) to an OpenCode 1.17.11 binary`,
+    );
   }
   if (!existsSync(candidate)) throw new ConfigError(`agent.opencode_bin: ${candidate} does not exist`);
   return realpathSync(candidate);
