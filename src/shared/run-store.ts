@@ -100,6 +100,11 @@ export class RunStore {
     await this.redis.hset(this.keys.rows(row.run_id), row.rollout_id, JSON.stringify(row));
   }
 
+  /** Stores the row unless the rollout has one; true when it was stored (one round trip). */
+  async putRowIfAbsent(row: Row): Promise<boolean> {
+    return (await this.redis.hsetnx(this.keys.rows(row.run_id), row.rollout_id, JSON.stringify(row))) === 1;
+  }
+
   async countRows(runId: string): Promise<number> {
     return this.redis.hlen(this.keys.rows(runId));
   }

@@ -1,6 +1,6 @@
 /** Aggregate metrics checked against hand-computed examples. */
 import { describe, expect, it } from 'vitest';
-import { aggregateMetrics, bootstrapCi95, passAtK, type MetricRow } from '../../src/workers/results/metrics.ts';
+import { aggregateMetrics, bootstrapCi95, MetricsAccumulator, passAtK, type MetricRow } from '../../src/workers/results/metrics.ts';
 
 function row(task: string, repeat: number, reward: 0 | 1 | null, extra: Partial<MetricRow> = {}): MetricRow {
   return {
@@ -82,5 +82,36 @@ describe('aggregateMetrics', () => {
     expect(m['mean/reward']).toBeNull();
     expect(m['strict/reward']).toBeNull();
     expect(m['mean/reward_ci95']).toBeNull();
+  });
+
+  it('keeps the same numbers row by row: a replaced row removed, its successor added', () => {
+    const first = [row('a', 0, null), row('b', 0, 0, { type: 'T2' }), row('a', 1, 1), row('c', 1, null, { failure_kind: 'infra_failed', stop_reason: null })];
+    const acc = new MetricsAccumulator();
+    for (const r of first) acc.add(r);
+    // a/0 is rejudged to 1, c/1 is retried to 0.
+    acc.remove(first[0]);
+    acc.add(row('a', 0, 1));
+    acc.remove(first[3]);
+    acc.add(row('c', 1, 0, { wall_s: 2.5 }));
+    const final = [row('a', 0, 1), first[1], first[2], row('c', 1, 0, { wall_s: 2.5 })];
+    expect(acc.result(2)).toEqual(aggregateMetrics(final, 2));
+    expect(acc.size).toBe(4);
+    expect(acc.result(2).masked_by_kind).toEqual({});
+  });
+
+  it('matches a brute-force bootstrap of 0/1 rewards', () => {
+    const values = Array.from({ length: 120 }, (_, i) => (i % 3 === 0 ? 0 : 1));
+    let seed = 7;
+    const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const means: number[] = [];
+    for (let i = 0; i < 4000; i++) {
+      let sum = 0;
+      for (let j = 0; j < values.length; j++) sum += values[Math.floor(rand() * values.length)];
+      means.push(sum / values.length);
+    }
+    means.sort((a, b) => a - b);
+    const [lo, hi] = bootstrapCi95(values)!;
+    expect(Math.abs(lo - means[Math.floor(0.025 * 3999)])).toBeLessThanOrEqual(0.02);
+    expect(Math.abs(hi - means[Math.floor(0.975 * 3999)])).toBeLessThanOrEqual(0.02);
   });
 });

@@ -1,10 +1,10 @@
 /**
- * Aggregate metrics of a run, from its rows. Pure: the same rows give the same numbers (the bootstrap
- * uses a seeded generator).
+ * Aggregate metrics of a run, from its rows. Pure: the same rows give the same numbers.
  *
  * - `mean/reward`: mean over rows that are not masked (the headline).
  * - `strict/reward`: masked rows counted as 0, comparable with leaderboards.
- * - `mean/reward_ci95`: 95% percentile bootstrap interval of `mean/reward` (1000 resamples).
+ * - `mean/reward_ci95`: 95% percentile bootstrap interval of `mean/reward`, read exactly off the
+ *   binomial distribution that resampling 0/1 rewards follows.
  * - with repeats > 1: `repeats/mean` and `repeats/std` (population std of the per-repeat means, as
  *   the official scorer's numpy default) and `pass@k` (unbiased estimator, per task over its scored rows).
  */
@@ -46,115 +46,161 @@ export interface AggregateMetrics {
 
 const round = (x: number | null): number | null => (x === null ? null : Math.round(x * 1e6) / 1e6);
 
-function mean(values: readonly number[]): number | null {
-  return values.length === 0 ? null : values.reduce((a, b) => a + b, 0) / values.length;
+interface Tally {
+  scored: number;
+  correct: number;
+  rollouts: number;
 }
 
-function countBy(rows: readonly MetricRow[], key: (r: MetricRow) => string | null): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const r of rows) {
-    const k = key(r);
-    if (k !== null) out[k] = (out[k] ?? 0) + 1;
+function bump<K>(map: Map<K, Tally>, key: K, row: MetricRow, sign: 1 | -1): void {
+  let t = map.get(key);
+  if (!t) map.set(key, (t = { scored: 0, correct: 0, rollouts: 0 }));
+  t.rollouts += sign;
+  if (isScored(row)) {
+    t.scored += sign;
+    if (row.reward === 1) t.correct += sign;
   }
-  return out;
+  if (t.rollouts === 0) map.delete(key);
 }
 
-function groupAccuracy(rows: readonly MetricRow[], key: (r: MetricRow) => string): Record<string, GroupAccuracy> {
-  const groups = new Map<string, MetricRow[]>();
-  for (const r of rows) {
-    const list = groups.get(key(r));
-    if (list) list.push(r);
-    else groups.set(key(r), [r]);
-  }
+function count(map: Map<string, number>, key: string | null, sign: 1 | -1): void {
+  if (key === null) return;
+  const n = (map.get(key) ?? 0) + sign;
+  if (n === 0) map.delete(key);
+  else map.set(key, n);
+}
+
+const isScored = (r: MetricRow) => r.reward !== null && r.failure_kind === null;
+const ratio = (a: number, b: number) => (b === 0 ? null : a / b);
+
+function groups(map: Map<string, Tally>): Record<string, GroupAccuracy> {
   const out: Record<string, GroupAccuracy> = {};
-  for (const [k, members] of [...groups.entries()].sort(([a], [b]) => a.localeCompare(b))) {
-    const scored = members.filter((r) => r.reward !== null).map((r) => r.reward as number);
-    out[k] = { accuracy: round(mean(scored)), scored: scored.length, rollouts: members.length };
+  for (const [k, t] of [...map.entries()].sort(([a], [b]) => a.localeCompare(b))) {
+    out[k] = { accuracy: round(ratio(t.correct, t.scored)), scored: t.scored, rollouts: t.rollouts };
   }
   return out;
 }
 
-/** mulberry32: a small seeded generator, so the interval is reproducible. */
-function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-export function bootstrapCi95(values: readonly number[], resamples = 1000, seed = 12345): [number, number] | null {
+/**
+ * The 95% percentile-bootstrap interval of the mean of 0/1 rewards. Resampling n rewards of which a
+ * fraction p is 1 gives a mean distributed as Binomial(n, p) / n, so the interval is read off that
+ * distribution exactly (as if with infinitely many resamples), in O(n) and with no randomness.
+ */
+export function bootstrapCi95(values: readonly number[]): [number, number] | null {
   if (values.length === 0) return null;
-  const rand = seededRandom(seed);
-  const means: number[] = [];
-  for (let i = 0; i < resamples; i++) {
-    let sum = 0;
-    for (let j = 0; j < values.length; j++) sum += values[Math.floor(rand() * values.length)];
-    means.push(sum / values.length);
-  }
-  means.sort((a, b) => a - b);
-  const at = (q: number) => means[Math.min(means.length - 1, Math.max(0, Math.floor(q * (means.length - 1))))];
-  return [round(at(0.025))!, round(at(0.975))!];
+  if (values.some((v) => v !== 0 && v !== 1)) throw new Error('bootstrapCi95 takes 0/1 rewards');
+  return binomialCi95(values.length, values.filter((v) => v === 1).length);
 }
 
-function binomial(n: number, k: number): number {
-  if (k < 0 || k > n) return 0;
-  let r = 1;
-  for (let i = 1; i <= k; i++) r = (r * (n - k + i)) / i;
-  return r;
+export function binomialCi95(n: number, ones: number): [number, number] | null {
+  if (n === 0) return null;
+  const p = ones / n;
+  if (p === 0 || p === 1) return [p, p];
+  const [lo, hi] = [0.025, 0.975];
+  let logC = 0;
+  let cdf = 0;
+  let kLo = -1;
+  for (let k = 0; k <= n; k++) {
+    if (k > 0) logC += Math.log((n - k + 1) / k);
+    cdf += Math.exp(logC + k * Math.log(p) + (n - k) * Math.log(1 - p));
+    if (kLo < 0 && cdf >= lo) kLo = k;
+    if (cdf >= hi) return [round(kLo / n)!, round(k / n)!];
+  }
+  return [round(kLo / n)!, 1];
 }
 
 /** Unbiased pass@k for one task with n scored attempts of which c are correct. */
 export function passAtK(n: number, c: number, k: number): number {
   if (n - c < k) return 1;
-  return 1 - binomial(n - c, k) / binomial(n, k);
+  let ratioLeft = 1;
+  for (let i = 0; i < k; i++) ratioLeft *= (n - c - i) / (n - i);
+  return 1 - ratioLeft;
 }
 
-function repeatStats(scored: readonly MetricRow[], numRepeats: number): Partial<AggregateMetrics> {
-  const means: Array<number | null> = [];
-  for (let r = 0; r < numRepeats; r++) means.push(round(mean(scored.filter((x) => x.repeat === r).map((x) => x.reward as number))));
-  const present = means.filter((m): m is number => m !== null);
-  const mu = mean(present);
-  const std = mu === null ? null : Math.sqrt(present.reduce((a, m) => a + (m - mu) ** 2, 0) / present.length);
-  const byTask = new Map<string, number[]>();
-  for (const r of scored) {
-    const list = byTask.get(r.task_id);
-    if (list) list.push(r.reward as number);
-    else byTask.set(r.task_id, [r.reward as number]);
+/**
+ * Metrics kept up to date row by row (a replaced row is removed, then its successor added), so the
+ * results consumer never holds the rows themselves: its state grows with tasks, types and repeats,
+ * not with rollouts.
+ */
+export class MetricsAccumulator {
+  private rollouts = 0;
+  private readonly all: Tally = { scored: 0, correct: 0, rollouts: 0 };
+  private readonly masked = new Map<string, number>();
+  private readonly stops = new Map<string, number>();
+  private readonly byType = new Map<string, Tally>();
+  private readonly bySubtype = new Map<string, Tally>();
+  private readonly byRepeat = new Map<number, Tally>();
+  private readonly byTask = new Map<string, Tally>();
+  private readonly sums = { turns: 0, tool_calls: 0, input_tokens: 0, output_tokens: 0, wall_s: 0 };
+
+  add(row: MetricRow, sign: 1 | -1 = 1): void {
+    this.rollouts += sign;
+    if (isScored(row)) {
+      this.all.scored += sign;
+      if (row.reward === 1) this.all.correct += sign;
+    }
+    count(this.masked, row.failure_kind, sign);
+    count(this.stops, row.stop_reason, sign);
+    bump(this.byType, row.type, row, sign);
+    bump(this.bySubtype, row.subtype, row, sign);
+    bump(this.byRepeat, row.repeat, row, sign);
+    bump(this.byTask, row.task_id, row, sign);
+    for (const key of Object.keys(this.sums) as Array<keyof typeof this.sums>) this.sums[key] += sign * row[key];
   }
-  const passk: Record<string, number | null> = {};
-  for (let k = 1; k <= numRepeats; k++) {
-    const perTask = [...byTask.values()].filter((v) => v.length >= k).map((v) => passAtK(v.length, v.filter((x) => x === 1).length, k));
-    passk[`pass@${k}`] = round(mean(perTask));
+
+  remove(row: MetricRow): void {
+    this.add(row, -1);
   }
-  return { 'repeats/mean': round(mu), 'repeats/std': round(std), 'repeats/means': means, 'pass@k': passk };
+
+  get size(): number {
+    return this.rollouts;
+  }
+
+  result(numRepeats = 1): AggregateMetrics {
+    const n = this.rollouts;
+    const base: AggregateMetrics = {
+      'mean/reward': round(ratio(this.all.correct, this.all.scored)),
+      'strict/reward': round(ratio(this.all.correct, n)),
+      'mean/reward_ci95': binomialCi95(this.all.scored, this.all.correct),
+      num_rollouts: n,
+      num_scored: this.all.scored,
+      num_masked: n - this.all.scored,
+      masked_by_kind: Object.fromEntries(this.masked),
+      stop_reasons: Object.fromEntries(this.stops),
+      accuracy_by_type: groups(this.byType),
+      accuracy_by_subtype: groups(this.bySubtype),
+      'mean/turns': round(ratio(this.sums.turns, n)),
+      'mean/tool_calls': round(ratio(this.sums.tool_calls, n)),
+      'mean/input_tokens': round(ratio(this.sums.input_tokens, n)),
+      'mean/output_tokens': round(ratio(this.sums.output_tokens, n)),
+      'mean/wall_s': round(ratio(this.sums.wall_s, n)),
+      num_repeats: numRepeats,
+    };
+    return numRepeats > 1 ? { ...base, ...this.repeatStats(numRepeats) } : base;
+  }
+
+  private repeatStats(numRepeats: number): Partial<AggregateMetrics> {
+    const means: Array<number | null> = [];
+    for (let r = 0; r < numRepeats; r++) {
+      const t = this.byRepeat.get(r);
+      means.push(round(t ? ratio(t.correct, t.scored) : null));
+    }
+    const present = means.filter((m): m is number => m !== null);
+    const mu = present.length ? present.reduce((a, b) => a + b, 0) / present.length : null;
+    const std = mu === null ? null : Math.sqrt(present.reduce((a, m) => a + (m - mu) ** 2, 0) / present.length);
+    const passk: Record<string, number | null> = {};
+    for (let k = 1; k <= numRepeats; k++) {
+      const perTask = [...this.byTask.values()].filter((t) => t.scored >= k).map((t) => passAtK(t.scored, t.correct, k));
+      passk[`pass@${k}`] = round(perTask.length ? perTask.reduce((a, b) => a + b, 0) / perTask.length : null);
+    }
+    return { 'repeats/mean': round(mu), 'repeats/std': round(std), 'repeats/means': means, 'pass@k': passk };
+  }
 }
 
 export function aggregateMetrics(rows: readonly MetricRow[], numRepeats = 1): AggregateMetrics {
-  const scored = rows.filter((r) => r.reward !== null && r.failure_kind === null);
-  const rewards = scored.map((r) => r.reward as number);
-  const base: AggregateMetrics = {
-    'mean/reward': round(mean(rewards)),
-    'strict/reward': round(rows.length === 0 ? null : rewards.reduce((a, b) => a + b, 0) / rows.length),
-    'mean/reward_ci95': bootstrapCi95(rewards),
-    num_rollouts: rows.length,
-    num_scored: scored.length,
-    num_masked: rows.length - scored.length,
-    masked_by_kind: countBy(rows, (r) => r.failure_kind),
-    stop_reasons: countBy(rows, (r) => r.stop_reason),
-    accuracy_by_type: groupAccuracy(rows, (r) => r.type),
-    accuracy_by_subtype: groupAccuracy(rows, (r) => r.subtype),
-    'mean/turns': round(mean(rows.map((r) => r.turns))),
-    'mean/tool_calls': round(mean(rows.map((r) => r.tool_calls))),
-    'mean/input_tokens': round(mean(rows.map((r) => r.input_tokens))),
-    'mean/output_tokens': round(mean(rows.map((r) => r.output_tokens))),
-    'mean/wall_s': round(mean(rows.map((r) => r.wall_s))),
-    num_repeats: numRepeats,
-  };
-  return numRepeats > 1 ? { ...base, ...repeatStats(scored, numRepeats) } : base;
+  const acc = new MetricsAccumulator();
+  for (const row of rows) acc.add(row);
+  return acc.result(numRepeats);
 }
 
 export function metricsPathFor(outputJsonl: string): string {

@@ -10,7 +10,7 @@ import { InfraError } from '../../shared/errors.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { RowSchema, shouldReplace, type Row } from '../../shared/rows.ts';
 import type { RunStore } from '../../shared/run-store.ts';
-import { aggregateMetrics, metricsPathFor, type MetricRow } from './metrics.ts';
+import { metricsPathFor, MetricsAccumulator, type MetricRow } from './metrics.ts';
 
 export type CommitResult = 'new' | 'duplicate' | 'replaced';
 
@@ -31,9 +31,12 @@ function writeError(file: string, err: unknown): InfraError {
 export class RunOutput {
   readonly metricsPath: string;
   private fd: number | undefined;
-  /** Rollouts whose row is in the file, with the row's compact metric fields. */
-  private readonly rows = new Map<string, MetricRow>();
+  /** Rollouts whose row is in the file (ids only: the metrics are kept incrementally). */
+  private readonly inFile = new Set<string>();
+  private metrics = new MetricsAccumulator();
   private metricsDirty = false;
+  /** Commits run one at a time (the worker may hold several jobs), so file and metrics stay in step. */
+  private queue: Promise<unknown> = Promise.resolve();
 
   constructor(
     readonly runId: string,
@@ -46,7 +49,7 @@ export class RunOutput {
   }
 
   get rowCount(): number {
-    return this.rows.size;
+    return this.inFile.size;
   }
 
   /** Reconcile the file with Redis. */
@@ -72,11 +75,11 @@ export class RunOutput {
     }
     if (rewrite) this.rewrite(merged.values());
     else {
-      for (const row of fromFile.rows.values()) this.rows.set(row.rollout_id, compact(row));
-      for (const row of merged.values()) if (!this.rows.has(row.rollout_id)) this.append(row);
+      for (const row of fromFile.rows.values()) this.track(row);
+      for (const row of merged.values()) if (!this.inFile.has(row.rollout_id)) this.append(row);
     }
     this.metricsDirty = true;
-    this.logger.info({ run: this.runId, file: this.jsonlPath, rows: this.rows.size, rewrote: rewrite }, 'output file reconciled');
+    this.logger.info({ run: this.runId, file: this.jsonlPath, rows: this.inFile.size, rewrote: rewrite }, 'output file reconciled');
   }
 
   private readFile(): { rows: Map<string, Row>; damaged: boolean } {
@@ -114,14 +117,25 @@ export class RunOutput {
   }
 
   /** Record a row: Redis first (the record), then the file. Duplicate deliveries change nothing. */
-  async commit(row: Row): Promise<CommitResult> {
+  commit(row: Row): Promise<CommitResult> {
+    const next = this.queue.then(() => this.commitNow(row));
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  private async commitNow(row: Row): Promise<CommitResult> {
+    if (await this.store.putRowIfAbsent(row)) {
+      this.append(row);
+      return 'new';
+    }
     const existing = await this.store.getRow(row.run_id, row.rollout_id);
     if (existing && !shouldReplace(existing, row)) {
-      if (!this.rows.has(existing.rollout_id)) this.append(existing);
+      // Stored by an earlier delivery whose file write failed: write it now.
+      if (!this.inFile.has(existing.rollout_id)) this.append(existing);
       return 'duplicate';
     }
     await this.store.putRow(row);
-    if (existing && this.rows.has(row.rollout_id)) {
+    if (existing && this.inFile.has(row.rollout_id)) {
       const all: Row[] = [];
       for await (const r of this.store.scanRows(this.runId)) all.push(r);
       this.rewrite(all);
@@ -131,6 +145,12 @@ export class RunOutput {
     return existing ? 'replaced' : 'new';
   }
 
+  private track(row: Row): void {
+    this.inFile.add(row.rollout_id);
+    this.metrics.add(compact(row));
+    this.metricsDirty = true;
+  }
+
   private append(row: Row): void {
     try {
       this.fd ??= openSync(this.jsonlPath, 'a');
@@ -138,8 +158,7 @@ export class RunOutput {
     } catch (err) {
       throw writeError(this.jsonlPath, err);
     }
-    this.rows.set(row.rollout_id, compact(row));
-    this.metricsDirty = true;
+    this.track(row);
   }
 
   private rewrite(rows: Iterable<Row>): void {
@@ -152,15 +171,15 @@ export class RunOutput {
     } catch (err) {
       throw writeError(this.jsonlPath, err);
     }
-    this.rows.clear();
-    for (const r of list) this.rows.set(r.rollout_id, compact(r));
-    this.metricsDirty = true;
+    this.inFile.clear();
+    this.metrics = new MetricsAccumulator();
+    for (const r of list) this.track(r);
   }
 
   /** Rewrite the metrics file if rows changed since the last write (atomically). */
   writeMetrics(force = false): void {
     if (!this.metricsDirty && !force) return;
-    const metrics = { run_id: this.runId, ...aggregateMetrics([...this.rows.values()], this.numRepeats) };
+    const metrics = { run_id: this.runId, ...this.metrics.result(this.numRepeats) };
     const tmp = `${this.metricsPath}.tmp-${process.pid}`;
     try {
       writeFileSync(tmp, `${JSON.stringify(metrics, null, 2)}\n`);

@@ -1,6 +1,6 @@
 /**
  * `vcfleet worker results`: the single writer of every run's output JSONL and metrics file. It waits
- * for the writer lock, then commits rows in order (concurrency 1), and refreshes each run's metrics
+ * for the writer lock, then commits rows one at a time, and refreshes each run's metrics
  * file at most once a second.
  */
 import type { Redis } from 'ioredis';
@@ -93,7 +93,9 @@ export function startResultsWorker(deps: ResultsWorkerDeps): ResultsWorker {
       queue: 'results',
       connection,
       prefix,
-      concurrency: 1,
+      // Several jobs in hand let BullMQ fetch and complete jobs while a row is written; the writes
+      // themselves run one at a time (RunOutput.commit).
+      concurrency: 4,
       lockDurationMs: config.queues.lock_duration_ms,
       logger,
       onJobEnd: deps.onJobEnd,
