@@ -26,10 +26,59 @@ export const RunRecordSchema = z.object({
 });
 export type RunRecord = z.infer<typeof RunRecordSchema>;
 
+export interface RunStoreOptions {
+  /**
+   * Keep what never changes once produced (run records, tasks, images by SHA-256) in this process,
+   * so a worker reads each once instead of once per job. Images up to `cacheImageBytes` (default
+   * 256 MiB) are kept, least recently used first out.
+   */
+  cache?: boolean;
+  cacheImageBytes?: number;
+}
+
+/** A map that forgets its least recently used entries beyond a budget. */
+class LruCache<V> {
+  private readonly map = new Map<string, { value: V; cost: number }>();
+  private total = 0;
+  constructor(private readonly budget: number, private readonly costOf: (v: V) => number) {}
+
+  get(key: string): V | undefined {
+    const hit = this.map.get(key);
+    if (!hit) return undefined;
+    this.map.delete(key);
+    this.map.set(key, hit);
+    return hit.value;
+  }
+
+  set(key: string, value: V): void {
+    const cost = this.costOf(value);
+    if (cost > this.budget) return;
+    const old = this.map.get(key);
+    if (old) this.total -= old.cost;
+    this.map.delete(key);
+    this.map.set(key, { value, cost });
+    this.total += cost;
+    for (const [k, v] of this.map) {
+      if (this.total <= this.budget) break;
+      this.map.delete(k);
+      this.total -= v.cost;
+    }
+  }
+}
+
 export class RunStore {
   readonly keys: FleetKeys;
-  constructor(readonly redis: Redis, readonly prefix: string) {
+  private readonly runs: LruCache<RunRecord> | undefined;
+  private readonly tasks: LruCache<PreparedTask> | undefined;
+  private readonly blobs: LruCache<Buffer> | undefined;
+
+  constructor(readonly redis: Redis, readonly prefix: string, options: RunStoreOptions = {}) {
     this.keys = fleetKeys(prefix);
+    if (options.cache) {
+      this.runs = new LruCache(64, () => 1);
+      this.tasks = new LruCache(20_000, () => 1);
+      this.blobs = new LruCache(options.cacheImageBytes ?? 256 * 1024 * 1024, (b) => b.length);
+    }
   }
 
   /** Creates the run record; returns false when a run with this id already exists (kept as it is). */
@@ -40,8 +89,13 @@ export class RunStore {
   }
 
   async getRun(runId: string): Promise<RunRecord | null> {
+    const cached = this.runs?.get(runId);
+    if (cached) return cached;
     const raw = await this.redis.hget(this.keys.run(runId), 'record');
-    return raw ? RunRecordSchema.parse(JSON.parse(raw)) : null;
+    if (!raw) return null;
+    const run = RunRecordSchema.parse(JSON.parse(raw));
+    this.runs?.set(runId, run);
+    return run;
   }
 
   async requireRun(runId: string): Promise<RunRecord> {
@@ -62,9 +116,14 @@ export class RunStore {
   }
 
   async getTask(runId: string, taskId: string): Promise<PreparedTask> {
+    const key = `${runId}\n${taskId}`;
+    const cached = this.tasks?.get(key);
+    if (cached) return cached;
     const raw = await this.redis.hget(this.keys.tasks(runId), taskId);
     if (!raw) throw new PoisonJobError(`task ${taskId} is not part of run ${runId}`);
-    return PreparedTaskSchema.parse(JSON.parse(raw));
+    const task = PreparedTaskSchema.parse(JSON.parse(raw));
+    this.tasks?.set(key, task);
+    return task;
   }
 
   /** Stores an image once; returns true when it was new. */
@@ -77,8 +136,11 @@ export class RunStore {
   }
 
   async getBlob(sha256: string): Promise<Buffer> {
+    const cached = this.blobs?.get(sha256);
+    if (cached) return cached;
     const bytes = await this.redis.getBuffer(this.keys.blob(sha256));
     if (!bytes) throw new PoisonJobError(`image ${sha256} is missing from Redis; produce the run again`);
+    this.blobs?.set(sha256, bytes);
     return bytes;
   }
 

@@ -24,7 +24,8 @@ export interface JudgeWorkerDeps {
 export async function startJudgeWorker(deps: JudgeWorkerDeps): Promise<StageWorker> {
   const { config, connection, logger } = deps;
   const prefix = config.queues.prefix;
-  const store = new RunStore(connection, prefix);
+  // Runs, tasks and images never change once produced: read each once per process.
+  const store = new RunStore(connection, prefix, { cache: true });
   const results = openQueue('results', connection, prefix);
   const stage = startStageWorker({
     queue: 'judge',

@@ -23,7 +23,8 @@ export interface SandboxWorkerDeps {
 export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<StageWorker> {
   const { config, connection, logger } = deps;
   const prefix = config.queues.prefix;
-  const store = new RunStore(connection, prefix);
+  // Runs, tasks and images never change once produced: read each once per process.
+  const store = new RunStore(connection, prefix, { cache: true });
   const rollout = openQueue('rollout', connection, prefix);
   const judge = openQueue('judge', connection, prefix);
   const results = openQueue('results', connection, prefix);
