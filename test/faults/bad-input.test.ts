@@ -16,7 +16,7 @@ import { writeFixtureParquet } from '../helpers/fixture-parquet.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
 import { makeFleetEnv, REDIS_URL, runCli, startCli, waitFor, type CliProcess, type FleetEnv } from '../helpers/fleet.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
-import { countLines, expectedRewards, expectOneRowEach, expectRewards, readJsonl } from './fault-helpers.ts';
+import { countLines, expectedRewards, expectOneRowEach, expectRewards, readJsonl, killAll } from './fault-helpers.ts';
 
 const quiet = { update() {}, stop() {} };
 const CONTROL = '\u0000\u0001\u0007\u001b[31m\u007f\u2028\u2029\r\u000b\ud83d\ude00';
@@ -35,8 +35,7 @@ describe('bad input through the CLI and the fleet', () => {
     redis.disconnect();
   });
   afterEach(async () => {
-    for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
-    await Promise.all(procs.map((p) => p.exited));
+    await killAll(procs);
     procs = [];
     await env?.cleanup();
     env = undefined;

@@ -11,7 +11,7 @@ import { Redis } from 'ioredis';
 import { RowSchema, type Row } from '../../src/shared/rows.ts';
 import type { AgentScriptSchema } from '../../src/workers/sandbox/scripted-agent.ts';
 import type { Fixture } from '../helpers/fixture-parquet.ts';
-import { waitFor } from '../helpers/fleet.ts';
+import { waitFor, type CliProcess } from '../helpers/fleet.ts';
 import type { z } from 'zod';
 
 type AgentScript = z.input<typeof AgentScriptSchema>;
@@ -241,4 +241,10 @@ export async function startOwnRedis(dir: string): Promise<OwnRedis> {
   };
   await own.start();
   return own;
+}
+
+/** SIGKILL every CLI process still running, and wait for all of them to exit. */
+export async function killAll(procs: readonly CliProcess[]): Promise<void> {
+  for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
+  await Promise.all(procs.map((p) => p.exited));
 }

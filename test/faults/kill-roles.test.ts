@@ -10,7 +10,7 @@ import { openQueue } from '../../src/shared/queues.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
 import { FAKE_JUDGE_KEY, makeFleetEnv, REDIS_URL, runCli, startCli, waitFor, type CliProcess, type FleetEnv } from '../helpers/fleet.ts';
 import { removeTmpDirs } from '../helpers/tmp.ts';
-import { countLines, descendants, expectedRewards, expectOneRowEach, expectRewards, readJsonl, stillAlive } from './fault-helpers.ts';
+import { countLines, descendants, expectedRewards, expectOneRowEach, expectRewards, readJsonl, stillAlive, killAll } from './fault-helpers.ts';
 
 describe('SIGKILLed roles and a run started twice', () => {
   let judge: ScriptedJudgeServer;
@@ -26,8 +26,7 @@ describe('SIGKILLed roles and a run started twice', () => {
     redis.disconnect();
   });
   afterEach(async () => {
-    for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
-    await Promise.all(procs.map((p) => p.exited));
+    await killAll(procs);
     for (const p of procs) expect(p.output()).not.toContain(FAKE_JUDGE_KEY);
     procs = [];
     await env?.cleanup();

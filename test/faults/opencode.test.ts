@@ -11,7 +11,7 @@ import { scripts, startScriptedPolicyServer, toolResults, lastToolOutput, type S
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
 import { FAKE_JUDGE_KEY, FAKE_POLICY_KEY, makeFleetEnv, REDIS_URL, runCli, startCli, waitFor, type CliProcess, type FleetEnv } from '../helpers/fleet.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
-import { countLines, descendants, dumpPrefix, expectOneRowEach, processesMentioning, readJsonl, readTree, stillAlive } from './fault-helpers.ts';
+import { countLines, descendants, dumpPrefix, expectOneRowEach, processesMentioning, readJsonl, readTree, stillAlive, killAll } from './fault-helpers.ts';
 
 const SENTINEL = 'worker-env-sentinel-5d1e';
 
@@ -30,8 +30,7 @@ describe('real OpenCode in local sandboxes under faults', () => {
     await policy.close();
   });
   afterEach(async () => {
-    for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
-    await Promise.all(procs.map((p) => p.exited));
+    await killAll(procs);
     procs = [];
     await env?.cleanup();
     env = undefined;

@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
 import { FAKE_JUDGE_KEY, makeFleetEnv, runCli, startCli, waitFor, type CliProcess, type FleetEnv } from '../helpers/fleet.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
-import { countLines, expectedRewards, expectOneRowEach, expectRewards, readJsonl, startOwnRedis, type OwnRedis } from './fault-helpers.ts';
+import { countLines, expectedRewards, expectOneRowEach, expectRewards, readJsonl, startOwnRedis, type OwnRedis, killAll } from './fault-helpers.ts';
 
 describe('Redis restarted or unreachable during a run', () => {
   let judge: ScriptedJudgeServer | undefined;
@@ -16,8 +16,7 @@ describe('Redis restarted or unreachable during a run', () => {
   let env: FleetEnv | undefined;
   let procs: CliProcess[] = [];
   afterEach(async () => {
-    for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
-    await Promise.all(procs.map((p) => p.exited));
+    await killAll(procs);
     procs = [];
     redis?.resume();
     await redis?.stop();

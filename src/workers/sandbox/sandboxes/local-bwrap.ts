@@ -12,7 +12,7 @@ import { existsSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DataError, InfraError } from '../../../shared/errors.ts';
+import { InfraError } from '../../../shared/errors.ts';
 import type { Logger } from '../../../shared/logger.ts';
 import { SANDBOX_PYTHON, buildBwrapArgs, namespaceArgs, sandboxCommand } from './bwrap-policy.ts';
 import { DEFAULT_MAX_CAPTURE_BYTES } from './output-capture.ts';
@@ -23,6 +23,7 @@ import {
   type SandboxDirs,
 } from './sandbox-dirs.ts';
 import { mapSandboxPath, resolveForRead, resolveForWrite, type PathMount } from './sandbox-paths.ts';
+import { ExecTracker } from './exec-tracker.ts';
 import type { ExecOptions, ExecResult, Sandbox, SandboxProvider, SandboxSpec } from './types.ts';
 
 export interface LocalBwrapOptions {
@@ -81,7 +82,7 @@ class LocalBwrapSandbox implements Sandbox {
   readonly id: string;
   readonly gatewayUrl: string;
   private readonly stop = new AbortController();
-  private readonly running = new Set<Promise<ExecResult>>();
+  private readonly running = new ExecTracker();
   private destroying: Promise<void> | null = null;
   private readonly mounts: PathMount[];
 
@@ -113,16 +114,8 @@ class LocalBwrapSandbox implements Sandbox {
     return readFile(await resolveForRead(target, pathInSandbox));
   }
 
-  async exec(argv: string[], options: ExecOptions = {}): Promise<ExecResult> {
-    if (this.stop.signal.aborted) throw new InfraError(`sandbox ${this.id} is destroyed`);
-    if (argv.length === 0) throw new DataError('exec needs a command');
-    const run = this.run(argv, options);
-    this.running.add(run);
-    try {
-      return await run;
-    } finally {
-      this.running.delete(run);
-    }
+  exec(argv: string[], options: ExecOptions = {}): Promise<ExecResult> {
+    return this.running.track(this.id, this.stop.signal.aborted, argv, () => this.run(argv, options));
   }
 
   private async run(argv: string[], options: ExecOptions): Promise<ExecResult> {
@@ -176,7 +169,7 @@ class LocalBwrapSandbox implements Sandbox {
   destroy(): Promise<void> {
     this.destroying ??= (async () => {
       this.stop.abort();
-      await Promise.allSettled([...this.running]);
+      await this.running.settled();
       await removeSandboxDirs(this.dirs);
       this.onDestroyed(this);
     })();

@@ -9,12 +9,13 @@ import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { Sandbox as SdkSandbox, SandboxManager, type ConnectionConfigOptions } from '@alibaba-group/opensandbox';
-import { ConfigError, DataError, InfraError, errorMessage } from '../../../shared/errors.ts';
+import { ConfigError, InfraError, errorMessage } from '../../../shared/errors.ts';
 import type { Logger } from '../../../shared/logger.ts';
 import { DEFAULT_MAX_CAPTURE_BYTES } from './output-capture.ts';
 import { runRemoteCommand } from './opensandbox-exec.ts';
 import { DEFAULT_FLEET_LABEL, META, labelValue, modelOnlyPolicy, ownerFromMetadata, ownerMetadata, shellJoin, shellQuote } from './opensandbox-labels.ts';
 import { isAlive } from './proc-tree.ts';
+import { ExecTracker } from './exec-tracker.ts';
 import type { ExecOptions, ExecResult, Sandbox, SandboxProvider, SandboxSpec } from './types.ts';
 
 export interface OpenSandboxOptions {
@@ -43,7 +44,7 @@ export interface OpenSandboxOptions {
 
 class RemoteSandbox implements Sandbox {
   private readonly stop = new AbortController();
-  private readonly running = new Set<Promise<ExecResult>>();
+  private readonly running = new ExecTracker();
   private destroying: Promise<void> | null = null;
 
   constructor(
@@ -78,16 +79,8 @@ class RemoteSandbox implements Sandbox {
     return Buffer.from(bytes);
   }
 
-  async exec(argv: string[], options: ExecOptions = {}): Promise<ExecResult> {
-    if (this.stop.signal.aborted) throw new InfraError(`sandbox ${this.id} is destroyed`);
-    if (argv.length === 0) throw new DataError('exec needs a command');
-    const run = this.run(argv, options);
-    this.running.add(run);
-    try {
-      return await run;
-    } finally {
-      this.running.delete(run);
-    }
+  exec(argv: string[], options: ExecOptions = {}): Promise<ExecResult> {
+    return this.running.track(this.id, this.stop.signal.aborted, argv, () => this.run(argv, options));
   }
 
   private async run(argv: string[], options: ExecOptions): Promise<ExecResult> {
@@ -117,7 +110,7 @@ class RemoteSandbox implements Sandbox {
   destroy(): Promise<void> {
     this.destroying ??= (async () => {
       this.stop.abort();
-      await Promise.allSettled([...this.running]);
+      await this.running.settled();
       await deleteWithRetry(this.sdk, this.logger);
       // Closing the connection pool waits for open streams: bound it in case one still dangles.
       await Promise.race([this.sdk.close().catch(() => {}), new Promise((resolve) => setTimeout(resolve, 5000).unref())]);
