@@ -89,11 +89,4 @@ export function deferred<T = void>(): { promise: Promise<T>; resolve(value: T): 
 }
 
 /** Delete every key of `prefix` (only the bench's own: prefixes are unique). */
-export async function deletePrefix(redis: import('ioredis').Redis, prefix: string): Promise<void> {
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-    cursor = next;
-    if (keys.length) await redis.unlink(...keys);
-  } while (cursor !== '0');
-}
+export { deletePrefix } from '../../test/helpers/redis-keys.ts';

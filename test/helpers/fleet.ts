@@ -16,6 +16,7 @@ import type { z } from 'zod';
 type AgentScript = z.input<typeof AgentScriptSchema>;
 import { writeFixtureParquet, type Fixture, type FixtureOptions } from './fixture-parquet.ts';
 import { createTmpDir } from './tmp.ts';
+import { deletePrefix } from './redis-keys.ts';
 
 export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 export const FAKE_JUDGE_KEY = 'sk-judge-FLEETSECRET-0001';
@@ -76,12 +77,7 @@ export async function makeFleetEnv(options: FleetEnvOptions): Promise<FleetEnv> 
     dir, prefix, fixture, output, overrides, config, logger,
     async cleanup() {
       const redis = new Redis(options.redisUrl ?? REDIS_URL);
-      let cursor = '0';
-      do {
-        const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-        cursor = next;
-        if (keys.length) await redis.del(...keys);
-      } while (cursor !== '0');
+      await deletePrefix(redis, prefix);
       redis.disconnect();
     },
   };

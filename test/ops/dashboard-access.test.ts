@@ -16,6 +16,7 @@ import { createLogger } from '../../src/shared/logger.ts';
 import { openQueue } from '../../src/shared/queues.ts';
 import { createRedis, type Redis } from '../../src/shared/redis.ts';
 import { REDIS_URL, runCli, startCli, waitFor, type CliProcess } from '../helpers/fleet.ts';
+import { deletePrefix } from '../helpers/redis-keys.ts';
 
 const creds = { user: 'ops', password: 'pw-DASHSECRET', token: null };
 const basic = (u: string, p: string) => `Basic ${Buffer.from(`${u}:${p}`).toString('base64')}`;
@@ -84,14 +85,7 @@ function dashboardUrl(p: CliProcess): string | undefined {
   return /dashboard: (http:\/\/\S+\/) /.exec(p.stdout())?.[1];
 }
 
-async function cleanupPrefix(redis: Redis, prefix: string): Promise<void> {
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-    cursor = next;
-    if (keys.length) await redis.del(...keys);
-  } while (cursor !== '0');
-}
+const cleanupPrefix = deletePrefix;
 
 describe('vcfleet dashboard access (process and server)', () => {
   const prefix = `vcftest-dash-${randomBytes(4).toString('hex')}`;

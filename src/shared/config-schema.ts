@@ -1,0 +1,192 @@
+/**
+ * The schema of the run configuration: every key, its type, default and unit. `config.ts` loads,
+ * interpolates and overrides; this file says what is valid.
+ */
+import { z } from 'zod';
+
+export const BENCHMARKS = ['babyvision_opencode', 'babyvision_opencode_question_only'] as const;
+export type BenchmarkName = (typeof BENCHMARKS)[number];
+
+const positiveInt = z.number().int().positive();
+const nullableString = z.string().nullable().default(null);
+
+const SandboxConfigSchema = z
+  .object({
+    /** Image for the `opensandbox` provider (`VISUAL_CODING_OPENCODE_SANDBOX_IMAGE`). */
+    image: z.string().default('visual-coding-fleet-sandbox:latest'),
+    /** Lifetime of a remote sandbox in seconds; it is destroyed earlier when the task ends. */
+    ttl_s: positiveInt.default(7200),
+    resources: z
+      .object({ cpu: z.number().positive().default(2), memory_mib: positiveInt.default(8192) })
+      .strict()
+      .default({ cpu: 2, memory_mib: 8192 }),
+    /** OpenSandbox server (`OPENSANDBOX_DOMAIN`), e.g. `http://opensandbox.internal:8080`. */
+    domain: nullableString,
+    /** OpenSandbox API key (`OPENSANDBOX_API_KEY`); a secret. */
+    api_key: nullableString,
+    /** Host name the sandbox uses to reach the worker's gateway (opensandbox only). */
+    gateway_host: nullableString,
+  })
+  .strict();
+
+const PolicySchema = z
+  .object({
+    /** Context window declared to OpenCode, in tokens. */
+    context_window: positiveInt.default(128000),
+    /** Output cap per model call, in tokens. */
+    max_output_tokens: positiveInt.default(32768),
+    /** Whole-request timeout for one model call, in seconds. */
+    request_timeout_s: positiveInt.default(600),
+    /** Store every policy call's request and response beside the rollout (for RL training). */
+    capture: z.boolean().default(false),
+  })
+  .strict();
+
+const JudgeSchema = z
+  .object({
+    /** Judge API key (`OPENAI_API_KEY`); a secret, never written anywhere. */
+    api_key: nullableString,
+    /** Timeout of one judge call, in seconds. */
+    timeout_s: z.number().positive().default(60),
+    /** Retries of one judge call (429, 5xx, timeouts, connection errors) before the row is masked. */
+    max_retries: z.number().int().min(0).default(4),
+    /** Base of the exponential backoff between retries, in milliseconds. */
+    backoff_base_ms: positiveInt.default(1000),
+    /** Longest wait between retries, in milliseconds (a Retry-After header may ask for more, up to 60 s). */
+    backoff_max_ms: positiveInt.default(30000),
+    /** Fleet-wide judge requests per second (BullMQ limiter). */
+    rate_limit_per_s: z.number().positive().default(10),
+    /** Judge calls in flight per judge-worker process. */
+    concurrency: positiveInt.default(8),
+    /** Cache verdicts by judge model and prompt, so repeats and rejudges never pay twice. */
+    cache: z.boolean().default(true),
+    temperature: z.number().min(0).default(0),
+    max_tokens: positiveInt.default(1024),
+  })
+  .strict();
+
+const AgentSchema = z
+  .object({
+    /** `opencode`: the real agent in a sandbox. `scripted`: answers from `script_path` (tests, benchmarks). */
+    kind: z.enum(['opencode', 'scripted']).default('opencode'),
+    /** Path to the OpenCode binary; default: the one installed from npm with this project. */
+    opencode_bin: nullableString,
+    /** Stop the session after this many tool calls (OpenCode has no limit of its own). */
+    max_tool_calls: positiveInt.default(200),
+    /** For `kind: scripted`: a JSON file mapping task ids (or `*`) to scripted outcomes. */
+    script_path: nullableString,
+  })
+  .strict();
+
+const QueuesSchema = z
+  .object({
+    /** Redis key prefix of every queue and record of the fleet. */
+    prefix: z
+      .string()
+      .regex(/^[A-Za-z0-9_.-]+$/, 'use letters, digits, "_", "-" or "."')
+      .default('vcfleet'),
+    /** Rollouts a sandbox-worker process runs at once. */
+    rollout_concurrency: positiveInt.default(2),
+    /** Rollouts running at once across the whole fleet (BullMQ global concurrency). */
+    rollout_global_concurrency: positiveInt.default(32),
+    /** Attempts of a rollout on infrastructure errors before it is masked as infra_failed. */
+    rollout_attempts: positiveInt.default(3),
+    /** Base of the exponential backoff between rollout attempts, in milliseconds. */
+    rollout_backoff_ms: positiveInt.default(5000),
+    /** Attempts of a judge job (each attempt already retries the call `judge.max_retries` times). */
+    judge_attempts: positiveInt.default(2),
+    /** How long a job lock lives without renewal before a stalled job is taken by another worker (ms). */
+    lock_duration_ms: positiveInt.default(30000),
+  })
+  .strict();
+
+const MetricsServerSchema = z
+  .object({
+    /** Port of the Prometheus `/metrics` endpoint of long-running roles; 0 turns it off. */
+    port: z.number().int().min(0).max(65535).default(0),
+    host: z.string().default('127.0.0.1'),
+  })
+  .strict();
+
+const DashboardSchema = z
+  .object({
+    /** Address `vcfleet dashboard` binds; anything but 127.0.0.1, ::1 or localhost requires credentials. */
+    host: z.string().default('127.0.0.1'),
+    /** Port of the dashboard (0: any free port, printed at start). */
+    port: z.number().int().min(0).max(65535).default(3000),
+    /** Refuse every state-changing request (HTTP 403) and show Bull Board read-only. */
+    read_only: z.boolean().default(false),
+    /** Basic-auth user (`VCFLEET_DASHBOARD_USER`); needs `password`. */
+    user: nullableString,
+    /** Basic-auth password (`VCFLEET_DASHBOARD_PASSWORD`); a secret. */
+    password: nullableString,
+    /** Bearer token (`VCFLEET_DASHBOARD_TOKEN`), accepted instead of basic auth; a secret. */
+    token: nullableString,
+    /** Most recent runs shown on the run overview. */
+    max_runs: positiveInt.default(50),
+  })
+  .strict();
+
+export const ConfigSchema = z
+  .object({
+    benchmark: z.enum(BENCHMARKS).default('babyvision_opencode'),
+    split: z.string().default('train'),
+    /** Where prepared benchmarks live. */
+    data_dir: z.string().default('data'),
+    reuse_existing_data_preparation: z.boolean().default(true),
+    /** BabyVision source parquet (`BABYVISION_PARQUET`); else downloaded from `babyvision.hf_*`. */
+    babyvision_parquet: nullableString,
+    babyvision: z
+      .object({
+        hf_repo: z.string().default('UnipatAI/BabyVision'),
+        revision: z.string().default('849cbeea2b1d00ad334e9e1e2b49a1960c9ff3f3'),
+        file: z.string().default('data/train-00000-of-00001.parquet'),
+        endpoint: z.string().default('https://huggingface.co'),
+        /** SHA-256 pin of the parquet; null prints a loud warning with the computed hash. */
+        sha256: z
+          .string()
+          .regex(/^[0-9a-f]{64}$/, 'a SHA-256 is 64 lowercase hex digits')
+          .nullable()
+          .default(null),
+      })
+      .strict()
+      .prefault({}),
+    /** First N tasks only (null: all). */
+    limit: positiveInt.nullable().default(null),
+    num_repeats: positiveInt.default(1),
+    /** Wall-clock budget of one rollout, in seconds. */
+    task_timeout_s: positiveInt.default(1800),
+    output_jsonl_fpath: z.string().default('results/babyvision_opencode.jsonl'),
+    /** Run id; null makes a new one. Reuse an id to resume a run. */
+    run_id: z
+      .string()
+      .regex(/^[A-Za-z0-9_.-]+$/, 'use letters, digits, "_", "-" or "." (no ":")')
+      .nullable()
+      .default(null),
+    policy_base_url: z.string().url().default('http://127.0.0.1:8000/v1'),
+    policy_api_key: nullableString,
+    policy_model_name: z.string().min(1).default('policy'),
+    policy: PolicySchema.prefault({}),
+    visual_coding_opencode_judge_base_url: z.string().url().default('https://api.openai.com/v1'),
+    visual_coding_opencode_judge_model_name: z.string().min(1).default('gpt-4o-mini'),
+    judge: JudgeSchema.prefault({}),
+    sandbox_provider: z.enum(['local', 'opensandbox']).default('local'),
+    sandbox_config: SandboxConfigSchema.prefault({}),
+    sandbox_workdir: z.string().startsWith('/').default('/workspace'),
+    sandbox_network_access: z.enum(['model_only']).default('model_only'),
+    agent: AgentSchema.prefault({}),
+    queues: QueuesSchema.prefault({}),
+    /** Redis URL (`REDIS_URL`); null lets `vcfleet run` start a private redis-server. */
+    redis_url: nullableString,
+    /** Folder for the private Redis of `vcfleet run` and other local state. */
+    state_dir: z.string().default('.vcfleet'),
+    metrics_server: MetricsServerSchema.prefault({}),
+    dashboard: DashboardSchema.prefault({}),
+    log_level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+  })
+  .strict();
+
+export type Config = z.infer<typeof ConfigSchema>;
+
+/** Keys whose values are secrets: never logged, never written to Redis or output files. */
+export const SECRET_PATHS = ['policy_api_key', 'judge.api_key', 'sandbox_config.api_key', 'dashboard.password', 'dashboard.token'] as const;
