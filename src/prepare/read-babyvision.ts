@@ -2,6 +2,7 @@
  * Read the BabyVision parquet one row group at a time, so memory holds one group's images at most.
  */
 import { parquetReadObjects, parquetSchema } from 'hyparquet';
+import { compressors } from 'hyparquet-compressors';
 import { DataError, errorMessage } from '../shared/errors.ts';
 import { BABYVISION_COLUMNS, parseBabyVisionRow, type BabyVisionRow } from './babyvision-row.ts';
 import type { ParquetSource } from './parquet-source.ts';
@@ -54,6 +55,8 @@ async function readRange(source: ParquetSource, start: number, end: number): Pro
       rowStart: start,
       rowEnd: end,
       utf8: false,
+      // Every codec parquet allows (zstd, gzip, brotli, lz4), not only snappy.
+      compressors,
     });
   } catch (err) {
     throw new DataError(

@@ -12,6 +12,7 @@ import { createHash } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { parquetWriteBuffer } from 'hyparquet-writer';
 import type { SchemaElement } from 'hyparquet';
+import { gzipSync } from 'node:zlib';
 import { fixtureJpeg, fixturePng } from './fixture-images.ts';
 
 /** One row as written; every field may be set to null (or changed) by `mutate` to make bad input. */
@@ -51,6 +52,8 @@ export interface FixtureOptions {
   mutate?: (rows: FixtureRow[]) => FixtureRow[];
   /** Leave these columns out of the file. */
   omitColumns?: string[];
+  /** Compression of every column; default SNAPPY. GZIP is written with node:zlib. */
+  codec?: 'SNAPPY' | 'UNCOMPRESSED' | 'GZIP';
 }
 
 export interface Fixture {
@@ -154,6 +157,8 @@ export function writeFixtureParquet(filePath: string, options: FixtureOptions = 
     columnData: columns.map((name) => ({ name, data: columnData(name, rows) as never })),
     schema,
     rowGroupSize: options.rowGroupSize ?? 4,
+    codec: options.codec ?? 'SNAPPY',
+    compressors: { GZIP: (bytes: Uint8Array) => new Uint8Array(gzipSync(bytes)) },
   });
   const bytes = new Uint8Array(buffer);
   writeFileSync(filePath, bytes);

@@ -68,6 +68,14 @@ describe('prepareBenchmark on a good parquet', () => {
     expect(formatPrepareSummary(result)).toMatch(/babyvision_opencode: 10 tasks, \d+ images in .*newly prepared/);
   });
 
+  it('reads a GZIP-compressed parquet as well as a snappy one (every codec parquet allows)', async () => {
+    const { fx, cfg } = setup({ codec: 'GZIP' });
+    const result = await run(cfg, fx.path).promise;
+    const tasks = readTasks(result.dir);
+    expect(tasks.map((t) => [t.task_id, t.gold])).toEqual(fx.expected.map((t) => [t.task_id, t.gold]));
+    for (const task of tasks) expect(sha256(readFileSync(path.join(result.dir, task.image_file)))).toBe(task.image_sha256);
+  });
+
   it('question_only variant: the prompt is the question with its options', async () => {
     const { fx, cfg } = setup();
     const { promise } = run(cfg, fx.path, { benchmark: 'babyvision_opencode_question_only' });
