@@ -18,6 +18,7 @@ export interface DemoOptions {
   overrides: readonly string[];
   logger: Logger;
   signal?: AbortSignal;
+  onStart?(runId: string, total: number, created: boolean): void;
 }
 
 /** The demo's settings; `++key=value` overrides still apply on top. */
@@ -60,7 +61,7 @@ export async function runDemo(options: DemoOptions): Promise<{ result: RunAllRes
     const config = demoConfig(base, policy.url, judge.url, options);
     await writeDemoBenchmark(config.data_dir, config.benchmark, puzzles);
     options.logger.info({ puzzles: puzzles.length, policy: policy.url, judge: judge.url }, 'demo: scripted policy and judge servers started on loopback');
-    const result = await runAll({ config, logger: options.logger, signal: options.signal });
+    const result = await runAll({ config, logger: options.logger, signal: options.signal, onStart: options.onStart });
     return { result, config };
   } finally {
     await policy.close();

@@ -33,6 +33,8 @@ export interface RunAllOptions {
   /** Stops the run cleanly when aborted (Ctrl-C). */
   signal?: AbortSignal;
   progress?: ProgressView;
+  /** Called once the run exists (its id, and how many rollouts it has). */
+  onStart?(runId: string, total: number, created: boolean): void;
   /** Give up when nothing is queued or running for this long and rows are missing (ms). Default 15000. */
   stuckAfterMs?: number;
   /** Prometheus hooks (src/ops/prom-metrics.ts); default: the run's own, served on `metrics_server.port` when set. */
@@ -73,6 +75,7 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     const produced = await produceRun({ config, redis: client, logger, tasks: bench.tasks, readImage: imageReader(bench.imagePath) });
     const store = new RunStore(client, config.queues.prefix);
     const run = await store.requireRun(produced.runId);
+    options.onStart?.(run.run_id, produced.total, produced.created);
     const tally = new RunTally(produced.total);
     for await (const row of store.scanRows(run.run_id)) tally.add(row);
     const results = startResultsWorker({ config, connection, logger, onJobEnd: prom.jobEnd('results'), onCommit: (row, result) => {

@@ -13,7 +13,13 @@ export function registerDemo(program: Command): void {
     .action(async (opts: { config?: string }) => {
       const { logger } = commandContext(opts, {}, true);
       const signal = onShutdownSignals(logger, async () => {});
-      const { result } = await runDemo({ configPath: opts.config, overrides: currentOverrides(), logger, signal });
+      const { result } = await runDemo({
+        configPath: opts.config,
+        overrides: currentOverrides(),
+        logger,
+        signal,
+        onStart: (runId, total) => process.stderr.write(`demo run ${runId}: ${total} synthetic puzzles through the real OpenCode\n`),
+      });
       process.stdout.write(`\n${summaryText(result)}\n${NEXT_STEPS}`);
       if (result.status !== 'complete') process.exitCode = result.status === 'stopped' ? 130 : 1;
     });

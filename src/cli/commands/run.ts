@@ -24,6 +24,11 @@ export function summaryText(r: RunAllResult): string {
   return table(lines);
 }
 
+/** The run id, first thing: it is what resumes the run after Ctrl-C or a crash. */
+export function announceRun(runId: string, total: number, created: boolean): void {
+  process.stderr.write(`${created ? 'run' : 'resuming run'} ${runId}: ${total} rollouts (stop with Ctrl-C; resume with \`vcfleet run --run-id ${runId}\`)\n`);
+}
+
 export function registerRun(program: Command): void {
   program
     .command('run')
@@ -34,7 +39,7 @@ export function registerRun(program: Command): void {
     .action(async (opts: { config?: string; benchmark?: string; runId?: string }) => {
       const { config, logger } = commandContext(opts, { benchmark: opts.benchmark, run_id: opts.runId }, true);
       const signal = onShutdownSignals(logger, async () => {});
-      const result = await runAll({ config, logger, signal });
+      const result = await runAll({ config, logger, signal, onStart: announceRun });
       process.stdout.write(`\n${summaryText(result)}\n`);
       if (result.status === 'stopped') {
         process.stdout.write(`\nstopped; resume with: vcfleet run --run-id ${result.runId}\n`);
