@@ -40,6 +40,21 @@ export interface StageWorker {
   close(graceMs?: number): Promise<void>;
 }
 
+/**
+ * A signal that aborts when any source does. Cheaper than `AbortSignal.any` on the hot path (one per
+ * job): plain listeners, removed when the job ends, so the long-lived shutdown signal keeps none.
+ */
+function linkedAbort(...sources: Array<AbortSignal | undefined>): { signal: AbortSignal; dispose(): void } {
+  const controller = new AbortController();
+  const live = sources.filter((s): s is AbortSignal => s !== undefined);
+  const onAbort = (event: Event) => controller.abort((event.target as AbortSignal).reason);
+  for (const source of live) {
+    if (source.aborted) controller.abort(source.reason);
+    else source.addEventListener('abort', onAbort, { once: true });
+  }
+  return { signal: controller.signal, dispose: () => live.forEach((source) => source.removeEventListener('abort', onAbort)) };
+}
+
 export function startStageWorker<N extends QueueName>(opts: StageWorkerOptions<N>): StageWorker {
   const shutdown = new AbortController();
   const log = opts.logger.child({ stage: opts.queue });
@@ -52,8 +67,8 @@ export function startStageWorker<N extends QueueName>(opts: StageWorkerOptions<N
       throw new UnrecoverableError(parsed.error);
     }
     const attempt = job.attemptsMade + 1;
-    const signals = [shutdown.signal, ...(bullSignal ? [bullSignal] : [])];
-    const ctx: StageContext = { job, signal: AbortSignal.any(signals), attempt, finalAttempt: attempt >= (job.opts.attempts ?? 1) };
+    const jobAbort = linkedAbort(shutdown.signal, bullSignal);
+    const ctx: StageContext = { job, signal: jobAbort.signal, attempt, finalAttempt: attempt >= (job.opts.attempts ?? 1) };
     try {
       await opts.handle(parsed.data, ctx);
       opts.onJobEnd?.('completed', Date.now() - started);
@@ -77,6 +92,8 @@ export function startStageWorker<N extends QueueName>(opts: StageWorkerOptions<N
       }
       if (!retryable) throw new UnrecoverableError(errorMessage(err));
       throw err;
+    } finally {
+      jobAbort.dispose();
     }
   };
   const worker = new Worker(opts.queue, processor, {
