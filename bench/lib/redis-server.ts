@@ -3,8 +3,8 @@
  * that measurements see no other traffic. Whoever starts it stops it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import net from 'node:net';
 import { Redis } from 'ioredis';
+import { freePort } from '../../src/run/private-redis.ts';
 
 export interface BenchRedis {
   url: string;
@@ -12,17 +12,6 @@ export interface BenchRedis {
   /** `INFO memory` used_memory, in bytes. */
   usedMemory(): Promise<number>;
   stop(): Promise<void>;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 export async function startBenchRedis(): Promise<BenchRedis> {

@@ -7,6 +7,7 @@
 import type { Redis } from 'ioredis';
 import { openQueue, QUEUE_NAMES, type QueueName } from '../shared/queues.ts';
 import { RunStore } from '../shared/run-store.ts';
+import { tallyRows } from '../ops/run-status.ts';
 
 export interface RunSummary {
   run_id: string;
@@ -74,18 +75,7 @@ export async function runOverview(redis: Redis, prefix: string, maxRuns = 50): P
   for (const id of ids) {
     const run = await store.getRun(id);
     if (!run) continue;
-    let done = 0;
-    let scored = 0;
-    let correct = 0;
-    const masked: Record<string, number> = {};
-    for await (const row of store.scanRows(id)) {
-      done++;
-      if (row.failure_kind) masked[row.failure_kind] = (masked[row.failure_kind] ?? 0) + 1;
-      else {
-        scored++;
-        if (row.reward === 1) correct++;
-      }
-    }
+    const { rows: done, scored, correct, masked } = await tallyRows(store, id);
     out.push({
       run_id: id, benchmark: run.benchmark, policy_model: run.policy_model, judge_model: run.judge_model,
       created_at: run.created_at, output_jsonl_fpath: run.output_jsonl_fpath, total: run.total,

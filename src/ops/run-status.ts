@@ -44,27 +44,40 @@ export async function runJobs(redis: Redis, prefix: string, queue: QueueName, ru
   return out;
 }
 
+/** Rows of a run by outcome (one HSCAN pass). */
+export interface RowTally {
+  rows: number;
+  scored: number;
+  correct: number;
+  masked: Record<string, number>;
+  stop_reasons: Record<string, number>;
+}
+
+export async function tallyRows(store: RunStore, runId: string): Promise<RowTally> {
+  const t: RowTally = { rows: 0, scored: 0, correct: 0, masked: {}, stop_reasons: {} };
+  for await (const row of store.scanRows(runId)) {
+    t.rows++;
+    if (row.failure_kind) t.masked[row.failure_kind] = (t.masked[row.failure_kind] ?? 0) + 1;
+    else {
+      t.scored++;
+      if (row.reward === 1) t.correct++;
+    }
+    if (row.stop_reason) t.stop_reasons[row.stop_reason] = (t.stop_reasons[row.stop_reason] ?? 0) + 1;
+  }
+  return t;
+}
+
 export async function runStatus(redis: Redis, prefix: string, runId: string): Promise<RunStatus> {
   const store = new RunStore(redis, prefix);
   const run = await store.requireRun(runId);
-  let rows = 0;
-  let scored = 0;
-  let correct = 0;
-  const masked: Record<string, number> = {};
-  const stop: Record<string, number> = {};
-  for await (const row of store.scanRows(runId)) {
-    rows++;
-    if (row.failure_kind) masked[row.failure_kind] = (masked[row.failure_kind] ?? 0) + 1;
-    else {
-      scored++;
-      if (row.reward === 1) correct++;
-    }
-    if (row.stop_reason) stop[row.stop_reason] = (stop[row.stop_reason] ?? 0) + 1;
-  }
+  const t = await tallyRows(store, runId);
   const jobs = {} as RunStatus['jobs'];
   for (const queue of QUEUE_NAMES) {
     jobs[queue] = Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as Record<JobState, number>;
     for (const state of JOB_STATES) jobs[queue][state] = (await runJobs(redis, prefix, queue, runId, [state])).length;
   }
-  return { run, rows, scored, correct, accuracy: scored ? correct / scored : null, masked, stop_reasons: stop, jobs, complete: rows >= run.total };
+  return {
+    run, rows: t.rows, scored: t.scored, correct: t.correct, accuracy: t.scored ? t.correct / t.scored : null,
+    masked: t.masked, stop_reasons: t.stop_reasons, jobs, complete: t.rows >= run.total,
+  };
 }

@@ -14,9 +14,12 @@ export interface ProgressCounts {
   running: number;
 }
 
+type Outcome = 'masked' | 'correct' | 'wrong';
+
 export class RunTally {
   readonly counts: ProgressCounts;
-  private readonly seen = new Map<string, Row>();
+  /** Each rollout's outcome, so that a replaced row (a rejudge, a retry) is counted once. */
+  private readonly seen = new Map<string, Outcome>();
   constructor(total: number) {
     this.counts = { total, done: 0, scored: 0, correct: 0, masked: 0, running: 0 };
   }
@@ -25,16 +28,17 @@ export class RunTally {
   add(row: Row): void {
     const old = this.seen.get(row.rollout_id);
     if (old) this.apply(old, -1);
-    this.seen.set(row.rollout_id, row);
-    this.apply(row, 1);
+    const now: Outcome = row.failure_kind !== null ? 'masked' : row.reward === 1 ? 'correct' : 'wrong';
+    this.seen.set(row.rollout_id, now);
+    this.apply(now, 1);
   }
 
-  private apply(row: Row, sign: 1 | -1): void {
+  private apply(outcome: Outcome, sign: 1 | -1): void {
     this.counts.done += sign;
-    if (row.failure_kind !== null) this.counts.masked += sign;
+    if (outcome === 'masked') this.counts.masked += sign;
     else {
       this.counts.scored += sign;
-      if (row.reward === 1) this.counts.correct += sign;
+      if (outcome === 'correct') this.counts.correct += sign;
     }
   }
 }

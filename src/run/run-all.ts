@@ -4,6 +4,7 @@
  * and ends with a summary when every rollout has its row. Stopping (Ctrl-C) hands running rollouts
  * back to the queue; `vcfleet run --run-id <id>` resumes.
  */
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { AgentRunner } from '../shared/agent.ts';
 import type { Config } from '../shared/config.ts';
@@ -95,9 +96,9 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     const status = await watch(options, connection, config.queues.prefix, tally, logger);
     logger.info({ run: run.run_id, status }, 'run loop ended');
     for (const close of closers.splice(0)) await close();
-    const output = await results.syncRun(run.run_id).catch(() => null);
-    const metrics = output ? await readMetrics(output.metricsPath) : null;
-    return { runId: run.run_id, status, total: produced.total, done: tally.counts.done, outputPath: run.output_jsonl_fpath, metricsPath: metricsPathFor(run.output_jsonl_fpath), metrics };
+    const metricsPath = metricsPathFor(run.output_jsonl_fpath);
+    const metrics = await readMetrics(metricsPath);
+    return { runId: run.run_id, status, total: produced.total, done: tally.counts.done, outputPath: run.output_jsonl_fpath, metricsPath, metrics };
   } finally {
     for (const close of closers) await close().catch(() => {});
     client.disconnect();
@@ -106,9 +107,13 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
   }
 }
 
+/** The metrics file the results consumer wrote at shutdown (null if it could not write one). */
 async function readMetrics(file: string): Promise<AggregateMetrics | null> {
-  const { readFile } = await import('node:fs/promises');
-  return JSON.parse(await readFile(file, 'utf8')) as AggregateMetrics;
+  try {
+    return JSON.parse(await readFile(file, 'utf8')) as AggregateMetrics;
+  } catch {
+    return null;
+  }
 }
 
 /**
