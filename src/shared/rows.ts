@@ -37,6 +37,12 @@ export const RowSchema = z.object({
   error: z.string().nullable().default(null),
   /** When the row was made (ISO 8601). */
   finished_at: z.string(),
+  /** Times the sandbox hit a resource limit, by limit (`{memory: 1}`); the model's doing, never masked. */
+  limit_hits: z.record(z.string(), z.number().int().min(0)).default({}),
+  /** Requests of the sandbox that the policy gateway refused, by reason (`{path: 2}`). */
+  refused_requests: z.record(z.string(), z.number().int().min(0)).default({}),
+  /** The rollout's transcript record, relative to the JSONL's folder; null when none was kept. */
+  transcript: z.string().nullable().default(null),
 });
 export type Row = z.infer<typeof RowSchema>;
 
