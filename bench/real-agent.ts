@@ -1,6 +1,6 @@
 /**
  * Benchmark 4, the real agent: the per-task time of the whole harness (`createOpenCodeRunner` with
- * the `local` bubblewrap provider: gateway up, sandbox up, files in, OpenCode session, its log read,
+ * the `local` bubblewrap provider: gateway up, sandbox up, files in, OpenCode session, the outcome,
  * transcript, teardown) against `opencode run` alone, on the host, with the same argv, environment
  * and seed files the runner uses, in a temp HOME, prompt on stdin. Both talk to the same scripted
  * policy server, which answers `\boxed{A}` at once. Runs alternate between the two sides after one
@@ -58,7 +58,8 @@ function timedProvider(inner: SandboxProvider, phases: Phases): SandboxProvider 
         id: sb.id, workdir: sb.workdir, gatewayUrl: sb.gatewayUrl,
         putFile: (p, c) => time('files in', () => sb.putFile(p, c)),
         getFile: (p) => sb.getFile(p),
-        exec: (argv, o) => time(execs++ === 0 ? 'OpenCode session' : 'log read', () => sb.exec(argv, o)),
+        exec: (argv, o) => time(execs++ === 0 ? 'OpenCode session' : 'other execs', () => sb.exec(argv, o)),
+        limitHits: () => sb.limitHits(),
         destroy: () => time('teardown', () => sb.destroy()),
       };
     },
@@ -82,16 +83,21 @@ async function harnessRun(server: ScriptedPolicyServer, dir: string, n: number):
       image_sha256: sha, image_mime: 'image/png', image_file: 'x.png',
     },
     image: { bytes: IMAGE, mime: 'image/png', sha256: sha },
-    policy: { baseUrl: server.url, apiKey: KEY, modelName: MODEL, capture: false, ...POLICY },
+    policy: {
+      baseUrl: server.url, apiKey: KEY, modelName: MODEL, capture: false, ...POLICY,
+      maxRequestBytes: config.policy.max_request_mib * 1024 * 1024, maxConcurrentCalls: config.policy.max_concurrent_calls, maxCallsPerRollout: config.policy.max_calls_per_rollout,
+    },
     timeoutS: 300,
-    transcriptDir: path.join(dir, 'transcripts'),
+    maxToolCalls: config.agent.max_tool_calls,
+    captureDir: path.join(dir, 'captures'),
+    transcript: { enabled: true, imageBudgetBytes: config.transcripts.max_image_mib * 1024 * 1024 },
   };
   const t = performance.now();
   try {
     const result = await runner.run(request, new AbortController().signal);
     if (result.extractedAnswer !== 'A') throw new Error(`harness run ${n} ended ${result.stopReason} without the scripted answer: ${result.error ?? ''}`);
     const seconds = (performance.now() - t) / 1000;
-    phases['gateway, transcript, rest'] = seconds - Object.values(phases).reduce((a, b) => a + b, 0);
+    phases['gateway, outcome, transcript, rest'] = seconds - Object.values(phases).reduce((a, b) => a + b, 0);
     return { seconds, phases };
   } finally {
     await runner.close();

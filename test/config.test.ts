@@ -52,6 +52,12 @@ describe('loadConfig', () => {
     expect(c.judge.rate_limit_per_s).toBe(2.5);
   });
 
+  it('takes the reference\'s split name and refuses values that would do nothing', () => {
+    expect(loadConfig({ env: {}, overrides: ['++split=benchmark'] }).split).toBe('benchmark');
+    expect(errorOf(() => loadConfig({ env: {}, overrides: ['++split=test'] }))).toMatch(/"split": BabyVision has one split/);
+    expect(errorOf(() => loadConfig({ env: {}, overrides: ['++sandbox_network_access=full'] }))).toMatch(/"sandbox_network_access": model_only is the one network mode/);
+  });
+
   it('names the key and where its value came from', () => {
     expect(errorOf(() => loadConfig({ env: {}, overrides: ['++task_timeout_s=soon'] }))).toMatch(/"task_timeout_s".*command line \+\+task_timeout_s=soon/);
     expect(errorOf(() => loadConfig({ env: {}, overrides: ['++polcy_model_name=x'] }))).toMatch(/unknown config key "polcy_model_name" \(from command line/);

@@ -75,7 +75,7 @@ export async function runOverview(redis: Redis, prefix: string, maxRuns = 50): P
   for (const id of ids) {
     const run = await store.getRun(id);
     if (!run) continue;
-    const { rows: done, scored, correct, masked } = await tallyRows(store, id);
+    const { done, scored, correct, maskedByKind: masked } = await tallyRows(store, id);
     out.push({
       run_id: id, benchmark: run.benchmark, policy_model: run.policy_model, judge_model: run.judge_model,
       created_at: run.created_at, output_jsonl_fpath: run.output_jsonl_fpath, total: run.total,

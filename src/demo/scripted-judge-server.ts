@@ -12,8 +12,8 @@
  *
  * Default grading (a reply of `'grade'`, an exhausted script array, or a script function returning
  * undefined) reads the fields of the judge prompt built by src/workers/judge/prompt.ts from the
- * last user message. Each field is written as a line `<tag>`, the value, and a line `</tag>`, with
- * tags `question`, `gold_answer`, `extracted_answer` and `response_end` (PROMPT_TAGS); an extracted
+ * last user message: a JSON object written between a line `{` and a line `}`, with the keys
+ * `question`, `gold_answer`, `extracted_answer` and `response_end` (PROMPT_FIELDS); an extracted
  * answer equal to `[NO ANSWER WAS EXTRACTED]` (NO_EXTRACTED_ANSWER) means none. The verdict is
  * `equivalent` when the extracted answer and the gold answer are equal after normalising
  * (lower case, whitespace removed, one pair of surrounding parentheses and a trailing period
@@ -22,7 +22,7 @@
  */
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { NO_EXTRACTED_ANSWER, PROMPT_TAGS } from '../workers/judge/prompt.ts';
+import { NO_EXTRACTED_ANSWER, PROMPT_FIELDS } from '../workers/judge/prompt.ts';
 
 /** One scripted answer to a request. */
 export type ScriptedJudgeReply =
@@ -85,21 +85,32 @@ export interface ScriptedJudgeServer {
   close(): Promise<void>;
 }
 
-function field(text: string, tag: string): string | null {
-  const match = new RegExp(`<${tag}>\\n([\\s\\S]*?)\\n</${tag}>`).exec(text);
-  return match ? match[1] : null;
+/** The grading input object of a user message: the lines from a line `{` to the next line `}`. */
+function inputObject(user: string): Record<string, unknown> {
+  const lines = user.split('\n');
+  const start = lines.indexOf('{');
+  const end = lines.indexOf('}', start + 1);
+  if (start < 0 || end < 0) return {};
+  try {
+    const parsed: unknown = JSON.parse(lines.slice(start, end + 1).join('\n'));
+    return parsed && typeof parsed === 'object' ? (parsed as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
 }
 
 /** Read the prompt fields of src/workers/judge/prompt.ts out of a user message. */
 export function parsePromptFields(user: string): PromptFields {
-  const extracted = field(user, PROMPT_TAGS.extracted);
+  const input = inputObject(user);
+  const field = (key: string): string | null => (typeof input[key] === 'string' ? (input[key] as string) : null);
+  const extracted = field(PROMPT_FIELDS.extracted);
   const noExtractedMarker = extracted === NO_EXTRACTED_ANSWER;
   return {
-    question: field(user, PROMPT_TAGS.question),
-    gold: field(user, PROMPT_TAGS.gold),
+    question: field(PROMPT_FIELDS.question),
+    gold: field(PROMPT_FIELDS.gold),
     extracted: noExtractedMarker ? null : extracted,
     noExtractedMarker,
-    responseEnd: field(user, PROMPT_TAGS.response),
+    responseEnd: field(PROMPT_FIELDS.response),
   };
 }
 

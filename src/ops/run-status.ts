@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import type { Job } from 'bullmq';
 import { openQueue, QUEUE_NAMES, type QueueName } from '../shared/queues.ts';
 import { RunStore, type RunRecord } from '../shared/run-store.ts';
+import { accuracyOf, policySilenceWarning, RowTally, type TallyCounts } from '../shared/row-tally.ts';
 
 export const JOB_STATES = ['waiting', 'prioritized', 'delayed', 'active', 'failed'] as const;
 export type JobState = (typeof JOB_STATES)[number];
@@ -15,6 +16,8 @@ export interface RunStatus {
   accuracy: number | null;
   masked: Record<string, number>;
   stop_reasons: Record<string, number>;
+  /** Warnings about the run (e.g. a policy server that never answers). */
+  warnings: string[];
   /** Jobs of this run by queue and state (completed jobs are trimmed; their rows count instead). */
   jobs: Record<QueueName, Record<JobState, number>>;
   complete: boolean;
@@ -45,26 +48,10 @@ export async function runJobs(redis: Redis, prefix: string, queue: QueueName, ru
 }
 
 /** Rows of a run by outcome (one HSCAN pass). */
-export interface RowTally {
-  rows: number;
-  scored: number;
-  correct: number;
-  masked: Record<string, number>;
-  stop_reasons: Record<string, number>;
-}
-
-export async function tallyRows(store: RunStore, runId: string): Promise<RowTally> {
-  const t: RowTally = { rows: 0, scored: 0, correct: 0, masked: {}, stop_reasons: {} };
-  for await (const row of store.scanRows(runId)) {
-    t.rows++;
-    if (row.failure_kind) t.masked[row.failure_kind] = (t.masked[row.failure_kind] ?? 0) + 1;
-    else {
-      t.scored++;
-      if (row.reward === 1) t.correct++;
-    }
-    if (row.stop_reason) t.stop_reasons[row.stop_reason] = (t.stop_reasons[row.stop_reason] ?? 0) + 1;
-  }
-  return t;
+export async function tallyRows(store: RunStore, runId: string): Promise<TallyCounts> {
+  const tally = new RowTally();
+  for await (const row of store.scanRows(runId)) tally.add(row);
+  return tally.counts;
 }
 
 export async function runStatus(redis: Redis, prefix: string, runId: string): Promise<RunStatus> {
@@ -76,8 +63,9 @@ export async function runStatus(redis: Redis, prefix: string, runId: string): Pr
     jobs[queue] = Object.fromEntries(JOB_STATES.map((s) => [s, 0])) as Record<JobState, number>;
     for (const state of JOB_STATES) jobs[queue][state] = (await runJobs(redis, prefix, queue, runId, [state])).length;
   }
+  const silence = policySilenceWarning(t);
   return {
-    run, rows: t.rows, scored: t.scored, correct: t.correct, accuracy: t.scored ? t.correct / t.scored : null,
-    masked: t.masked, stop_reasons: t.stop_reasons, jobs, complete: t.rows >= run.total,
+    run, rows: t.done, scored: t.scored, correct: t.correct, accuracy: accuracyOf(t),
+    masked: t.maskedByKind, stop_reasons: t.stopReasons, warnings: silence ? [silence] : [], jobs, complete: t.done >= run.total,
   };
 }

@@ -1,9 +1,11 @@
 /** Load a prepared benchmark (what the producer reads): the manifest and every task, validated. */
+import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { DataError } from '../shared/errors.ts';
 import { ManifestSchema, PreparedTaskSchema, type Manifest, type PreparedTask } from '../shared/task.ts';
 import { MANIFEST_FILE, TASKS_FILE } from './write-prepared.ts';
+import { taskIdForJobs } from '../shared/queues.ts';
 
 export interface PreparedBenchmark {
   /** Absolute path of `<data_dir>/<benchmark>`. */
@@ -13,6 +15,23 @@ export interface PreparedBenchmark {
   tasks: PreparedTask[];
   /** Absolute path of a task's image file. */
   imagePath(task: PreparedTask): string;
+  /** A task's image bytes, checked against its SHA-256. */
+  readImage(task: PreparedTask): Promise<Buffer>;
+}
+
+/** Every task's image stays inside the benchmark folder, and no two task ids share a job id. */
+function checkTasks(tasks: readonly PreparedTask[], dir: string, file: string): void {
+  const jobIds = new Map<string, string>();
+  for (const task of tasks) {
+    const image = path.resolve(dir, task.image_file);
+    if (path.isAbsolute(task.image_file) || !image.startsWith(`${dir}${path.sep}`)) {
+      throw new DataError(`${file}: task ${task.task_id} names the image ${task.image_file}, outside ${dir}; prepare the benchmark again`);
+    }
+    const key = taskIdForJobs(task.task_id);
+    const other = jobIds.get(key);
+    if (other !== undefined) throw new DataError(`${file}: tasks ${other} and ${task.task_id} give the same job id (${key}); prepare the benchmark again`);
+    jobIds.set(key, task.task_id);
+  }
 }
 
 /** The manifest of a complete preparation in `dir`, or null when there is none (or it is unreadable). */
@@ -76,5 +95,15 @@ export async function loadPreparedBenchmark(dataDir: string, benchmark: string):
   if (tasks.length !== manifest.num_tasks) {
     throw new DataError(`${file} holds ${tasks.length} tasks but its manifest says ${manifest.num_tasks}; prepare again`);
   }
-  return { dir, manifest: plain, tasks, imagePath: (task) => path.join(dir, task.image_file) };
+  checkTasks(tasks, dir, file);
+  const imagePath = (task: PreparedTask) => path.join(dir, task.image_file);
+  const readImage = async (task: PreparedTask) => {
+    const bytes = await readFile(imagePath(task)).catch((err: NodeJS.ErrnoException) => {
+      throw new DataError(`cannot read the image of task ${task.task_id} (${imagePath(task)}: ${err.code ?? err.message}); prepare the benchmark again`);
+    });
+    const sha = createHash('sha256').update(bytes).digest('hex');
+    if (sha !== task.image_sha256) throw new DataError(`the image of task ${task.task_id} (${imagePath(task)}) has SHA-256 ${sha}, not ${task.image_sha256}: it changed after prepare; prepare the benchmark again`);
+    return bytes;
+  };
+  return { dir, manifest: plain, tasks, imagePath, readImage };
 }

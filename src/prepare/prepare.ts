@@ -13,6 +13,7 @@ import { downloadFile, downloadPath, huggingFaceUrl, type DownloadOptions } from
 import { sha256File } from './hash.ts';
 import { openParquetSource, type ParquetSource } from './parquet-source.ts';
 import { PROMPT_VERSION } from './prompts.ts';
+import { taskIdForJobs } from '../shared/queues.ts';
 import { checkColumns, readBabyVisionRows } from './read-babyvision.ts';
 import { checkSourcePin, type TextSink } from './source-pin.ts';
 import { readManifest } from './load-prepared.ts';
@@ -62,15 +63,18 @@ async function reusable(dir: string, benchmark: string, sha: string): Promise<Ma
 /** Read every row group into the writer; returns the number of tasks. Throws DataError on bad rows. */
 async function fill(writer: PreparedWriter, source: ParquetSource, benchmark: BenchmarkName, logger: Logger): Promise<number> {
   const file = source.path;
-  const seen = new Map<string, number>();
+  // Task ids that differ but give the same job id (`a/b`, `a:b`, `a_b`) would share rollouts.
+  const seen = new Map<string, { taskId: string; row: number }>();
   let count = 0;
   for await (const batch of readBabyVisionRows(source)) {
     const tasks = batch.rows.map((row) => {
-      const earlier = seen.get(row.taskId);
+      const key = taskIdForJobs(row.taskId);
+      const earlier = seen.get(key);
       if (earlier !== undefined) {
-        throw new DataError(`${file}: duplicate taskId ${row.taskId} (rows ${earlier} and ${row.rowIndex})`);
+        const what = earlier.taskId === row.taskId ? `duplicate taskId ${row.taskId}` : `taskIds ${earlier.taskId} and ${row.taskId} give the same job id (${key})`;
+        throw new DataError(`${file}: ${what} (rows ${earlier.row} and ${row.rowIndex}); fix the parquet so that every taskId is distinct in letters, digits, "_", "-" and "."`);
       }
-      seen.set(row.taskId, row.rowIndex);
+      seen.set(key, { taskId: row.taskId, row: row.rowIndex });
       return { task: buildPreparedTask(row, benchmark), bytes: row.image };
     });
     for (const { task, bytes } of tasks) await writer.addImage(task, bytes);

@@ -6,7 +6,7 @@ import type { BenchmarkName } from '../shared/config.ts';
 import { optionLetter } from './babyvision-row.ts';
 
 /** Bumped whenever the prompt text changes, so an older preparation is not silently reused. */
-export const PROMPT_VERSION = 1;
+export const PROMPT_VERSION = 2;
 
 export const SEPARATOR = '---';
 
@@ -26,7 +26,8 @@ const INSTRUCTION = [
     'instead of trusting your eye.',
   'Your tools: `bash` runs shell commands, and its `python3` has pillow, numpy, scipy and opencv ' +
     'installed for cropping, zooming, measuring and drawing on the image; `read` shows you an image ' +
-    'file, including any crop or plot you save yourself.',
+    'file, including any crop or plot you save yourself; `write` and `edit` create and change files, ' +
+    '`glob` and `grep` find files and text, and `todowrite` keeps a short plan of your steps.',
   'Before every tool call, state in one sentence what that call is meant to check.',
   'When you are done, give your final answer inside \\boxed{}.',
 ].join('\n');

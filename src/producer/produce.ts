@@ -4,9 +4,9 @@
  * the rollouts it enqueued.
  */
 import { randomBytes } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
 import type { Redis } from 'ioredis';
-import { redactConfig, type Config } from '../shared/config.ts';
+import type { Config } from '../shared/config.ts';
+import { runSettingsFrom } from '../shared/run-settings.ts';
 import { ConfigError } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
 import { openQueue, rolloutId, type RolloutJob } from '../shared/queues.ts';
@@ -47,10 +47,10 @@ function runRecord(config: Config, runId: string, tasks: readonly PreparedTask[]
     num_tasks: tasks.length,
     num_repeats: config.num_repeats,
     total: tasks.length * config.num_repeats,
-    output_jsonl_fpath: config.output_jsonl_fpath,
+    output_jsonl_fpath: config.output_jsonl_fpath ?? `results/${runId}.jsonl`,
     policy_model: config.policy_model_name,
     judge_model: config.visual_coding_opencode_judge_model_name,
-    config: redactConfig(config) as unknown as Record<string, unknown>,
+    settings: runSettingsFrom(config),
   };
 }
 
@@ -112,9 +112,4 @@ async function enqueueRollouts(input: ProduceInput, store: RunStore, run: RunRec
     await queue.close();
   }
   return enqueued;
-}
-
-/** Reads an image from the prepared folder. */
-export function imageReader(imagePath: (task: PreparedTask) => string): (task: PreparedTask) => Promise<Buffer> {
-  return (task) => readFile(imagePath(task));
 }

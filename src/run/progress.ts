@@ -3,48 +3,17 @@
  * periodic lines otherwise (logs and CI stay readable).
  */
 import cliProgress from 'cli-progress';
-import type { Row } from '../shared/rows.ts';
+import { accuracyOf, type TallyCounts } from '../shared/row-tally.ts';
 
-export interface ProgressCounts {
+/** What the progress line shows: the run's row tally, its size, and the rollouts running now. */
+export interface ProgressCounts extends Pick<TallyCounts, 'done' | 'scored' | 'correct' | 'masked'> {
   total: number;
-  done: number;
-  scored: number;
-  correct: number;
-  masked: number;
   running: number;
 }
 
-type Outcome = 'masked' | 'correct' | 'wrong';
-
-export class RunTally {
-  readonly counts: ProgressCounts;
-  /** Each rollout's outcome, so that a replaced row (a rejudge, a retry) is counted once. */
-  private readonly seen = new Map<string, Outcome>();
-  constructor(total: number) {
-    this.counts = { total, done: 0, scored: 0, correct: 0, masked: 0, running: 0 };
-  }
-
-  /** Count a committed row (a replaced row is uncounted first). */
-  add(row: Row): void {
-    const old = this.seen.get(row.rollout_id);
-    if (old) this.apply(old, -1);
-    const now: Outcome = row.failure_kind !== null ? 'masked' : row.reward === 1 ? 'correct' : 'wrong';
-    this.seen.set(row.rollout_id, now);
-    this.apply(now, 1);
-  }
-
-  private apply(outcome: Outcome, sign: 1 | -1): void {
-    this.counts.done += sign;
-    if (outcome === 'masked') this.counts.masked += sign;
-    else {
-      this.counts.scored += sign;
-      if (outcome === 'correct') this.counts.correct += sign;
-    }
-  }
-}
-
-export function accuracyText(c: ProgressCounts): string {
-  return c.scored === 0 ? '-' : `${((100 * c.correct) / c.scored).toFixed(1)}%`;
+export function accuracyText(c: Pick<TallyCounts, 'scored' | 'correct'>): string {
+  const a = accuracyOf(c);
+  return a === null ? '-' : `${(100 * a).toFixed(1)}%`;
 }
 
 function etaText(c: ProgressCounts, startedAt: number, doneAtStart: number): string {

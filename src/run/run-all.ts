@@ -14,14 +14,17 @@ import { openQueue, QUEUE_NAMES } from '../shared/queues.ts';
 import { checkRedisServer, createRedis, waitForRedis, type Redis } from '../shared/redis.ts';
 import { RunStore } from '../shared/run-store.ts';
 import { loadOrPrepare } from './load-or-prepare.ts';
-import { imageReader, produceRun } from '../producer/produce.ts';
+import { produceRun } from '../producer/produce.ts';
 import { startSandboxWorker } from '../workers/sandbox/worker.ts';
 import { createFleetJudge } from '../workers/judge/judge-factory.ts';
 import { startJudgeWorker } from '../workers/judge/worker.ts';
 import { startResultsWorker } from '../workers/results/worker.ts';
 import { metricsPathFor, type AggregateMetrics } from '../workers/results/metrics.ts';
+import { resolveOutputPath } from '../workers/results/output-path.ts';
 import { startPrivateRedis, type PrivateRedis } from './private-redis.ts';
-import { createProgressView, RunTally, type ProgressView } from './progress.ts';
+import { createProgressView, type ProgressView } from './progress.ts';
+import { policySilenceWarning, RowTally } from '../shared/row-tally.ts';
+import { stripCredentials } from '../shared/run-settings.ts';
 import type { FleetMetrics } from '../ops/prom-metrics.ts';
 import { startRoleMetrics } from '../ops/role-metrics.ts';
 
@@ -73,11 +76,11 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     const prom = options.metrics ?? own!.metrics;
     prom.watchQueues(client, config.queues.prefix);
     const bench = await loadOrPrepare(config, logger);
-    const produced = await produceRun({ config, redis: client, logger, tasks: bench.tasks, readImage: imageReader(bench.imagePath) });
+    const produced = await produceRun({ config, redis: client, logger, tasks: bench.tasks, readImage: bench.readImage });
     const store = new RunStore(client, config.queues.prefix);
     const run = await store.requireRun(produced.runId);
     options.onStart?.(run.run_id, produced.total, produced.created);
-    const tally = new RunTally(produced.total);
+    const tally = new RowTally();
     for await (const row of store.scanRows(run.run_id)) tally.add(row);
     const results = startResultsWorker({ config, connection, logger, onJobEnd: prom.jobEnd('results'), onCommit: (row, result) => {
       prom.rowCommitted(row, result);
@@ -93,12 +96,13 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     const agent = options.agent ?? (await (await import('../workers/sandbox/agent-factory.ts')).createAgentRunner(config, logger));
     const sandbox = await startSandboxWorker({ config, connection, logger, agent: prom.wrapAgent(agent), onJobEnd: prom.jobEnd('rollout') });
     closers.unshift(() => sandbox.close());
-    const status = await watch(options, connection, config.queues.prefix, tally, logger);
+    const status = await watch(options, connection, config.queues.prefix, produced.total, tally, logger, config.policy_base_url);
     logger.info({ run: run.run_id, status }, 'run loop ended');
     for (const close of closers.splice(0)) await close();
-    const metricsPath = metricsPathFor(run.output_jsonl_fpath);
+    const outputPath = resolveOutputPath(run.run_id, run.output_jsonl_fpath, config);
+    const metricsPath = metricsPathFor(outputPath);
     const metrics = await readMetrics(metricsPath);
-    return { runId: run.run_id, status, total: produced.total, done: tally.counts.done, outputPath: run.output_jsonl_fpath, metricsPath, metrics };
+    return { runId: run.run_id, status, total: produced.total, done: tally.counts.done, outputPath, metricsPath, metrics };
   } finally {
     for (const close of closers) await close().catch(() => {});
     client.disconnect();
@@ -124,28 +128,37 @@ async function watch(
   options: RunAllOptions,
   connection: Redis,
   prefix: string,
-  tally: RunTally,
+  total: number,
+  tally: RowTally,
   logger: Logger,
+  policyUrl: string,
 ): Promise<RunAllResult['status']> {
   const view = options.progress ?? createProgressView();
   const queues = QUEUE_NAMES.map((name) => openQueue(name, connection, prefix));
   let idleSince: number | null = null;
+  let warned = false;
+  let running = 0;
   try {
     for (;;) {
       if (options.signal?.aborted) return 'stopped';
       let pending: number;
       try {
         const counts = await Promise.all(queues.map((q) => q.getJobCounts('active', 'waiting', 'delayed', 'prioritized')));
-        tally.counts.running = counts[0].active ?? 0;
+        running = counts[0].active ?? 0;
         pending = counts.reduce((n, c) => n + Object.values(c).reduce((a, b) => a + b, 0), 0);
       } catch (err) {
         logger.warn({ err: (err as Error).message }, 'cannot read the queues (Redis unreachable?); waiting');
         await new Promise((r) => setTimeout(r, 1000));
         continue;
       }
-      view.update(tally.counts);
+      view.update({ ...tally.counts, total, running });
+      const silence = warned ? null : policySilenceWarning(tally.counts);
+      if (silence) {
+        warned = true;
+        logger.warn(`${silence} Policy endpoint: ${stripCredentials(policyUrl)}`);
+      }
       // Complete once every rollout has its row and nothing (a rejudge, a retry) is still in flight.
-      if (tally.counts.done >= tally.counts.total && pending === 0) return 'complete';
+      if (tally.counts.done >= total && pending === 0) return 'complete';
       if (pending === 0) {
         idleSince ??= Date.now();
         if (Date.now() - idleSince > (options.stuckAfterMs ?? 15_000)) return 'stuck';

@@ -3,11 +3,13 @@
  * implementation runs OpenCode in a sandbox; the scripted one replays answers from a file.
  */
 import type { PreparedTask } from './task.ts';
+import type { TranscriptRecord } from './transcript.ts';
 
 export const STOP_REASONS = ['answered', 'no_answer', 'timeout', 'output_cap', 'context_limit', 'agent_error'] as const;
 export type StopReason = (typeof STOP_REASONS)[number];
 
 export interface PolicyEndpoint {
+  /** Chosen by the worker's own configuration (never by a run record it does not allow). */
   baseUrl: string;
   /** A secret: it stays in the worker process (the gateway adds it); it never enters a sandbox. */
   apiKey: string | null;
@@ -15,8 +17,18 @@ export interface PolicyEndpoint {
   contextWindow: number;
   maxOutputTokens: number;
   requestTimeoutS: number;
-  /** Store each policy call's request and response beside the rollout. */
+  /** Store each policy call's request and response (token ids, logprobs) on the worker's host. */
   capture: boolean;
+  /** Gateway bounds: request body size (bytes), calls at once, calls per rollout. */
+  maxRequestBytes: number;
+  maxConcurrentCalls: number;
+  maxCallsPerRollout: number;
+}
+
+/** A rollout's transcript record and the images it references (bytes by SHA-256). */
+export interface RolloutTranscript {
+  record: TranscriptRecord;
+  images: Map<string, { mime: string; bytes: Buffer }>;
 }
 
 export interface RolloutRequest {
@@ -28,8 +40,12 @@ export interface RolloutRequest {
   policy: PolicyEndpoint;
   /** Wall-clock budget of the whole rollout, in seconds. */
   timeoutS: number;
-  /** Folder for this run's transcripts on the worker's host (created when missing). */
-  transcriptDir: string;
+  /** The session stops past this many tool calls (`agent.max_tool_calls` of the run). */
+  maxToolCalls: number;
+  /** Folder on the worker's host for `policy.capture` files (created when missing). */
+  captureDir: string;
+  /** Keep the transcript record (`transcripts.enabled`); bytes of images kept in it. */
+  transcript: { enabled: boolean; imageBudgetBytes: number };
   /** 1 for the first attempt of this rollout, 2 after one infrastructure retry, ... */
   attempt?: number;
 }
@@ -45,9 +61,14 @@ export interface AgentResult {
   inputTokens: number;
   outputTokens: number;
   wallS: number;
-  /** Why the agent failed, for `agent_error` (never contains secrets). */
+  /** Why the rollout stopped short, for every stop reason but `answered` (never contains secrets). */
   error?: string;
-  transcriptPath?: string;
+  /** Times the sandbox hit a resource limit, by limit. */
+  limitHits: Record<string, number>;
+  /** Requests the policy gateway refused, by reason. */
+  refusedRequests: Record<string, number>;
+  /** The transcript, when kept. */
+  transcript: RolloutTranscript | null;
 }
 
 /**

@@ -26,6 +26,8 @@ const SandboxConfigSchema = z
     api_key: nullableString,
     /** Host name the sandbox uses to reach the worker's gateway (opensandbox only). */
     gateway_host: nullableString,
+    /** Port on which the policy gateway appears inside a `local` sandbox (`http://127.0.0.1:<port>/v1`). */
+    gateway_port: z.number().int().min(1).max(65535).default(18080),
   })
   .strict();
 
@@ -37,8 +39,33 @@ const PolicySchema = z
     max_output_tokens: positiveInt.default(32768),
     /** Whole-request timeout for one model call, in seconds. */
     request_timeout_s: positiveInt.default(600),
-    /** Store every policy call's request and response beside the rollout (for RL training). */
+    /** Store every policy call's request and response (token ids, logprobs) on the worker's host, for RL training. */
     capture: z.boolean().default(false),
+    /**
+     * Other policy endpoints this worker may send its key to, when a run names one
+     * (`vcfleet produce ++policy.endpoint=URL`). The worker's own `policy_base_url` is always allowed.
+     */
+    allowed_base_urls: z.array(z.string().url()).default([]),
+    /**
+     * The endpoint a run asks for (stored in the run record); null: every worker uses its own
+     * `policy_base_url`. A worker that does not allow it fails the rollout, naming both.
+     */
+    endpoint: z.string().url().nullable().default(null),
+    /** Largest request the gateway forwards, in MiB (the whole history, images included, is re-sent each call). */
+    max_request_mib: positiveInt.default(256),
+    /** Policy calls in flight at once per rollout; more are answered 429. */
+    max_concurrent_calls: positiveInt.default(4),
+    /** Policy calls per rollout; past it the session stops (stop reason timeout, with the reason in `error`). */
+    max_calls_per_rollout: positiveInt.default(1000),
+  })
+  .strict();
+
+const TranscriptsSchema = z
+  .object({
+    /** Keep a transcript record per rollout beside the output JSONL (`<stem>_transcripts/`). */
+    enabled: z.boolean().default(true),
+    /** Bytes of images (crops, plots the model was shown) kept per transcript, in MiB; more are kept by hash only. */
+    max_image_mib: positiveInt.default(32),
   })
   .strict();
 
@@ -130,7 +157,8 @@ const DashboardSchema = z
 export const ConfigSchema = z
   .object({
     benchmark: z.enum(BENCHMARKS).default('babyvision_opencode'),
-    split: z.string().default('train'),
+    /** BabyVision has one split: `train` (the parquet's name) and `benchmark` (the reference's) both select it. */
+    split: z.enum(['train', 'benchmark'], { message: 'BabyVision has one split: use train (or benchmark, as the reference names it)' }).default('train'),
     /** Where prepared benchmarks live. */
     data_dir: z.string().default('data'),
     reuse_existing_data_preparation: z.boolean().default(true),
@@ -156,7 +184,10 @@ export const ConfigSchema = z
     num_repeats: positiveInt.default(1),
     /** Wall-clock budget of one rollout, in seconds. */
     task_timeout_s: positiveInt.default(1800),
-    output_jsonl_fpath: z.string().default('results/babyvision_opencode.jsonl'),
+    /** A run's output JSONL; null: `results/<run_id>.jsonl`. Relative paths resolve under `output_root` of the results host. */
+    output_jsonl_fpath: nullableString,
+    /** Folder under which this results host writes runs' outputs (`VCFLEET_OUTPUT_ROOT`); null: its working folder. */
+    output_root: nullableString,
     /** Run id; null makes a new one. Reuse an id to resume a run. */
     run_id: z
       .string()
@@ -170,10 +201,14 @@ export const ConfigSchema = z
     visual_coding_opencode_judge_base_url: z.string().url().default('https://api.openai.com/v1'),
     visual_coding_opencode_judge_model_name: z.string().min(1).default('gpt-4o-mini'),
     judge: JudgeSchema.prefault({}),
+    transcripts: TranscriptsSchema.prefault({}),
     sandbox_provider: z.enum(['local', 'opensandbox']).default('local'),
     sandbox_config: SandboxConfigSchema.prefault({}),
     sandbox_workdir: z.string().startsWith('/').default('/workspace'),
-    sandbox_network_access: z.enum(['model_only']).default('model_only'),
+    /** The sandbox reaches the policy model through the worker's gateway and nothing else; the one mode. */
+    sandbox_network_access: z
+      .enum(['model_only'], { message: 'model_only is the one network mode (the sandbox reaches the policy model through the gateway, nothing else)' })
+      .default('model_only'),
     agent: AgentSchema.prefault({}),
     queues: QueuesSchema.prefault({}),
     /** Redis URL (`REDIS_URL`); null lets `vcfleet run` start a private redis-server. */

@@ -8,8 +8,9 @@ export interface FleetKeys {
   rows(runId: string): string;
   outcomes(runId: string): string;
   enqueued(runId: string): string;
+  /** A rollout's transcript on its way to the results host (record, images, the judge's part). */
+  transcript(runId: string, rolloutId: string): string;
   writerLock(): string;
-  judgeCachePrefix(): string;
 }
 
 export function fleetKeys(prefix: string): FleetKeys {
@@ -21,7 +22,7 @@ export function fleetKeys(prefix: string): FleetKeys {
     rows: (id) => `${prefix}:run:${id}:rows`,
     outcomes: (id) => `${prefix}:run:${id}:outcomes`,
     enqueued: (id) => `${prefix}:run:${id}:enqueued`,
+    transcript: (id, rollout) => `${prefix}:run:${id}:transcript:${rollout}`,
     writerLock: () => `${prefix}:results-writer-lock`,
-    judgeCachePrefix: () => prefix,
   };
 }

@@ -41,6 +41,8 @@ export const AgentOutcomeSchema = z.object({
   output_tokens: z.number().int().min(0),
   wall_s: z.number().min(0),
   error: z.string().nullable().default(null),
+  limit_hits: z.record(z.string(), z.number().int().min(0)).default({}),
+  refused_requests: z.record(z.string(), z.number().int().min(0)).default({}),
 });
 export type AgentOutcome = z.infer<typeof AgentOutcomeSchema>;
 
@@ -94,9 +96,14 @@ export function openQueue<N extends QueueName>(
   });
 }
 
-/** BullMQ job ids may not contain `:`; task ids are sanitised the same way everywhere. */
+/** A task id as it appears in job ids (BullMQ job ids may not contain `:`). */
+export function taskIdForJobs(taskId: string): string {
+  return taskId.replace(/[^A-Za-z0-9_.-]/g, '_');
+}
+
+/** The rollout (and job) id of a task in one repeat of a run. */
 export function rolloutId(runId: string, taskId: string, repeat: number): string {
-  return `${runId}-${taskId.replace(/[^A-Za-z0-9_.-]/g, '_')}-${repeat}`;
+  return `${runId}-${taskIdForJobs(taskId)}-${repeat}`;
 }
 
 /** Parse job data; returns an error message instead of throwing (the adapter decides). */

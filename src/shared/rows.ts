@@ -79,6 +79,8 @@ export interface OutcomeFields {
   output_tokens: number;
   wall_s: number;
   error?: string | null;
+  limit_hits?: Record<string, number>;
+  refused_requests?: Record<string, number>;
 }
 
 const EMPTY_OUTCOME: OutcomeFields = {
@@ -119,5 +121,7 @@ export function buildRow(ctx: RowContext, outcome: OutcomeFields | null, grading
     judge_model: grading.kind === 'scored' || (grading.kind === 'masked' && grading.failure === 'judge_failed') ? ctx.judgeModel : null,
     error: grading.kind === 'masked' ? grading.error : (o.error ?? null),
     finished_at: new Date().toISOString(),
+    limit_hits: o.limit_hits ?? {},
+    refused_requests: o.refused_requests ?? {},
   });
 }

@@ -1,14 +1,17 @@
 /**
- * What a run keeps in Redis besides its jobs: the run record (config snapshot without secrets), its
- * tasks, the images (once each, by SHA-256), the agent outcomes (for rejudging) and the rows.
+ * What a run keeps in Redis besides its jobs: the run record (its settings, no secret), its tasks,
+ * the images (once each, by SHA-256, checked when read), the agent outcomes (for rejudging), the rows,
+ * and each rollout's transcript until the results host has written it.
  */
+import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { Redis } from 'ioredis';
 import { fleetKeys, type FleetKeys } from './keys.ts';
 import { PreparedTaskSchema, type PreparedTask } from './task.ts';
 import { AgentOutcomeSchema, type AgentOutcome } from './queues.ts';
 import { RowSchema, type Row } from './rows.ts';
-import { PoisonJobError } from './errors.ts';
+import { DataError, PoisonJobError } from './errors.ts';
+import { parseRunSettings, type RunSettings } from './run-settings.ts';
 
 export const RunRecordSchema = z.object({
   run_id: z.string(),
@@ -21,10 +24,25 @@ export const RunRecordSchema = z.object({
   output_jsonl_fpath: z.string(),
   policy_model: z.string(),
   judge_model: z.string(),
-  /** The resolved config with secrets replaced by `***`. */
-  config: z.record(z.string(), z.unknown()),
+  /** The run's settings (run-settings.ts), versioned; read them with `runSettings(record)`. */
+  settings: z.unknown(),
 });
 export type RunRecord = z.infer<typeof RunRecordSchema>;
+
+/** The settings of a run; a record of another version throws a PoisonJobError that says so. */
+export function runSettings(run: RunRecord): RunSettings {
+  return parseRunSettings(run.run_id, run.settings);
+}
+
+/** The parts of a transcript waiting in Redis for the results host. */
+export interface TranscriptParts {
+  /** The gzipped record (transcript-codec.ts), or null when only the judge's part is there (a rejudge). */
+  record: Buffer | null;
+  /** The judge's part of the record, as JSON. */
+  judge: string | null;
+  /** Images the record references, by SHA-256 (the puzzle is a run blob instead). */
+  images: Map<string, Buffer>;
+}
 
 export interface RunStoreOptions {
   /**
@@ -135,13 +153,37 @@ export class RunStore {
     return (await this.redis.exists(this.keys.blob(sha256))) === 1;
   }
 
+  /** An image by SHA-256, checked against its hash (a blob changed in Redis is refused). */
   async getBlob(sha256: string): Promise<Buffer> {
     const cached = this.blobs?.get(sha256);
     if (cached) return cached;
     const bytes = await this.redis.getBuffer(this.keys.blob(sha256));
     if (!bytes) throw new PoisonJobError(`image ${sha256} is missing from Redis; produce the run again`);
+    const actual = createHash('sha256').update(bytes).digest('hex');
+    if (actual !== sha256) throw new DataError(`image ${sha256} in Redis has SHA-256 ${actual}: it was changed after it was produced; produce the run again`);
     this.blobs?.set(sha256, bytes);
     return bytes;
+  }
+
+  async putTranscript(runId: string, rolloutId: string, record: Buffer, images: ReadonlyMap<string, Buffer>): Promise<void> {
+    const fields: Array<string | Buffer> = ['record', record];
+    for (const [sha, bytes] of images) fields.push(`img:${sha}`, bytes);
+    await this.redis.hset(this.keys.transcript(runId, rolloutId), ...fields);
+  }
+
+  async putTranscriptJudge(runId: string, rolloutId: string, judge: unknown): Promise<void> {
+    await this.redis.hset(this.keys.transcript(runId, rolloutId), 'judge', JSON.stringify(judge));
+  }
+
+  async getTranscriptParts(runId: string, rolloutId: string): Promise<TranscriptParts> {
+    const all = await this.redis.hgetallBuffer(this.keys.transcript(runId, rolloutId));
+    const images = new Map<string, Buffer>();
+    for (const [field, value] of Object.entries(all)) if (field.startsWith('img:')) images.set(field.slice(4), value);
+    return { record: all.record ?? null, judge: all.judge ? all.judge.toString('utf8') : null, images };
+  }
+
+  async deleteTranscript(runId: string, rolloutId: string): Promise<void> {
+    await this.redis.del(this.keys.transcript(runId, rolloutId));
   }
 
   async putOutcome(runId: string, rolloutId: string, outcome: AgentOutcome): Promise<void> {
@@ -165,10 +207,6 @@ export class RunStore {
   /** Stores the row unless the rollout has one; true when it was stored (one round trip). */
   async putRowIfAbsent(row: Row): Promise<boolean> {
     return (await this.redis.hsetnx(this.keys.rows(row.run_id), row.rollout_id, JSON.stringify(row))) === 1;
-  }
-
-  async countRows(runId: string): Promise<number> {
-    return this.redis.hlen(this.keys.rows(runId));
   }
 
   /** Every row of a run (HSCAN, so a large run does not block Redis). */

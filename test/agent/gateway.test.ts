@@ -1,33 +1,58 @@
+/**
+ * The policy gateway against a real scripted policy server, driven as a hostile sandbox would drive
+ * it: other models, paths, methods, headers, huge output caps and bodies, malformed HTTP, floods.
+ * Only well-formed chat calls reach the policy server, with the model and the cap the worker sets;
+ * nothing the sandbox sends can take the gateway down.
+ */
 import http from 'node:http';
+import net from 'node:net';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startPolicyGateway, type PolicyGateway } from '../../src/workers/sandbox/gateway/policy-gateway.ts';
+import { startPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } from '../../src/workers/sandbox/gateway/policy-gateway.ts';
 import { upstreamGiveUpReason } from '../../src/workers/sandbox/gateway/health.ts';
+import { encodePng } from '../helpers/fixture-images.ts';
 import { scripts, startScriptedPolicyServer, type ScriptedPolicyServer } from '../helpers/scripted-policy-server.ts';
 
 const KEY = 'sk-real-policy-key-0001';
 const TOKEN = 'dummy-access-token';
+const MODEL = 'the-policy-model';
 
-function post(socketPath: string, urlPath: string, body: unknown, token = TOKEN): Promise<{ status: number; text: string; headers: http.IncomingHttpHeaders }> {
+interface Reply { status: number; text: string; headers: http.IncomingHttpHeaders }
+
+function send(socketPath: string, method: string, urlPath: string, body: string | null, headers: Record<string, string> = {}): Promise<Reply> {
   return new Promise((resolve, reject) => {
-    const payload = JSON.stringify(body);
-    const req = http.request(
-      { socketPath, path: urlPath, method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}`, 'content-length': Buffer.byteLength(payload) } },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8'), headers: res.headers }));
-        res.on('error', reject);
-      },
-    );
+    const h: Record<string, string | number> = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json', ...headers };
+    if (body !== null) h['content-length'] = Buffer.byteLength(body);
+    const req = http.request({ socketPath, path: urlPath, method, headers: h }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8'), headers: res.headers }));
+      res.on('error', reject);
+    });
     req.on('error', reject);
-    req.end(payload);
+    req.end(body ?? undefined);
   });
 }
 
+const post = (socketPath: string, body: unknown, headers: Record<string, string> = {}) =>
+  send(socketPath, 'POST', '/v1/chat/completions', JSON.stringify(body), headers);
+
 const chat = (extra: Record<string, unknown> = {}) => ({ model: 'vlm', messages: [{ role: 'user', content: 'hi' }], ...extra });
+
+/** Write raw bytes to the gateway socket and read what comes back until it closes. */
+function raw(socketPath: string, bytes: string | Buffer, endAfterMs = 300): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = net.connect(socketPath);
+    let out = '';
+    socket.on('data', (d) => (out += d.toString()));
+    socket.on('error', () => resolve(out));
+    socket.on('close', () => resolve(out));
+    socket.write(bytes);
+    setTimeout(() => socket.destroy(), endAfterMs);
+  });
+}
 
 describe('policy gateway', () => {
   let dir: string;
@@ -45,80 +70,177 @@ describe('policy gateway', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('forwards a streamed call with the real key, asks for usage, clamps max_tokens and records tokens', async () => {
-    gateway = await startPolicyGateway({ upstreamBaseUrl: server.url, apiKey: KEY, socketPath: path.join(dir, 'gw.sock'), accessToken: TOKEN, maxOutputTokens: 100 });
-    const res = await post(gateway.socketPath!, '/v1/chat/completions', chat({ stream: true, max_tokens: 5000 }));
+  async function open(extra: Partial<PolicyGatewayOptions> = {}): Promise<string> {
+    gateway = await startPolicyGateway({
+      upstreamBaseUrl: server.url, apiKey: KEY, model: MODEL, maxOutputTokens: 100, accessToken: TOKEN,
+      limits: { maxBodyBytes: 1024 * 1024, maxConcurrentCalls: 4, maxCalls: 100 },
+      socketPath: path.join(dir, 'gw.sock'), ...extra,
+    });
+    return gateway.socketPath!;
+  }
+
+  it('forwards a chat call with the real key and the policy model, caps the output, drops other headers and reads the answer', async () => {
+    const sock = await open();
+    const res = await post(sock, chat({ model: 'gpt-5-the-strong-one', stream: true, max_tokens: 5000 }), { 'openai-organization': 'org-x', 'x-forwarded-for': '1.2.3.4', cookie: 'a=b' });
     expect(res.status).toBe(200);
     expect(res.headers['content-type']).toMatch(/event-stream/);
-    expect(res.text).toContain('\\\\boxed{A}');
-    expect(res.text).toContain('"usage"');
     const seen = server.requests[0];
     expect(seen.headers.authorization).toBe(`Bearer ${KEY}`);
-    expect(seen.body?.max_tokens).toBe(100);
-    expect(seen.body?.stream_options).toEqual({ include_usage: true });
-    expect(gateway.calls).toHaveLength(1);
-    expect(gateway.calls[0]).toMatchObject({ status: 200, stream: true, finishReason: 'stop' });
-    expect(gateway.calls[0].promptTokens).toBeGreaterThan(0);
-    expect(gateway.calls[0].completionTokens).toBeGreaterThan(0);
-    expect(gateway.stats()).toMatchObject({ successes: 1, upstreamErrors: 0, consecutiveFailures: 0 });
+    expect(seen.body).toMatchObject({ model: MODEL, max_tokens: 100, stream_options: { include_usage: true } });
+    for (const h of ['openai-organization', 'x-forwarded-for', 'cookie']) expect(seen.headers[h]).toBeUndefined();
+    const call = gateway!.calls[0];
+    expect(call).toMatchObject({ status: 200, stream: true, connected: true, response: { text: '\\boxed{A}', finishReason: 'stop' } });
+    expect(call.response.promptTokens).toBeGreaterThan(0);
+    expect(gateway!.stats()).toMatchObject({ calls: 1, answered: 1, upstreamErrors: 0, refused: {} });
   });
 
-  it('rejects a caller without the access token and forwards nothing', async () => {
-    gateway = await startPolicyGateway({ upstreamBaseUrl: server.url, apiKey: KEY, socketPath: path.join(dir, 'gw.sock'), accessToken: TOKEN });
-    const res = await post(gateway.socketPath!, '/v1/chat/completions', chat(), 'wrong');
-    expect(res.status).toBe(401);
+  it('caps max_tokens and max_completion_tokens whatever the content type says', async () => {
+    const sock = await open();
+    for (const type of ['application/JSON', 'text/plain', 'application/x-www-form-urlencoded']) {
+      expect((await post(sock, chat({ max_tokens: 10 ** 9, max_completion_tokens: 10 ** 9 }), { 'content-type': type })).status).toBe(200);
+    }
+    expect(server.requests).toHaveLength(3);
+    for (const r of server.requests) expect(r.body).toMatchObject({ max_tokens: 100, max_completion_tokens: 100, model: MODEL });
+  });
+
+  it('refuses every other path, method, token and body with a 4xx, forwards none and counts them', async () => {
+    const sock = await open({ limits: { maxBodyBytes: 64 * 1024, maxConcurrentCalls: 4, maxCalls: 100 } });
+    const attempts: Array<[Promise<Reply>, number]> = [
+      [send(sock, 'GET', '/v1/chat/completions', null), 405],
+      [send(sock, 'PUT', '/v1/chat/completions', JSON.stringify(chat())), 405],
+      [send(sock, 'POST', '/v1/files', JSON.stringify({ purpose: 'x' })), 404],
+      [send(sock, 'POST', '/v1/load_lora_adapter', JSON.stringify({ lora_name: 'x', lora_path: '/x' })), 404],
+      [send(sock, 'POST', '/v1/responses', JSON.stringify({ model: 'x', input: 'hi', max_output_tokens: 10 ** 9 })), 404],
+      [send(sock, 'POST', '/v1/chat/completions/../../admin', JSON.stringify(chat())), 404],
+      [send(sock, 'POST', '/v1/chat/completions?x=1', JSON.stringify(chat())), 404],
+      [send(sock, 'POST', '/v1/chat/completions', JSON.stringify(chat()), { authorization: 'Bearer wrong' }), 401],
+      [send(sock, 'POST', '/v1/chat/completions', 'not json at all'), 400],
+      [send(sock, 'POST', '/v1/chat/completions', JSON.stringify(chat({ n: 5 }))), 400],
+      [send(sock, 'POST', '/v1/chat/completions', JSON.stringify(chat({ extra_body: { lora: 'x' } }))), 400],
+      [send(sock, 'POST', '/v1/chat/completions', JSON.stringify({ messages: [{ role: 'user', content: 'x', secret_field: 1 }], model: 'm' })), 400],
+      [send(sock, 'POST', '/v1/chat/completions', JSON.stringify(chat({ messages: [{ role: 'user', content: 'x'.repeat(100_000) }] }))), 413],
+    ];
+    for (const [reply, status] of attempts) expect((await reply).status).toBe(status);
+    expect(server.requests).toHaveLength(0);
+    expect(gateway!.stats().refused).toEqual({ method: 2, path: 5, token: 1, body: 4, too_large: 1 });
+    // GET /v1/models is answered by the gateway itself with the policy model only.
+    const models = await send(sock, 'GET', '/v1/models', null);
+    expect(JSON.parse(models.text).data.map((m: { id: string }) => m.id)).toEqual([MODEL]);
     expect(server.requests).toHaveLength(0);
   });
 
-  it('passes upstream 5xx through and counts them as failures; a success resets the count', async () => {
-    gateway = await startPolicyGateway({ upstreamBaseUrl: server.url, apiKey: null, socketPath: path.join(dir, 'gw.sock') });
-    server.setScript(scripts.fail(503));
-    expect((await post(gateway.socketPath!, '/v1/chat/completions', chat())).status).toBe(503);
-    expect((await post(gateway.socketPath!, '/v1/chat/completions', chat())).status).toBe(503);
-    expect(server.requests[0].headers.authorization).toBeUndefined();
-    expect(gateway.stats()).toMatchObject({ retryableStatuses: 2, consecutiveFailures: 2, upstreamErrors: 0 });
-    expect(upstreamGiveUpReason(gateway.stats(), { maxConsecutiveFailures: 2, maxFailingS: 999 })).toMatch(/2 calls in a row/);
-    server.setScript(scripts.answer('ok'));
-    expect((await post(gateway.socketPath!, '/v1/chat/completions', chat())).status).toBe(200);
-    expect(gateway.stats()).toMatchObject({ consecutiveFailures: 0, successes: 1 });
+  it('survives malformed HTTP, huge headers, bodies that never end and resets, and serves the next call', async () => {
+    const sock = await open({ limits: { maxBodyBytes: 64 * 1024, maxConcurrentCalls: 4, maxCalls: 100 } });
+    expect(await raw(sock, 'GET http://[ HTTP/1.1\r\nHost: x\r\n\r\n')).toMatch(/^HTTP\/1\.1 4\d\d/);
+    expect(await raw(sock, `GET http://[ HTTP/1.1\r\nauthorization: Bearer ${TOKEN}\r\n\r\n`)).toMatch(/^HTTP\/1\.1 4\d\d/);
+    expect(await raw(sock, 'this is not http\r\n\r\n')).toMatch(/^HTTP\/1\.1 400/);
+    expect(await raw(sock, `GET /v1/models HTTP/1.1\r\nx-big: ${'a'.repeat(100_000)}\r\n\r\n`)).toMatch(/^HTTP\/1\.1 4\d\d/);
+    await raw(sock, `POST /v1/chat/completions HTTP/1.1\r\nauthorization: Bearer ${TOKEN}\r\ncontent-length: 100000\r\n\r\n{"model":`, 200);
+    await raw(sock, Buffer.from([0, 255, 1, 254, 13, 10, 13, 10]));
+    await raw(sock, `POST /v1/chat/completions HTTP/1.1\r\ntransfer-encoding: chunked\r\nauthorization: Bearer ${TOKEN}\r\n\r\nZZZ\r\n`);
+    const ok = await post(sock, chat());
+    expect(ok.status).toBe(200);
+    expect(server.requests).toHaveLength(1);
+    expect(gateway!.stats().refused.malformed_http).toBeGreaterThanOrEqual(3);
   });
 
-  it('answers 502 and counts a connection_refused upstream error when the policy server is down', async () => {
+  it('bounds calls in flight and calls per rollout', async () => {
+    server.setScript(scripts.hang());
+    let spent = 0;
+    const sock = await open({ limits: { maxBodyBytes: 1024 * 1024, maxConcurrentCalls: 2, maxCalls: 3 }, onBudgetExhausted: () => spent++ });
+    const hanging = [post(sock, chat()).catch(() => null), post(sock, chat()).catch(() => null)];
+    await new Promise((r) => setTimeout(r, 200));
+    const busy = await post(sock, chat());
+    expect(busy.status).toBe(429);
+    expect(busy.headers['retry-after']).toBe('1');
+    server.setScript(scripts.answer('ok'));
+    await gateway!.close(); // cuts the hanging calls
+    void hanging;
+    gateway = null;
+    const sock2 = await open({ limits: { maxBodyBytes: 1024 * 1024, maxConcurrentCalls: 2, maxCalls: 2 }, onBudgetExhausted: () => spent++ });
+    expect((await post(sock2, chat())).status).toBe(200);
+    expect((await post(sock2, chat())).status).toBe(200);
+    const over = await post(sock2, chat());
+    expect(over.status).toBe(400);
+    expect((await post(sock2, chat())).status).toBe(400);
+    expect(spent).toBe(1);
+    expect(gateway!.stats().refused).toEqual({ budget: 2 });
+  });
+
+  it('assembles tool calls from the stream, and reads tool results and images from the next request', async () => {
+    const sock = await open();
+    server.setScript(() => ({ kind: 'tool_calls', text: 'Let me crop.', calls: [{ name: 'read', arguments: { filePath: 'crop.png' } }] }));
+    await post(sock, chat({ stream: true }));
+    const first = gateway!.calls[0];
+    expect(first.response.text).toBe('Let me crop.');
+    expect(first.response.toolCalls).toHaveLength(1);
+    expect(first.response.toolCalls[0]).toMatchObject({ name: 'read', arguments: '{"filePath":"crop.png"}' });
+    const png = Buffer.from(encodePng(8, 8, () => [9, 9, 9]));
+    const callId = first.response.toolCalls[0].id;
+    server.setScript(scripts.answer('done'));
+    await post(sock, chat({
+      stream: true,
+      messages: [
+        { role: 'user', content: 'hi' },
+        { role: 'assistant', content: 'Let me crop.', tool_calls: [{ id: callId, type: 'function', function: { name: 'read', arguments: '{}' } }] },
+        { role: 'tool', tool_call_id: callId, content: 'Image read successfully' },
+        { role: 'user', content: [{ type: 'text', text: 'Attached media from tool result:' }, { type: 'image_url', image_url: { url: `data:image/png;base64,${png.toString('base64')}` } }] },
+      ],
+    }));
+    const second = gateway!.calls[1];
+    expect(second.request.toolResults).toEqual([{ toolCallId: callId, output: 'Image read successfully', images: [expect.stringMatching(/^[0-9a-f]{64}$/)] }]);
+    expect(gateway!.images.get(second.request.toolResults[0].images[0])?.bytes?.equals(png)).toBe(true);
+    expect(gateway!.stats().toolCalls).toBe(1);
+  });
+
+  it('passes upstream 5xx through and counts them as failures; a success resets the count', async () => {
+    const sock = await open({ apiKey: null });
+    server.setScript(scripts.fail(503));
+    expect((await post(sock, chat())).status).toBe(503);
+    expect((await post(sock, chat())).status).toBe(503);
+    expect(server.requests[0].headers.authorization).toBeUndefined();
+    expect(gateway!.stats()).toMatchObject({ retryableStatuses: 2, consecutiveFailures: 2, upstreamErrors: 0 });
+    expect(upstreamGiveUpReason(gateway!.stats(), { maxConsecutiveFailures: 2, maxFailingS: 999 })).toMatch(/2 calls in a row/);
+    server.setScript(scripts.answer('ok'));
+    expect((await post(sock, chat())).status).toBe(200);
+    expect(gateway!.stats()).toMatchObject({ consecutiveFailures: 0, answered: 1 });
+  });
+
+  it('answers 502 and records connection_refused when the policy server is down; 504 when it hangs', async () => {
     const url = server.url;
     await server.close();
     server = await startScriptedPolicyServer();
-    gateway = await startPolicyGateway({ upstreamBaseUrl: url, apiKey: KEY, socketPath: path.join(dir, 'gw.sock') });
-    const res = await post(gateway.socketPath!, '/v1/chat/completions', chat());
+    let sock = await open({ upstreamBaseUrl: url });
+    const res = await post(sock, chat());
     expect(res.status).toBe(502);
     expect(res.text).toMatch(/unreachable/);
     expect(res.text).not.toContain(KEY);
-    expect(gateway.stats()).toMatchObject({ upstreamErrors: 1, upstreamErrorReasons: { connection_refused: 1 }, consecutiveFailures: 1 });
-  });
-
-  it('answers 504 when the policy server hangs past the request timeout', async () => {
+    expect(gateway!.stats()).toMatchObject({ upstreamErrors: 1, upstreamErrorReasons: { connection_refused: 1 }, consecutiveFailures: 1 });
+    expect(gateway!.calls[0].connected).toBe(false);
+    await gateway!.close();
     server.setScript(scripts.hang());
-    gateway = await startPolicyGateway({ upstreamBaseUrl: server.url, apiKey: KEY, socketPath: path.join(dir, 'gw.sock'), requestTimeoutMs: 300 });
-    const res = await post(gateway.socketPath!, '/v1/chat/completions', chat({ stream: true }));
-    expect(res.status).toBe(504);
-    expect(gateway.stats().upstreamErrorReasons).toEqual({ timeout: 1 });
+    sock = await open({ requestTimeoutMs: 300 });
+    expect((await post(sock, chat({ stream: true }))).status).toBe(504);
+    expect(gateway!.stats().upstreamErrorReasons).toEqual({ timeout: 1 });
+    expect(gateway!.calls[0]).toMatchObject({ connected: true, status: null, upstreamErrorKind: 'timeout' });
   });
 
   it('captures requests and streamed responses (unknown fields kept, images replaced) and removes its socket on close', async () => {
     const capturePath = path.join(dir, 'out', 'r1.calls.jsonl');
     const imageDir = path.join(dir, 'out', 'images');
-    gateway = await startPolicyGateway({ upstreamBaseUrl: server.url, apiKey: KEY, socketPath: path.join(dir, 'gw.sock'), tcp: { host: '127.0.0.1', port: 0 }, capture: { path: capturePath, imageDir } });
-    expect(gateway.tcpPort).toBeGreaterThan(0);
-    const png = Buffer.from('89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489', 'hex');
-    const image = `data:image/png;base64,${png.toString('base64')}${'A'.repeat(80)}`;
-    await post(gateway.socketPath!, '/v1/chat/completions', chat({ stream: true, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: image } }] }], logprobs: true }));
-    await gateway.close();
+    const sock = await open({ tcp: { host: '127.0.0.1', port: 0 }, capture: { path: capturePath, imageDir } });
+    expect(gateway!.tcpPort).toBeGreaterThan(0);
+    const png = Buffer.from(encodePng(4, 4, () => [1, 2, 3]));
+    const image = `data:image/png;base64,${png.toString('base64')}`;
+    await post(sock, chat({ stream: true, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: image } }] }], logprobs: true }));
+    await gateway!.close();
     expect(existsSync(path.join(dir, 'gw.sock'))).toBe(false);
     const lines = readFileSync(capturePath, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
     expect(lines).toHaveLength(1);
     expect(lines[0].request.logprobs).toBe(true);
     expect(JSON.stringify(lines[0].request)).toMatch(/<image sha256=[0-9a-f]{64} bytes=\d+ mime=image\/png>/);
     expect(JSON.stringify(lines[0])).not.toContain('base64');
-    expect(lines[0].response.sse.at(-1).usage.completion_tokens).toBeGreaterThan(0);
+    expect(lines[0].response.at(-1).usage.completion_tokens).toBeGreaterThan(0);
     expect(readdirSync(imageDir)).toHaveLength(1);
     expect(readFileSync(capturePath, 'utf8')).not.toContain(KEY);
   });

@@ -21,7 +21,10 @@ describe('OpenCode start-up network traffic', () => {
     expect(existsSync('/usr/bin/strace'), 'strace is needed: apt-get install strace').toBe(true);
     const dir = mkdtempSync(path.join(os.tmpdir(), 'oc-strace-'));
     const server = await startScriptedPolicyServer({ script: scripts.answer('\\boxed{A}') });
-    const gateway = await startPolicyGateway({ upstreamBaseUrl: server.url, apiKey: 'k', tcp: { host: '127.0.0.1', port: 0 }, accessToken: 'tok' });
+    const gateway = await startPolicyGateway({
+      upstreamBaseUrl: server.url, apiKey: 'k', model: 'vlm', maxOutputTokens: 1000, accessToken: 'tok', tcp: { host: '127.0.0.1', port: 0 },
+      limits: { maxBodyBytes: 64 * 1024 * 1024, maxConcurrentCalls: 4, maxCalls: 100 },
+    });
     try {
       const work = path.join(dir, 'ws');
       mkdirSync(work);

@@ -7,6 +7,7 @@
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TranscriptRecordSchema } from '../../src/shared/transcript.ts';
 import { RowSchema } from '../../src/shared/rows.ts';
 import { metricsPathFor } from '../../src/workers/results/metrics.ts';
 import { writeFixtureParquet } from '../helpers/fixture-parquet.ts';
@@ -67,9 +68,20 @@ describe('vcfleet run with the real OpenCode', () => {
     // The policy key reached the policy server (through the gateway), and nothing else.
     expect(policy.requests.every((r) => r.headers.authorization === `Bearer ${POLICY_KEY}`)).toBe(true);
     expect(judge.requests.every((r) => r.headers.authorization === `Bearer ${JUDGE_KEY}`)).toBe(true);
+    // Every row names its transcript beside the JSONL: the turns, the judge's verdict and prompt, the images.
     const transcripts = path.join(dir, 'out', 'bv_transcripts');
-    expect(readdirSync(transcripts).filter((f) => f.endsWith('.json'))).toHaveLength(3);
-    for (const file of [output, metricsPathFor(output), ...readdirSync(transcripts).map((f) => path.join(transcripts, f))]) {
+    const records = readdirSync(transcripts).filter((f) => f.endsWith('.json'));
+    expect(records).toHaveLength(3);
+    for (const row of rows) {
+      expect(row.transcript).toMatch(/^bv_transcripts\/.+\.json$/);
+      const t = TranscriptRecordSchema.parse(JSON.parse(readFileSync(path.join(dir, 'out', row.transcript!), 'utf8')));
+      expect(t.turns).toHaveLength(2);
+      expect(t.turns[0].tool_calls[0].output).toMatch(/size/);
+      expect(t.judge).toMatchObject({ verdict: row.judge_verdict, reason: row.judge_reason });
+      expect(t.judge!.prompt.user).toContain(JSON.stringify(row.expected_answer));
+      expect(existsSync(path.join(transcripts, 'images', `${t.task.image_sha256}.png`))).toBe(true);
+    }
+    for (const file of [output, metricsPathFor(output), ...records.map((f) => path.join(transcripts, f))]) {
       const text = readFileSync(file, 'utf8');
       expect(text).not.toContain(POLICY_KEY);
       expect(text).not.toContain(JUDGE_KEY);

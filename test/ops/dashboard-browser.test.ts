@@ -8,7 +8,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser } from 'playwright-core';
 import { startDashboard, type Dashboard } from '../../src/dashboard/server.ts';
-import { imageReader, produceRun } from '../../src/producer/produce.ts';
+import { produceRun } from '../../src/producer/produce.ts';
 import { loadOrPrepare } from '../../src/run/load-or-prepare.ts';
 import { openQueue } from '../../src/shared/queues.ts';
 import { createRedis, type Redis } from '../../src/shared/redis.ts';
@@ -59,7 +59,7 @@ describe('vcfleet dashboard in a browser', () => {
   it('shows the failed rollout, retries it from Bull Board, and the task gets its row', async () => {
     const config = env.config();
     const bench = await loadOrPrepare(config, env.logger);
-    await produceRun({ config, redis: client, logger: env.logger, tasks: bench.tasks, readImage: imageReader(bench.imagePath) });
+    await produceRun({ config, redis: client, logger: env.logger, tasks: bench.tasks, readImage: bench.readImage });
     const failing = env.fixture.expected[0].task_id;
     const failingRollout = `dash-${failing}-0`;
     const broken = await startSandboxWorker({

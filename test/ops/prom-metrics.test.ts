@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { register as globalRegistry } from 'prom-client';
 import { createFleetMetrics } from '../../src/ops/prom-metrics.ts';
 import { listenMetrics } from '../../src/ops/metrics-server.ts';
-import { imageReader, produceRun } from '../../src/producer/produce.ts';
+import { produceRun } from '../../src/producer/produce.ts';
 import { loadOrPrepare } from '../../src/run/load-or-prepare.ts';
 import { runAll } from '../../src/run/run-all.ts';
 import type { AgentRunner } from '../../src/shared/agent.ts';
@@ -60,7 +60,7 @@ describe('fleet metrics hooks', () => {
       async run(req) {
         await gate;
         if (req.attempt === 2) throw new Error('sandbox down');
-        return { stopReason: 'answered', responseText: 'x', extractedAnswer: 'A', turns: 1, toolCalls: 0, inputTokens: 0, outputTokens: 0, wallS: 0 };
+        return { stopReason: 'answered', responseText: 'x', extractedAnswer: 'A', turns: 1, toolCalls: 0, inputTokens: 0, outputTokens: 0, wallS: 0, limitHits: {}, refusedRequests: {}, transcript: null };
       },
       async close() {},
     };
@@ -128,7 +128,7 @@ describe('/metrics of running fleet processes', () => {
     const config = env.config();
     const client = createRedis(REDIS_URL, 'client');
     const bench = await loadOrPrepare(config, env.logger);
-    await produceRun({ config, redis: client, logger: env.logger, tasks: bench.tasks, readImage: imageReader(bench.imagePath) });
+    await produceRun({ config, redis: client, logger: env.logger, tasks: bench.tasks, readImage: bench.readImage });
     client.disconnect();
     const [sandboxPort, judgePort, resultsPort] = [await freePort(), await freePort(), await freePort()];
     const role = (r: string, port: number) => startCli(['worker', r, ...env.overrides, `++metrics_server.port=${port}`]);

@@ -39,6 +39,30 @@ describe('loadPreparedBenchmark', () => {
     for (const task of bench.tasks) expect(existsSync(bench.imagePath(task))).toBe(true);
   });
 
+  it('refuses an image path outside the benchmark folder and two tasks that share a job id', async () => {
+    const { dataDir, result } = await prepared();
+    const file = path.join(result.dir, 'tasks.jsonl');
+    const original = readFileSync(file, 'utf8');
+    const tasks = original.trim().split('\n').map((l) => JSON.parse(l));
+    for (const escape of ['../../../etc/passwd', '/etc/passwd', 'images/../../x.png']) {
+      writeFileSync(file, [{ ...tasks[0], image_file: escape }, ...tasks.slice(1)].map((t) => JSON.stringify(t)).join('\n') + '\n');
+      expect(await loadError(dataDir)).toMatch(new RegExp(`task ${tasks[0].task_id} names the image .*outside`));
+    }
+    writeFileSync(file, [{ ...tasks[0], task_id: 'x:1' }, { ...tasks[1], task_id: 'x/1' }, ...tasks.slice(2)].map((t) => JSON.stringify(t)).join('\n') + '\n');
+    expect(await loadError(dataDir)).toMatch(/tasks x:1 and x\/1 give the same job id \(x_1\)/);
+  });
+
+  it('checks each image against its SHA-256 when read', async () => {
+    const { dataDir } = await prepared();
+    const bench = await loadPreparedBenchmark(dataDir, 'babyvision_opencode');
+    const task = bench.tasks[0];
+    expect((await bench.readImage(task)).length).toBeGreaterThan(0);
+    writeFileSync(bench.imagePath(task), Buffer.from('not the image it was'));
+    const err = await bench.readImage(task).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(DataError);
+    expect((err as Error).message).toMatch(new RegExp(`image of task ${task.task_id} .* has SHA-256 [0-9a-f]{64}, not ${task.image_sha256}`));
+  });
+
   it('says to run prepare when the benchmark was never prepared', async () => {
     const { dataDir } = await prepared();
     expect(await loadError(dataDir, 'babyvision_opencode_question_only')).toContain(

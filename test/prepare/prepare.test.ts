@@ -171,6 +171,7 @@ const BAD_INPUTS: Array<[string, Breaker, RegExp]> = [
   ['a choiceAns out of range', ({ file }) => mutate(file, (r) => (r[3].choiceAns = 4)), /task bv-004 .*choiceAns 4 is not a valid 0-based index into its 4 options/],
   ['a blank without blankAns', ({ file }) => mutate(file, (r) => (r[4].blankAns = null)), /task bv-005 .*blank answer type but no blankAns/],
   ['a duplicate taskId', ({ file }) => mutate(file, (r) => (r[8].taskId = 'bv-002')), /duplicate taskId bv-002 \(rows 1 and 8\)/],
+  ['taskIds that give the same job id', ({ file }) => mutate(file, (r) => ((r[2].taskId = 'a/b'), (r[6].taskId = 'a:b'))), /taskIds a\/b and a:b give the same job id \(a_b\) \(rows 2 and 6\)/],
 ];
 
 function mutate(file: string, change: (rows: ReturnType<typeof writeFixtureParquet>['rows']) => void): void {

@@ -17,6 +17,7 @@ function formatStatus(s: RunStatus): string {
     `rows ${s.rows}/${s.run.total}${s.complete ? ' (complete)' : ''}; scored ${s.scored}, correct ${s.correct}, accuracy ${acc}`,
     `masked: ${masked}`,
     `stop reasons: ${stops}`,
+    ...s.warnings.map((w) => `WARNING: ${w}`),
     `output: ${s.run.output_jsonl_fpath}`,
     '',
     jobs,

@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { commandContext } from '../context.ts';
 import { connect } from '../runtime.ts';
 import { loadOrPrepare } from '../../run/load-or-prepare.ts';
-import { imageReader, produceRun } from '../../producer/produce.ts';
+import { produceRun } from '../../producer/produce.ts';
 
 export function registerProduce(program: Command): void {
   program
@@ -18,7 +18,7 @@ export function registerProduce(program: Command): void {
       try {
         const bench = await loadOrPrepare(config, logger);
         const result = await produceRun({
-          config, redis, logger, tasks: bench.tasks, readImage: imageReader(bench.imagePath),
+          config, redis, logger, tasks: bench.tasks, readImage: bench.readImage,
           onProgress: (done, total) => logger.info({ done, total }, 'enqueueing rollouts'),
         });
         process.stdout.write(

@@ -11,6 +11,8 @@ import type { Row } from '../../shared/rows.ts';
 import { RunStore } from '../../shared/run-store.ts';
 import { startStageWorker, type StageWorker, type StageWorkerOptions } from '../../shared/stage-worker.ts';
 import { RunOutput, type CommitResult } from './run-output.ts';
+import { resolveOutputPath } from './output-path.ts';
+import { TranscriptWriter } from './transcript-writer.ts';
 import { WriterLock } from './writer-lock.ts';
 
 export interface ResultsWorkerDeps {
@@ -38,6 +40,7 @@ export function startResultsWorker(deps: ResultsWorkerDeps): ResultsWorker {
   const store = new RunStore(connection, prefix);
   const lock = new WriterLock(connection, fleetKeys(prefix).writerLock(), logger, { leaseMs: deps.leaseMs });
   const outputs = new Map<string, Promise<RunOutput>>();
+  const transcripts = new Map<string, TranscriptWriter>();
   const stop = new AbortController();
   let stage: StageWorker | undefined;
   let flushTimer: NodeJS.Timeout | undefined;
@@ -47,8 +50,10 @@ export function startResultsWorker(deps: ResultsWorkerDeps): ResultsWorker {
     if (!pending) {
       pending = (async () => {
         const run = await store.requireRun(runId);
-        const out = new RunOutput(runId, run.output_jsonl_fpath, store, run.num_repeats, logger);
+        const file = resolveOutputPath(runId, run.output_jsonl_fpath, config);
+        const out = new RunOutput(runId, file, store, run.num_repeats, logger);
         await out.open();
+        transcripts.set(runId, new TranscriptWriter(file, store, logger));
         out.writeMetrics(true);
         return out;
       })();
@@ -101,9 +106,12 @@ export function startResultsWorker(deps: ResultsWorkerDeps): ResultsWorker {
       onJobEnd: deps.onJobEnd,
       async handle(data) {
         const out = await outputFor(data.row.run_id);
-        const result = await out.commit(data.row);
-        deps.onCommit?.(data.row, result);
-        if (result === 'duplicate') logger.info({ rollout: data.row.rollout_id }, 'duplicate row ignored');
+        const writer = transcripts.get(data.row.run_id)!;
+        const { row, pending } = await writer.attach(data.row);
+        const result = await out.commit(row);
+        if (pending) await writer.done(row);
+        deps.onCommit?.(row, result);
+        if (result === 'duplicate') logger.info({ rollout: row.rollout_id }, 'duplicate row ignored');
       },
     });
     flushTimer = setInterval(() => void flush(), 1000);

@@ -1,43 +1,64 @@
 /**
- * The rollout stage: load the task and its image, run the agent, and route the outcome. A final answer
- * goes to the judge; a model that stopped without one gets its row (reward 0) with no judge call.
+ * The rollout stage: load the task and its image, run the agent against the policy endpoint this
+ * host allows, keep the transcript for the results host, and route the outcome. A final answer goes
+ * to the judge; a model that stopped without one gets its row (reward 0) with no judge call.
  * Infrastructure errors propagate as exceptions so that the adapter retries them.
  */
 import path from 'node:path';
 import type { AgentResult, AgentRunner, PolicyEndpoint } from '../../shared/agent.ts';
-import type { Config } from '../../shared/config.ts';
+import { InfraError } from '../../shared/errors.ts';
 import type { AgentOutcome, JudgeJob, RolloutJob } from '../../shared/queues.ts';
 import { buildRow, type Row, type RowContext } from '../../shared/rows.ts';
-import type { RunRecord, RunStore } from '../../shared/run-store.ts';
+import { runSettings, type RunRecord, type RunStore } from '../../shared/run-store.ts';
+import { stripCredentials, type RunSettings } from '../../shared/run-settings.ts';
 import type { PreparedTask } from '../../shared/task.ts';
+import { encodeTranscript } from '../../shared/transcript-codec.ts';
 
 /** The judge sees at most this much of the end of the model's text. */
 export const RESPONSE_TAIL_CHARS = 4000;
 
-export interface RolloutStageDeps {
-  store: RunStore;
-  agent: AgentRunner;
-  /** The policy key of this worker's host (never stored in Redis). */
+/** What this host decides, whatever a run record says. */
+export interface SandboxHostSettings {
+  /** The policy endpoint of this host (`policy_base_url`, `POLICY_BASE_URL`). */
+  policyBaseUrl: string;
+  /** Other endpoints this host may send its key to (`policy.allowed_base_urls`). */
+  allowedBaseUrls: readonly string[];
+  /** The policy key of this host (never stored in Redis). */
   policyApiKey: string | null;
+  /** Folder for `policy.capture` files on this host; one subfolder per run. */
+  captureRoot: string;
+}
+
+export interface RolloutStageDeps {
+  store: Pick<RunStore, 'requireRun' | 'getTask' | 'getBlob' | 'putOutcome' | 'putTranscript'>;
+  agent: AgentRunner;
+  host: SandboxHostSettings;
 }
 
 export type RolloutStageResult = { next: 'judge'; job: JudgeJob } | { next: 'results'; row: Row };
 
-export function transcriptDirFor(outputJsonl: string): string {
-  const stem = path.basename(outputJsonl).replace(/\.jsonl$/, '');
-  return path.resolve(path.dirname(outputJsonl), `${stem}_transcripts`);
+const normal = (url: string) => url.replace(/\/+$/, '');
+
+/**
+ * The endpoint that receives this host's key: its own, unless the run names another that this
+ * host allows. Anything else fails the rollout, naming both, and the key goes nowhere.
+ */
+export function choosePolicyEndpoint(runId: string, asked: string | null, host: SandboxHostSettings): string {
+  if (asked === null || normal(asked) === normal(stripCredentials(host.policyBaseUrl))) return host.policyBaseUrl;
+  const allowed = host.allowedBaseUrls.find((u) => normal(stripCredentials(u)) === normal(asked));
+  if (allowed) return allowed;
+  throw new InfraError(
+    `run ${runId} asks for the policy endpoint ${asked}, but this worker sends its key only to ${stripCredentials(host.policyBaseUrl)}` +
+      `${host.allowedBaseUrls.length ? ` and ${host.allowedBaseUrls.map(stripCredentials).join(', ')}` : ''}: add it to policy.allowed_base_urls on this worker, or run the rollouts on a worker that serves it`,
+  );
 }
 
-export function policyEndpoint(run: RunRecord, apiKey: string | null): PolicyEndpoint {
-  const cfg = run.config as unknown as Config;
+export function policyEndpoint(settings: RunSettings, baseUrl: string, apiKey: string | null): PolicyEndpoint {
+  const p = settings.policy;
   return {
-    baseUrl: cfg.policy_base_url,
-    apiKey,
-    modelName: cfg.policy_model_name,
-    contextWindow: cfg.policy.context_window,
-    maxOutputTokens: cfg.policy.max_output_tokens,
-    requestTimeoutS: cfg.policy.request_timeout_s,
-    capture: cfg.policy.capture,
+    baseUrl, apiKey, modelName: p.model_name, contextWindow: p.context_window, maxOutputTokens: p.max_output_tokens,
+    requestTimeoutS: p.request_timeout_s, capture: p.capture, maxRequestBytes: p.max_request_mib * 1024 * 1024,
+    maxConcurrentCalls: p.max_concurrent_calls, maxCallsPerRollout: p.max_calls_per_rollout,
   };
 }
 
@@ -64,19 +85,25 @@ export function toOutcome(result: AgentResult): AgentOutcome {
     output_tokens: result.outputTokens,
     wall_s: result.wallS,
     error: result.error ?? null,
+    limit_hits: result.limitHits,
+    refused_requests: result.refusedRequests,
   };
 }
 
-export async function runRolloutStage(
-  job: RolloutJob,
-  deps: RolloutStageDeps,
-  signal: AbortSignal,
-  attempt = 1,
-): Promise<RolloutStageResult> {
+/** The transcript goes to Redis, for the results host to write (the puzzle is a run blob already). */
+async function keepTranscript(deps: RolloutStageDeps, run: RunRecord, job: RolloutJob, result: AgentResult, puzzleSha: string): Promise<void> {
+  if (!result.transcript) return;
+  const images = new Map<string, Buffer>();
+  for (const [sha, img] of result.transcript.images) if (sha !== puzzleSha) images.set(sha, img.bytes);
+  await deps.store.putTranscript(run.run_id, job.rollout_id, encodeTranscript(result.transcript.record), images);
+}
+
+export async function runRolloutStage(job: RolloutJob, deps: RolloutStageDeps, signal: AbortSignal, attempt = 1): Promise<RolloutStageResult> {
   const run = await deps.store.requireRun(job.run_id);
+  const settings = runSettings(run);
   const task = await deps.store.getTask(job.run_id, job.task_id);
   const bytes = await deps.store.getBlob(task.image_sha256);
-  const cfg = run.config as unknown as Config;
+  const baseUrl = choosePolicyEndpoint(run.run_id, settings.policy.endpoint, deps.host);
   const result = await deps.agent.run(
     {
       runId: run.run_id,
@@ -84,13 +111,16 @@ export async function runRolloutStage(
       repeat: job.repeat,
       task,
       image: { bytes, mime: task.image_mime, sha256: task.image_sha256 },
-      policy: policyEndpoint(run, deps.policyApiKey),
-      timeoutS: cfg.task_timeout_s,
-      transcriptDir: transcriptDirFor(run.output_jsonl_fpath),
+      policy: policyEndpoint(settings, baseUrl, deps.host.policyApiKey),
+      timeoutS: settings.task_timeout_s,
+      maxToolCalls: settings.agent.max_tool_calls,
+      captureDir: path.join(deps.host.captureRoot, run.run_id),
+      transcript: { enabled: settings.transcripts.enabled, imageBudgetBytes: settings.transcripts.max_image_mib * 1024 * 1024 },
       attempt,
     },
     signal,
   );
+  await keepTranscript(deps, run, job, result, task.image_sha256);
   const outcome = toOutcome(result);
   await deps.store.putOutcome(run.run_id, job.rollout_id, outcome);
   if (outcome.stop_reason === 'answered' && outcome.extracted_answer !== null) {
@@ -100,7 +130,7 @@ export async function runRolloutStage(
 }
 
 /** The masked row of a rollout whose infrastructure failed on its last attempt. */
-export async function infraFailedRow(job: RolloutJob, store: RunStore, error: string): Promise<Row> {
+export async function infraFailedRow(job: RolloutJob, store: Pick<RunStore, 'requireRun' | 'getTask'>, error: string): Promise<Row> {
   const run = await store.requireRun(job.run_id);
   const task = await store.getTask(job.run_id, job.task_id);
   return buildRow(rowContext(run, task, job), null, { kind: 'masked', failure: 'infra_failed', error });

@@ -10,7 +10,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { STOP_REASONS, type AgentResult, type AgentRunner, type RolloutRequest } from '../../shared/agent.ts';
+import { STOP_REASONS, type AgentResult, type AgentRunner, type RolloutRequest, type RolloutTranscript } from '../../shared/agent.ts';
+import { TRANSCRIPT_VERSION } from '../../shared/transcript.ts';
 import { ConfigError, InfraError } from '../../shared/errors.ts';
 
 const EntrySchema = z
@@ -61,6 +62,23 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
+/** A one-turn transcript of a scripted rollout: the text it "answered". */
+function scriptedTranscript(request: RolloutRequest, text: string, stopReason: AgentResult['stopReason'], answer: string | null, started: number): RolloutTranscript {
+  const t = request.task;
+  return {
+    record: {
+      transcript_version: TRANSCRIPT_VERSION, run_id: request.runId, rollout_id: request.rolloutId, task_id: t.task_id,
+      repeat: request.repeat, attempt: request.attempt ?? 1, benchmark: t.benchmark, policy_model: request.policy.modelName,
+      task: { prompt: t.prompt, question: t.question, gold: t.gold, ans_type: t.ans_type, type: t.type, subtype: t.subtype, options: t.options, image_sha256: t.image_sha256 },
+      started_at: new Date(started).toISOString(), wall_s: (Date.now() - started) / 1000,
+      turns: [{ index: 0, started_at: new Date(started).toISOString(), latency_ms: 0, status: 200, error: null, finish_reason: 'stop', input_tokens: null, output_tokens: null, shown_images: [t.image_sha256], text, reasoning: null, tool_calls: [] }],
+      outcome: { stop_reason: stopReason, extracted_answer: answer, error: null, limit_hits: {}, refused_requests: {} },
+      judge: null, agent: null, image_mimes: { [t.image_sha256]: t.image_mime }, truncated: [],
+    },
+    images: new Map([[request.image.sha256, { mime: request.image.mime, bytes: request.image.bytes }]]),
+  };
+}
+
 /** `script` entries may leave fields out: they take the defaults above. */
 export function createScriptedAgent(input: z.input<typeof AgentScriptSchema>): AgentRunner {
   const script = AgentScriptSchema.parse(input);
@@ -75,15 +93,19 @@ export function createScriptedAgent(input: z.input<typeof AgentScriptSchema>): A
       const answer = entry.answer === '@gold' ? request.task.gold : entry.answer;
       const text = entry.text ?? (answer === null ? 'I could not decide.' : `The answer is \\boxed{${answer}}.`);
       const stopReason = entry.stop_reason ?? (answer === null ? 'no_answer' : 'answered');
+      const extractedAnswer = stopReason === 'answered' ? answer : null;
       return {
         stopReason,
         responseText: text,
-        extractedAnswer: stopReason === 'answered' ? answer : null,
+        extractedAnswer,
         turns: entry.turns,
         toolCalls: entry.tool_calls,
         inputTokens: entry.input_tokens,
         outputTokens: entry.output_tokens,
         wallS: (Date.now() - started) / 1000,
+        limitHits: {},
+        refusedRequests: {},
+        transcript: request.transcript.enabled ? scriptedTranscript(request, text, stopReason, extractedAnswer, started) : null,
       };
     },
     async close() {},

@@ -2,6 +2,7 @@
  * `vcfleet worker sandbox`: takes rollout jobs (per-process concurrency, fleet-wide cap), runs the
  * agent, and routes the outcome to the judge or straight to the results.
  */
+import path from 'node:path';
 import type { Redis } from 'ioredis';
 import type { AgentRunner } from '../../shared/agent.ts';
 import type { Config } from '../../shared/config.ts';
@@ -28,6 +29,12 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Stage
   const rollout = openQueue('rollout', connection, prefix);
   const judge = openQueue('judge', connection, prefix);
   const results = openQueue('results', connection, prefix);
+  const host = {
+    policyBaseUrl: config.policy_base_url,
+    allowedBaseUrls: config.policy.allowed_base_urls,
+    policyApiKey: config.policy_api_key,
+    captureRoot: path.resolve(config.state_dir, 'captures'),
+  };
   // The fleet-wide cap lives in Redis: every worker sets the same value from its config.
   await rollout.setGlobalConcurrency(config.queues.rollout_global_concurrency);
   const stage = startStageWorker({
@@ -39,7 +46,7 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Stage
     logger,
     onJobEnd: deps.onJobEnd,
     async handle(data, ctx) {
-      const out = await runRolloutStage(data, { store, agent: deps.agent, policyApiKey: config.policy_api_key }, ctx.signal, ctx.attempt);
+      const out = await runRolloutStage(data, { store, agent: deps.agent, host }, ctx.signal, ctx.attempt);
       if (out.next === 'judge') {
         await judge.add('judge', out.job, { jobId: `${data.rollout_id}-${Date.now().toString(36)}`, attempts: config.queues.judge_attempts, backoff: { type: 'exponential', delay: 2000 } });
       } else {

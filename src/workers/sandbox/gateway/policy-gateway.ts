@@ -1,284 +1,232 @@
 /**
- * The per-rollout policy gateway. OpenCode in the sandbox talks to it (over a Unix socket bridged
- * into the sandbox, or over TCP); it forwards every `/v1/...` call to the policy server, adding the
- * real API key, which therefore never enters the sandbox. Streaming responses pass through as they
- * arrive. Each call is recorded (status, latency, tokens); with `capture` the request and response
- * of each call are appended to a JSONL file. Upstream connection failures are answered with 502 and
- * counted separately, so the runner can tell "the policy server is unreachable" from model errors.
+ * The per-rollout policy gateway: the only door out of a sandbox. OpenCode (and anything else the
+ * model runs) reaches it over a Unix socket bridged into the sandbox, or over TCP. It is a strict
+ * allowlist proxy: `POST /v1/chat/completions` with a body that parses as a chat call is forwarded
+ * to the worker's policy endpoint with the real key (which never enters the sandbox), the model set
+ * to the policy model and the output capped; `GET /v1/models` is answered here; everything else is
+ * refused with a 4xx and counted. Bodies, concurrent calls and calls per rollout are bounded, and no
+ * input, however malformed, can throw past the connection it came on.
+ *
+ * Each forwarded call is recorded as the gateway saw it (status, connection, the assembled answer,
+ * what the request added to the conversation): the rollout's outcome and transcript come from here.
  */
 import http from 'node:http';
-import https from 'node:https';
 import { rm } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../../../shared/logger.ts';
+import { errorMessage } from '../../../shared/errors.ts';
 import { createCallCapture } from './call-capture.ts';
-import { SseUsageReader, usageFromJson } from './usage.ts';
-import { classifyUpstreamError, codedError } from './upstream-errors.ts';
-import { prepareForward } from './forward-request.ts';
+import { enforceChatPolicy, parseChatRequest } from './chat-request.ts';
+import { emptyStats, recordCall, recordRefusal, type GatewayCall, type GatewayStats } from './call-stats.ts';
+import { ConversationReader, ImageStore, type StoredImage } from './conversation.ts';
+import { createUpstream, forwardChat } from './forward-call.ts';
+import { checkRequest, isRefusal, type Refusal } from './request-check.ts';
 
-export interface GatewayCall {
-  index: number;
-  method: string;
-  path: string;
-  startedAt: string;
-  /** Upstream HTTP status; null when the policy server was not reached or did not answer. */
-  status: number | null;
-  latencyMs: number;
-  stream: boolean;
-  promptTokens: number | null;
-  completionTokens: number | null;
-  finishReason: string | null;
-  /** Why the policy server could not be reached (connection refused, DNS, TLS, timeout, reset). */
-  upstreamError?: string;
-  /** The sandbox side hung up before the call finished (OpenCode's own request timeout, or a kill). */
-  clientAborted?: boolean;
-}
+export type { GatewayCall, GatewayStats } from './call-stats.ts';
 
-export interface GatewayStats {
-  calls: number;
-  /** Calls answered with a 2xx status. */
-  successes: number;
-  /** Calls that never reached the policy server or got no answer from it. */
-  upstreamErrors: number;
-  upstreamErrorReasons: Record<string, number>;
-  /** Calls answered 5xx or 429 by the policy server (OpenCode retries these forever). */
-  retryableStatuses: number;
-  /** Failures (upstream errors, 5xx, 429) since the last success. */
-  consecutiveFailures: number;
-  /** Epoch ms of the first failure of the current run of failures, or null. */
-  failingSince: number | null;
-  lastSuccessAt: number | null;
-  promptTokens: number;
-  completionTokens: number;
+export interface GatewayLimits {
+  /** Largest request body, in bytes (the history, images included, is re-sent on every call). */
+  maxBodyBytes: number;
+  /** Calls in flight at once; more are answered 429. */
+  maxConcurrentCalls: number;
+  /** Calls forwarded per rollout; the next one is refused and `onBudgetExhausted` fires. */
+  maxCalls: number;
 }
 
 export interface PolicyGatewayOptions {
-  /** The policy server's base URL, e.g. `http://vllm:8000/v1`. */
+  /** The policy endpoint chosen by the worker's own configuration, e.g. `http://vllm:8000/v1`. */
   upstreamBaseUrl: string;
   /** The real API key; added as `Authorization: Bearer ...`. Null: no Authorization header upstream. */
   apiKey: string | null;
+  /** The policy model: every forwarded call asks for it, whatever the sandbox wrote. */
+  model: string;
+  /** Output cap per call, in tokens. */
+  maxOutputTokens: number;
+  /** The sandbox must present `Authorization: Bearer <accessToken>` (a per-rollout dummy key). */
+  accessToken: string;
+  limits: GatewayLimits;
   /** Listen on this Unix socket (created; removed on close). */
   socketPath?: string;
   /** Also (or instead) listen on TCP; port 0 picks a free port. */
   tcp?: { host: string; port: number };
-  /** When set, the sandbox must present `Authorization: Bearer <accessToken>` (a per-task dummy key). */
-  accessToken?: string;
-  /** Clamp `max_tokens` / `max_completion_tokens` of forwarded requests to this cap (and set it when absent). */
-  maxOutputTokens?: number;
   /** Give up on one upstream call after this long (ms) and answer 504; default 10 min. */
   requestTimeoutMs?: number;
   /** Give up connecting to the policy server after this long (ms); default 15 s. */
   connectTimeoutMs?: number;
+  /** Bytes of images kept for the transcript (each image once); default 32 MiB. */
+  imageBudgetBytes?: number;
   /** Append each call's request and response to this JSONL file (images stored once in `imageDir`). */
   capture?: { path: string; imageDir?: string } | null;
   logger?: Logger;
-  /** Called after each call is complete (for live health checks). */
+  /** Called after each forwarded call is complete (for live health checks). */
   onCall?: (call: GatewayCall, stats: GatewayStats) => void;
+  /** Called once when the call budget (`limits.maxCalls`) is spent. */
+  onBudgetExhausted?: () => void;
 }
 
 export interface PolicyGateway {
   readonly socketPath?: string;
   /** Port of the TCP listener, when `tcp` was given. */
   readonly tcpPort?: number;
+  /** The finished forwarded calls, in the order they were sent. */
   readonly calls: readonly GatewayCall[];
+  /** The images the model was shown, by SHA-256. */
+  readonly images: ReadonlyMap<string, StoredImage>;
   stats(): GatewayStats;
   /** Stop listening, cut open calls, flush the capture file and remove the socket. Safe to call twice. */
   close(): Promise<void>;
 }
 
-function sendJsonError(res: http.ServerResponse, status: number, message: string, type: string): void {
-  if (res.headersSent) {
-    res.destroy();
-    return;
-  }
-  res.writeHead(status, { 'content-type': 'application/json' });
-  res.end(JSON.stringify({ error: { message, type } }));
+function refuse(res: http.ServerResponse, r: Refusal, extraHeaders: http.OutgoingHttpHeaders = {}): void {
+  if (res.headersSent || res.destroyed) return void res.destroy();
+  res.writeHead(r.status, { 'content-type': 'application/json', connection: 'close', ...extraHeaders });
+  res.end(JSON.stringify({ error: { message: r.message, type: 'policy_gateway_refused', code: r.reason } }));
+}
+
+/** The body, or why it was not read: larger than `max`, or the sandbox hung up. */
+function receiveBody(req: http.IncomingMessage, max: number): Promise<Buffer | 'too_large' | 'aborted'> {
+  return new Promise((resolve) => {
+    const declared = Number(req.headers['content-length'] ?? 0);
+    if (declared > max) return resolve('too_large');
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > max) {
+        req.removeAllListeners('data');
+        req.pause();
+        resolve('too_large');
+      } else chunks.push(c);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+    req.on('error', () => resolve('aborted'));
+    req.on('aborted', () => resolve('aborted'));
+  });
 }
 
 export async function startPolicyGateway(options: PolicyGatewayOptions): Promise<PolicyGateway> {
   if (!options.socketPath && !options.tcp) throw new Error('policy gateway needs a socketPath or a tcp listener');
-  const upstream = new URL(options.upstreamBaseUrl);
-  const upstreamPrefix = upstream.pathname.replace(/\/+$/, '');
-  const client = upstream.protocol === 'https:' ? https : http;
-  const agent = new client.Agent({ keepAlive: true });
-  const requestTimeoutMs = options.requestTimeoutMs ?? 600_000;
-  const connectTimeoutMs = options.connectTimeoutMs ?? 15_000;
+  const { limits, logger } = options;
+  const upstream = createUpstream(options.upstreamBaseUrl, options.apiKey, options.requestTimeoutMs ?? 600_000, options.connectTimeoutMs ?? 15_000);
   const calls: GatewayCall[] = [];
-  let nextIndex = 0;
+  const store = new ImageStore(options.imageBudgetBytes ?? 32 * 1024 * 1024);
+  const conversation = new ConversationReader(store);
   const open = new Set<http.ClientRequest>();
-  const stats: GatewayStats = {
-    calls: 0, successes: 0, upstreamErrors: 0, upstreamErrorReasons: {}, retryableStatuses: 0,
-    consecutiveFailures: 0, failingSince: null, lastSuccessAt: null, promptTokens: 0, completionTokens: 0,
+  const capture = options.capture ? await createCallCapture({ ...options.capture, logger }) : null;
+  let stats = emptyStats();
+  let inFlight = 0;
+  /** Calls sent to the policy server so far (finished or not): the budget counts these. */
+  let forwarded = 0;
+  let budgetSpent = false;
+
+  const refused = (res: http.ServerResponse, r: Refusal, headers?: http.OutgoingHttpHeaders): void => {
+    stats = recordRefusal(stats, r.reason);
+    logger?.debug({ reason: r.reason }, 'policy gateway refused a request');
+    refuse(res, r, headers);
   };
-  const capture = options.capture ? await createCallCapture({ ...options.capture, logger: options.logger }) : null;
 
-  function finish(call: GatewayCall, captured?: { request: unknown; response: unknown }): void {
-    calls.push(call);
-    stats.calls++;
-    const now = Date.now();
-    const ok = call.status !== null && call.status >= 200 && call.status < 300 && !call.upstreamError;
-    const failed = call.upstreamError !== undefined || (call.status !== null && (call.status >= 500 || call.status === 429));
-    if (call.upstreamError) {
-      stats.upstreamErrors++;
-      const kind = call.upstreamError.split(' ')[0].replace(/:$/, '');
-      stats.upstreamErrorReasons[kind] = (stats.upstreamErrorReasons[kind] ?? 0) + 1;
-    } else if (failed) stats.retryableStatuses++;
-    if (ok) {
-      stats.successes++;
-      stats.consecutiveFailures = 0;
-      stats.failingSince = null;
-      stats.lastSuccessAt = now;
-    } else if (failed) {
-      stats.consecutiveFailures++;
-      stats.failingSince ??= now;
+  async function chat(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    if (inFlight >= limits.maxConcurrentCalls) {
+      return refused(res, { reason: 'busy', status: 429, message: `policy gateway: at most ${limits.maxConcurrentCalls} calls at once` }, { 'retry-after': '1' });
     }
-    stats.promptTokens += call.promptTokens ?? 0;
-    stats.completionTokens += call.completionTokens ?? 0;
-    options.logger?.debug({ call }, 'policy call');
-    if (capture && captured) capture.write({ call, ...captured });
-    options.onCall?.(call, { ...stats, upstreamErrorReasons: { ...stats.upstreamErrorReasons } });
+    inFlight++;
+    try {
+      const raw = await receiveBody(req, limits.maxBodyBytes);
+      if (raw === 'aborted') return void res.destroy();
+      if (raw === 'too_large') return refused(res, { reason: 'too_large', status: 413, message: `policy gateway: request bodies are limited to ${limits.maxBodyBytes} bytes` });
+      const parsed = parseChatRequest(raw);
+      if (!parsed.ok) return refused(res, { reason: 'body', status: 400, message: `policy gateway: ${parsed.message}` });
+      if (forwarded >= limits.maxCalls) {
+        if (!budgetSpent) options.onBudgetExhausted?.();
+        budgetSpent = true;
+        return refused(res, { reason: 'budget', status: 400, message: `policy gateway: this rollout's ${limits.maxCalls} policy calls are spent` });
+      }
+      const body = enforceChatPolicy(parsed.body, { model: options.model, maxOutputTokens: options.maxOutputTokens });
+      const request = conversation.read(body.messages);
+      const index = forwarded++;
+      const started = Date.now();
+      const result = await forwardChat(upstream, Buffer.from(JSON.stringify(body)), body.stream === true, res, capture !== null, (r) => {
+        open.add(r);
+        r.once('close', () => open.delete(r));
+      });
+      const call: GatewayCall = {
+        index, startedAt: new Date(started).toISOString(), latencyMs: Date.now() - started, stream: body.stream === true,
+        connected: result.connected, status: result.status, response: result.response, request,
+        ...(result.upstreamError !== undefined ? { upstreamError: result.upstreamError, upstreamErrorKind: result.upstreamErrorKind } : {}),
+        ...(result.clientAborted ? { clientAborted: true } : {}),
+      };
+      calls.push(call);
+      stats = recordCall(stats, call, Date.now());
+      if (call.upstreamError) logger?.warn({ reason: call.upstreamError }, 'policy gateway cannot reach the policy server');
+      capture?.write({ call: { ...call, request: undefined }, request: body, response: result.chunks ?? result.response });
+      options.onCall?.(call, stats);
+    } finally {
+      inFlight--;
+    }
   }
 
-  function handle(req: http.IncomingMessage, res: http.ServerResponse, raw: Buffer): void {
-    const index = nextIndex++;
-    const started = Date.now();
-    const url = new URL(req.url ?? '/', 'http://gateway');
-    const call: GatewayCall = {
-      index, method: req.method ?? 'GET', path: url.pathname, startedAt: new Date(started).toISOString(),
-      status: null, latencyMs: 0, stream: false, promptTokens: null, completionTokens: null, finishReason: null,
-    };
-    if (options.accessToken && req.headers.authorization !== `Bearer ${options.accessToken}`) {
-      sendJsonError(res, 401, 'policy gateway: wrong or missing access token', 'authentication_error');
-      return;
-    }
-    if (!/^\/v1(\/|$)/.test(url.pathname)) {
-      sendJsonError(res, 404, `policy gateway: only /v1/... is forwarded, not ${url.pathname}`, 'not_found');
-      return;
-    }
-    const { body, payload, headers } = prepareForward(req, raw, url.pathname, options.apiKey, options.maxOutputTokens);
-    call.stream = body?.stream === true;
-
-    let done = false;
-    const responseChunks: Buffer[] = [];
-    const sse = new SseUsageReader(Boolean(options.capture));
-    const complete = (patch: Partial<GatewayCall>): void => {
-      if (done) return;
-      done = true;
-      clearTimeout(wholeTimer);
-      clearTimeout(connectTimer);
-      open.delete(upstreamReq);
-      Object.assign(call, patch, { latencyMs: Date.now() - started });
-      let response: unknown = null;
-      if (options.capture) {
-        const text = Buffer.concat(responseChunks).toString('utf8');
-        response = call.stream ? { sse: sse.chunks } : (() => { try { return JSON.parse(text) as unknown; } catch { return text; } })();
-      }
-      finish(call, { request: body ?? payload.toString('utf8'), response });
-    };
-
-    const upstreamReq = client.request(
-      {
-        protocol: upstream.protocol, hostname: upstream.hostname, port: upstream.port || undefined,
-        method: req.method, path: upstreamPrefix + url.pathname.replace(/^\/v1/, '') + url.search, headers, agent,
-      },
-      (upRes) => {
-        clearTimeout(connectTimer);
-        call.status = upRes.statusCode ?? 502;
-        const isSse = /text\/event-stream/.test(String(upRes.headers['content-type'] ?? ''));
-        call.stream = call.stream || isSse;
-        const resHeaders = { ...upRes.headers };
-        delete resHeaders.connection;
-        delete resHeaders['keep-alive'];
-        res.writeHead(call.status, resHeaders);
-        upRes.on('data', (chunk: Buffer) => {
-          if (isSse) sse.push(chunk);
-          if (!isSse || options.capture) responseChunks.push(chunk);
-        });
-        upRes.pipe(res);
-        upRes.on('end', () => {
-          sse.end();
-          const usage = isSse ? sse.usage : usageFromJson(Buffer.concat(responseChunks).toString('utf8'));
-          complete({ promptTokens: usage.promptTokens, completionTokens: usage.completionTokens, finishReason: usage.finishReason });
-        });
-        upRes.on('error', (err) => {
-          complete({ upstreamError: `${classifyUpstreamError(err).reason} (mid-response)` });
-          res.destroy();
-        });
-      },
-    );
-    open.add(upstreamReq);
-    const wholeTimer = setTimeout(
-      () => upstreamReq.destroy(codedError('UPSTREAM_TIMEOUT', `no complete answer within ${requestTimeoutMs} ms`)),
-      requestTimeoutMs,
-    );
-    let connectTimer: NodeJS.Timeout | undefined;
-    upstreamReq.on('socket', (socket) => {
-      if (!(socket as { connecting?: boolean }).connecting) return;
-      connectTimer = setTimeout(
-        () => upstreamReq.destroy(codedError('CONNECT_TIMEOUT', `could not connect within ${connectTimeoutMs} ms`)),
-        connectTimeoutMs,
-      );
-      socket.once('connect', () => clearTimeout(connectTimer));
-    });
-    upstreamReq.on('error', (err) => {
-      if (done) return;
-      if (res.writableEnded || res.destroyed) {
-        complete({ clientAborted: true });
-        return;
-      }
-      const { reason } = classifyUpstreamError(err);
-      const status = /^timeout/.test(reason) ? 504 : 502;
-      options.logger?.warn({ reason, path: call.path }, 'policy gateway cannot reach the policy server');
-      if (res.headersSent) res.destroy();
-      else sendJsonError(res, status, `policy gateway: the policy server is unreachable: ${reason}`, 'upstream_error');
-      complete({ status: call.status, upstreamError: reason });
-    });
-    // The sandbox hung up early (OpenCode's request timeout, or the session was killed).
-    res.on('close', () => {
-      if (done || res.writableFinished) return;
-      complete({ clientAborted: true });
-      upstreamReq.destroy();
-    });
-    upstreamReq.end(payload);
+  function models(res: http.ServerResponse): void {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ object: 'list', data: [{ id: options.model, object: 'model', owned_by: 'policy' }] }));
   }
 
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => handle(req, res, Buffer.concat(chunks)));
+  const onRequest = (req: http.IncomingMessage, res: http.ServerResponse): void => {
     req.on('error', () => res.destroy());
-  });
-  server.keepAliveTimeout = 5_000;
-  const servers: http.Server[] = [server];
+    res.on('error', () => undefined);
+    try {
+      const kind = checkRequest(req.method, req.url, req.headers.authorization, options.accessToken);
+      if (isRefusal(kind)) return refused(res, kind);
+      if (kind.kind === 'models') return models(res);
+      chat(req, res).catch((err: unknown) => {
+        logger?.error({ err: errorMessage(err) }, 'policy gateway: a call failed unexpectedly');
+        res.destroy();
+      });
+    } catch (err) {
+      logger?.error({ err: errorMessage(err) }, 'policy gateway: a request failed unexpectedly');
+      res.destroy();
+    }
+  };
 
+  const makeServer = (): http.Server => {
+    const server = http.createServer({ maxHeaderSize: 32 * 1024, requestTimeout: 120_000, headersTimeout: 30_000 }, onRequest);
+    server.keepAliveTimeout = 5_000;
+    // Bad request lines, oversized headers, garbage: one connection fails, nothing else.
+    server.on('clientError', (_err, socket) => {
+      stats = recordRefusal(stats, 'malformed_http');
+      if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+      else socket.destroy();
+    });
+    return server;
+  };
+  const servers: http.Server[] = [];
   if (options.socketPath) {
     await rm(options.socketPath, { force: true });
-    await listen(server, options.socketPath);
+    servers.push(await listen(makeServer(), options.socketPath));
   }
   let tcpPort: number | undefined;
   if (options.tcp) {
-    const tcpServer = options.socketPath ? http.createServer(server.listeners('request')[0] as http.RequestListener) : server;
-    if (tcpServer !== server) servers.push(tcpServer);
-    await listen(tcpServer, options.tcp.port, options.tcp.host);
-    tcpPort = (tcpServer.address() as AddressInfo).port;
+    const s = await listen(makeServer(), options.tcp.port, options.tcp.host);
+    servers.push(s);
+    tcpPort = (s.address() as AddressInfo).port;
   }
 
   let closing: Promise<void> | null = null;
   return {
     socketPath: options.socketPath,
     tcpPort,
-    calls,
-    stats: () => ({ ...stats, upstreamErrorReasons: { ...stats.upstreamErrorReasons } }),
+    get calls() {
+      return [...calls].sort((a, b) => a.index - b.index);
+    },
+    images: store.images,
+    stats: () => stats,
     close() {
       closing ??= (async () => {
         for (const r of open) r.destroy();
-        await Promise.all(
-          servers.map((s) => new Promise<void>((resolve) => {
-            s.close(() => resolve());
-            s.closeAllConnections();
-          })),
-        );
-        agent.destroy();
+        await Promise.all(servers.map((s) => new Promise<void>((resolve) => {
+          s.close(() => resolve());
+          s.closeAllConnections();
+        })));
+        upstream.agent.destroy();
         await capture?.flush();
         if (options.socketPath) await rm(options.socketPath, { force: true });
       })();
@@ -287,12 +235,12 @@ export async function startPolicyGateway(options: PolicyGatewayOptions): Promise
   };
 }
 
-function listen(server: http.Server, portOrPath: number | string, host?: string): Promise<void> {
+function listen(server: http.Server, portOrPath: number | string, host?: string): Promise<http.Server> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     const done = () => {
       server.off('error', reject);
-      resolve();
+      resolve(server);
     };
     if (typeof portOrPath === 'string') server.listen(portOrPath, done);
     else server.listen(portOrPath, host, done);

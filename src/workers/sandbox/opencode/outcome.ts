@@ -1,81 +1,136 @@
 /**
- * How a session ended: a stop reason for every way the *model* can end, or an infrastructure
- * failure (which the runner throws as InfraError so the rollout is retried).
+ * How a rollout ended, decided only from facts the model cannot forge: what the policy gateway saw
+ * of the policy server (statuses, connections, the assistant text of each answer, finish reasons),
+ * the runner's own clocks and the exit status of the process it started, and the kernel's counts of
+ * the sandbox's limit hits. Nothing the sandbox can print (OpenCode's event stream, stderr) changes
+ * the answer, the stop reason or masking; stderr appears only as text inside an error message.
  *
- * - answered: a `\boxed{}` answer exists and no later step was cut by the output cap.
- * - no_answer: the session finished normally without one.
- * - output_cap: a step finished with reason `length` and no answer came in it or after it.
- * - context_limit: OpenCode reported ContextOverflowError.
- * - timeout: the task budget ran out, or the tool-call budget (`agent.max_tool_calls`) was
- *   exceeded. Both are harness budgets the model used up before answering; the tool-call case says so
- *   in `error`.
- * - agent_error: any other error event, a non-zero exit, or a permission auto-rejection.
- * - infrastructure: the gateway gave up on the policy server, a policy call hung past its request
- *   timeout, the policy server refused us (401/403/404), no model call succeeded before the task
- *   timeout, or OpenCode failed before its first step.
+ * - infra (masked after its retries): the policy server refused us (401/403/404/407), failed every
+ *   call or kept failing until the gateway gave up, refused the very first call, or OpenCode made no
+ *   policy call at all (the model never got to act).
+ * - timeout (0, no judge call): the task budget ran out after the model acted, the policy server
+ *   accepted a call and never answered, or a harness budget (tool calls, policy calls) was spent.
+ * - context_limit: the policy server refused a call for its context length.
+ * - agent_error: OpenCode ended abnormally after the model acted (killed, a limit of its box, a
+ *   rejected call), named in `error`.
+ * - output_cap / answered / no_answer: from the finish reasons and the `\boxed{}` in the answers.
  */
 import type { StopReason } from '../../../shared/agent.ts';
-import type { GatewayCall, GatewayStats } from '../gateway/policy-gateway.ts';
+import { extractBoxedAnswer } from '../../../shared/answer.ts';
+import { isAnswered, isServerFailure, type GatewayCall, type GatewayStats } from '../gateway/call-stats.ts';
 import { describeFailures } from '../gateway/health.ts';
-import type { SessionEventLog } from './events.ts';
 
-export type Outcome = { kind: 'result'; stopReason: StopReason; error?: string } | { kind: 'infra'; message: string };
+export type StopCause =
+  | { kind: 'upstream'; message: string }
+  | { kind: 'tool_cap'; message: string }
+  | { kind: 'call_cap'; message: string };
+
+export type Outcome =
+  | { kind: 'result'; stopReason: StopReason; responseText: string; extractedAnswer: string | null; error: string | null }
+  | { kind: 'infra'; message: string };
 
 export interface OutcomeInput {
-  log: Pick<SessionEventLog, 'errors' | 'lastBoxStep' | 'lastLengthStep' | 'stepStarts' | 'toolCalls'>;
-  exec: { exitCode: number | null; signal: string | null; timedOut: boolean; stderr: string };
+  /** The forwarded calls, in the order they were sent. */
+  calls: readonly GatewayCall[];
+  stats: GatewayStats;
+  /** How the OpenCode process ended, as the runner saw it. */
+  exec: { exitCode: number | null; signal: string | null; timedOut: boolean };
   /** Why the runner stopped the session itself, if it did. */
-  stoppedBy: { kind: 'tool_cap'; message: string } | { kind: 'upstream'; message: string } | null;
-  gateway: { stats: GatewayStats; calls: readonly GatewayCall[] };
+  stoppedBy: StopCause | null;
+  /** A limit of the sandbox that was hit ("the sandbox hit its 2048 MiB memory limit"), or null. */
+  limitHit: string | null;
+  /** The policy endpoint (credentials removed), for messages. */
+  policyUrl: string;
+  taskTimeoutS: number;
+  requestTimeoutS: number;
+  /** OpenCode's stderr (untrusted): quoted in messages only. */
+  stderrTail: string;
 }
 
-const INFRA_STATUSES = new Set([401, 403, 404, 407]);
+/** Statuses that mean the policy server will not serve us at all (key, model, path, proxy). */
+const REFUSED_STATUSES = new Set([401, 403, 404, 407]);
+const CONTEXT_OVERFLOW = /context[ _]length|maximum context|context window|too many tokens|prompt is too long/i;
 
-function tail(text: string, chars = 500): string {
-  const t = text.trim();
+function quote(text: string, chars = 300): string {
+  const t = text.replace(/\s+/g, ' ').trim();
   return t.length > chars ? `...${t.slice(-chars)}` : t;
 }
 
-export function decideOutcome(input: OutcomeInput): Outcome {
-  const { log, exec, stoppedBy, gateway } = input;
-  const { stats, calls } = gateway;
-  if (stoppedBy?.kind === 'upstream') return { kind: 'infra', message: stoppedBy.message };
+function statusText(call: GatewayCall): string {
+  return `HTTP ${call.status}${call.response.errorMessage ? `: ${quote(call.response.errorMessage, 200)}` : ''}`;
+}
 
-  if (exec.timedOut) {
-    if (stats.successes === 0) {
-      const why = stats.calls === 0 && calls.length === 0 ? 'OpenCode made no model call' : describeFailures(stats);
-      return { kind: 'infra', message: `no policy call succeeded before the task timeout (${why})` };
-    }
-    return { kind: 'result', stopReason: 'timeout', error: 'the task timeout was reached before the session ended' };
-  }
-  if (stoppedBy?.kind === 'tool_cap') return { kind: 'result', stopReason: 'timeout', error: stoppedBy.message };
+function isContextOverflow(call: GatewayCall): boolean {
+  if (call.status !== 400) return false;
+  return call.response.errorCode === 'context_length_exceeded' || CONTEXT_OVERFLOW.test(call.response.errorMessage ?? '');
+}
 
-  for (const err of log.errors) {
-    if (err.name === 'ContextOverflowError') return { kind: 'result', stopReason: 'context_limit', error: err.message };
+/** Accepted by the policy server (a connection was open) and never answered. */
+function isHung(call: GatewayCall): boolean {
+  return call.connected && call.status === null && (call.clientAborted === true || call.upstreamErrorKind === 'timeout');
+}
+
+function how(exec: OutcomeInput['exec']): string {
+  return exec.exitCode === null ? `signal ${exec.signal}` : `exit code ${exec.exitCode}`;
+}
+
+const result = (stopReason: StopReason, text: string, error: string | null): Outcome => ({
+  kind: 'result', stopReason, responseText: text, extractedAnswer: extractBoxedAnswer(text), error,
+});
+
+/** Before the model's first answer: every way it ends is the harness's or the server's, but a hang. */
+function beforeFirstAnswer(input: OutcomeInput): Outcome {
+  const { calls, exec, policyUrl } = input;
+  if (calls.length === 0) {
+    if (input.limitHit) return { kind: 'infra', message: `OpenCode could not start within the sandbox's limits: ${input.limitHit}` };
+    if (exec.timedOut) return { kind: 'infra', message: `OpenCode made no policy call before the task timeout (${input.taskTimeoutS} s)` };
+    return { kind: 'infra', message: `OpenCode ended before its first policy call (${how(exec)}): ${quote(input.stderrTail) || 'no output'}` };
   }
-  const first = log.errors[0];
-  if (first) {
-    const hung = calls.some((c) => c.clientAborted && c.status === null);
-    if (hung && /timed? ?out|timeout|aborted/i.test(first.message)) {
-      return { kind: 'infra', message: `a policy call got no answer within the request timeout (${first.name}: ${first.message})` };
-    }
-    if (first.statusCode !== undefined && INFRA_STATUSES.has(first.statusCode)) {
-      return { kind: 'infra', message: `the policy server refused the call (${first.statusCode}: ${first.message})` };
-    }
-    return { kind: 'result', stopReason: 'agent_error', error: `${first.name}: ${first.message}` };
+  const hung = calls.filter(isHung);
+  if (hung.length > 0 && (exec.timedOut || hung.length === calls.length)) {
+    const when = exec.timedOut ? `before the task timeout (${input.taskTimeoutS} s)` : `within policy.request_timeout_s (${input.requestTimeoutS} s)`;
+    return result('timeout', '', `the policy server at ${policyUrl} accepted ${hung.length} call(s) and answered none ${when}`);
   }
+  const first = calls[0];
+  if (isContextOverflow(first)) return result('context_limit', '', `the first call is over the context window (${statusText(first)})`);
+  if (calls.every(isServerFailure)) {
+    return { kind: 'infra', message: `the policy server at ${policyUrl} failed all ${calls.length} call(s) (${describeFailures(input.stats)})` };
+  }
+  const refused = calls.find((c) => c.status !== null && c.status >= 400) ?? first;
+  return { kind: 'infra', message: `the policy server at ${policyUrl} did not answer the first call (${refused.status === null ? refused.upstreamError ?? 'no answer' : statusText(refused)})` };
+}
+
+/** After the model acted: it may have caused anything from here on, so nothing is masked. */
+function afterAnswers(input: OutcomeInput, text: string): Outcome {
+  const { calls, exec, stoppedBy } = input;
+  if (exec.timedOut) return result('timeout', text, `the task timeout (${input.taskTimeoutS} s) was reached before the session ended`);
+  if (stoppedBy) return result('timeout', text, stoppedBy.message);
+  const last = calls[calls.length - 1];
+  if (isContextOverflow(last)) return result('context_limit', text, `a call went over the context window (${statusText(last)})`);
+  if (isHung(last)) return result('timeout', text, `the policy server at ${input.policyUrl} did not answer a call within policy.request_timeout_s (${input.requestTimeoutS} s)`);
   if (exec.exitCode !== 0) {
-    const how = exec.exitCode === null ? `signal ${exec.signal}` : `exit code ${exec.exitCode}`;
-    if (log.stepStarts === 0) return { kind: 'infra', message: `OpenCode failed before its first step (${how}): ${tail(exec.stderr)}` };
-    return { kind: 'result', stopReason: 'agent_error', error: `OpenCode ended with ${how}: ${tail(exec.stderr)}` };
+    if (input.limitHit) return result('agent_error', text, `${input.limitHit}; OpenCode ended with ${how(exec)}`);
+    const rejected = last.status !== null && last.status >= 400 && last.status < 500 ? `; the last call was rejected (${statusText(last)})` : '';
+    return result('agent_error', text, `OpenCode ended with ${how(exec)}${rejected}: ${quote(input.stderrTail) || 'no output'}`);
   }
-  const rejected = log.toolCalls.find((t) => t.status === 'error' && /rejected permission/i.test(t.error ?? ''));
-  if (rejected || /auto-rejecting/.test(exec.stderr)) {
-    return { kind: 'result', stopReason: 'agent_error', error: `a permission request was auto-rejected (tool ${rejected?.tool ?? 'unknown'}), which ends a headless session` };
-  }
-  if (log.lastLengthStep >= 0 && log.lastLengthStep > log.lastBoxStep) {
-    return { kind: 'result', stopReason: 'output_cap', error: 'a model call hit the output token cap before an answer' };
-  }
-  if (log.lastBoxStep >= 0) return { kind: 'result', stopReason: 'answered' };
-  return { kind: 'result', stopReason: 'no_answer' };
+  let lastBox = -1;
+  let lastLength = -1;
+  calls.forEach((c, i) => {
+    if (!isAnswered(c)) return;
+    if (extractBoxedAnswer(c.response.text) !== null) lastBox = i;
+    if (c.response.finishReason === 'length') lastLength = i;
+  });
+  if (lastLength > lastBox) return result('output_cap', text, 'a model call hit the output token cap before an answer');
+  if (lastBox >= 0) return result('answered', text, null);
+  return result('no_answer', text, null);
+}
+
+export function decideOutcome(input: OutcomeInput): Outcome {
+  const { calls, stoppedBy, policyUrl } = input;
+  if (stoppedBy?.kind === 'upstream') return { kind: 'infra', message: stoppedBy.message };
+  const refused = calls.find((c) => c.status !== null && REFUSED_STATUSES.has(c.status));
+  if (refused) return { kind: 'infra', message: `the policy server at ${policyUrl} refused a call (${statusText(refused)}): check POLICY_BASE_URL, POLICY_API_KEY and POLICY_MODEL` };
+  const answered = calls.filter(isAnswered);
+  if (answered.length === 0) return beforeFirstAnswer(input);
+  return afterAnswers(input, answered.map((c) => c.response.text).filter((t) => t !== '').join('\n\n'));
 }

@@ -51,8 +51,9 @@ export function buildOpenCodeConfig(input: SessionConfigInput): Record<string, u
       },
     },
     // `ask` would silently end a headless run; deny returns an error to the model and it goes on.
-    // task (sub-agents), todowrite and skill are not part of the visual-coding harness.
-    permission: { '*': 'allow', webfetch: 'deny', task: 'deny', todowrite: 'deny', skill: 'deny' },
+    // The reference's tools: bash, read, glob, grep, write, edit and todowrite (the instruction
+    // prompt promises it); webfetch, sub-agents (task) and skills are not part of the harness.
+    permission: { '*': 'allow', webfetch: 'deny', task: 'deny', skill: 'deny' },
     compaction: { auto: false, prune: false },
   };
 }

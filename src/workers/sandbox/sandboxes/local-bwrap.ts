@@ -166,6 +166,11 @@ class LocalBwrapSandbox implements Sandbox {
     };
   }
 
+  async limitHits(): Promise<Record<string, number>> {
+    // No limits are enforced here yet, so none can be hit.
+    return {};
+  }
+
   destroy(): Promise<void> {
     this.destroying ??= (async () => {
       this.stop.abort();

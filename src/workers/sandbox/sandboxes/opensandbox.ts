@@ -107,6 +107,11 @@ class RemoteSandbox implements Sandbox {
   }
 
   /** Stops running commands, then deletes the sandbox (a 404 counts as deleted). Never throws. */
+  async limitHits(): Promise<Record<string, number>> {
+    // The OpenSandbox server enforces the limits and does not report hits.
+    return {};
+  }
+
   destroy(): Promise<void> {
     this.destroying ??= (async () => {
       this.stop.abort();

@@ -48,6 +48,8 @@ export interface Sandbox {
   getFile(pathInSandbox: string): Promise<Buffer>;
   /** A command that exits non-zero is a result, not an exception; failing to run it at all throws. */
   exec(argv: string[], options?: ExecOptions): Promise<ExecResult>;
+  /** Times the sandbox hit a resource limit so far, by limit (`{memory: 1}`); empty when none or unknown. */
+  limitHits(): Promise<Record<string, number>>;
   /** Kills everything in the sandbox and removes it. Safe to call twice. */
   destroy(): Promise<void>;
 }

@@ -1,0 +1,85 @@
+/**
+ * Writes each rollout's transcript beside its run's JSONL on the results host: the record (with the
+ * judge's part merged in) as `<stem>_transcripts/<rollout>.json`, and every image it references once
+ * as `<stem>_transcripts/images/<sha256>.<ext>`. The parts come from Redis, where the sandbox-worker
+ * and the judge-worker left them; they are removed once the row that names the file is committed.
+ */
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { InfraError } from '../../shared/errors.ts';
+import type { Logger } from '../../shared/logger.ts';
+import type { Row } from '../../shared/rows.ts';
+import type { RunStore } from '../../shared/run-store.ts';
+import { decodeTranscript } from '../../shared/transcript-codec.ts';
+import { imageFileName, transcriptRelPath, TranscriptRecordSchema, type TranscriptRecord } from '../../shared/transcript.ts';
+
+type Store = Pick<RunStore, 'getTranscriptParts' | 'deleteTranscript' | 'getBlob'>;
+
+async function writeAtomic(file: string, content: string | Buffer): Promise<void> {
+  const tmp = `${file}.tmp-${process.pid}`;
+  try {
+    await mkdir(path.dirname(file), { recursive: true });
+    await writeFile(tmp, content);
+    await rename(tmp, file);
+  } catch (err) {
+    throw new InfraError(`cannot write ${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}): make its folder writable or free disk space; the transcript waits in Redis`, { cause: err });
+  }
+}
+
+function judgePart(raw: string | null, logger: Logger): TranscriptRecord['judge'] | undefined {
+  if (raw === null) return undefined;
+  const parsed = TranscriptRecordSchema.shape.judge.safeParse(JSON.parse(raw));
+  if (parsed.success) return parsed.data;
+  logger.warn('the judge part of a transcript is malformed; kept without it');
+  return undefined;
+}
+
+export class TranscriptWriter {
+  private readonly dir: string;
+
+  constructor(private readonly jsonlPath: string, private readonly store: Store, private readonly logger: Logger) {
+    this.dir = path.dirname(jsonlPath);
+  }
+
+  /** Write what Redis holds of the rollout's transcript; the row gains `transcript` when a file exists. */
+  async attach(row: Row): Promise<{ row: Row; pending: boolean }> {
+    const rel = transcriptRelPath(this.jsonlPath, row.rollout_id);
+    const file = path.join(this.dir, rel);
+    const parts = await this.store.getTranscriptParts(row.run_id, row.rollout_id);
+    const judge = judgePart(parts.judge, this.logger);
+    let record: TranscriptRecord | null = null;
+    if (parts.record) {
+      try {
+        record = decodeTranscript(parts.record);
+      } catch (err) {
+        this.logger.warn({ rollout: row.rollout_id, err: (err as Error).message }, 'transcript dropped');
+      }
+    } else if (judge !== undefined && existsSync(file)) {
+      record = TranscriptRecordSchema.parse(JSON.parse(await readFile(file, 'utf8')));
+    }
+    if (record) {
+      if (judge !== undefined) record.judge = judge;
+      await this.writeImages(record, parts.images);
+      await writeAtomic(file, `${JSON.stringify(record, null, 1)}\n`);
+    }
+    const pending = parts.record !== null || parts.judge !== null;
+    return { row: existsSync(file) ? { ...row, transcript: rel } : row, pending };
+  }
+
+  /** After the row is committed: the parts in Redis are no longer needed. */
+  async done(row: Row): Promise<void> {
+    await this.store.deleteTranscript(row.run_id, row.rollout_id);
+  }
+
+  private async writeImages(record: TranscriptRecord, images: ReadonlyMap<string, Buffer>): Promise<void> {
+    const folder = path.join(this.dir, path.dirname(transcriptRelPath(this.jsonlPath, record.rollout_id)), 'images');
+    for (const [sha, mime] of Object.entries(record.image_mimes)) {
+      if (!/^[0-9a-f]{64}$/.test(sha)) continue;
+      const file = path.join(folder, imageFileName(sha, mime));
+      if (existsSync(file)) continue;
+      const bytes = images.get(sha) ?? (sha === record.task.image_sha256 ? await this.store.getBlob(sha).catch(() => null) : null);
+      if (bytes) await writeAtomic(file, bytes);
+    }
+  }
+}

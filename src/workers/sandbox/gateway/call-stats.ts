@@ -1,0 +1,96 @@
+/**
+ * What the gateway saw of the policy server, call by call, and the running totals the runner reads.
+ * `recordCall` is pure: the same calls give the same stats.
+ */
+import type { AssembledResponse } from './response-reader.ts';
+import type { UpstreamErrorKind } from './upstream-errors.ts';
+import type { RequestView } from './conversation.ts';
+
+export interface GatewayCall {
+  /** Position among the calls forwarded to the policy server, from 0. */
+  index: number;
+  startedAt: string;
+  latencyMs: number;
+  stream: boolean;
+  /** A connection to the policy server was open for this call (the server could accept it). */
+  connected: boolean;
+  /** Upstream HTTP status; null when the policy server was not reached or did not answer. */
+  status: number | null;
+  /** Why the policy server could not be reached or did not answer (no secrets). */
+  upstreamError?: string;
+  upstreamErrorKind?: UpstreamErrorKind;
+  /** The sandbox side hung up before the call finished (OpenCode's own request timeout, or a kill). */
+  clientAborted?: boolean;
+  /** The answer as the gateway assembled it (text, tool calls, finish reason, usage, error body). */
+  response: AssembledResponse;
+  /** What was new in the request: tool results and images the model was shown. */
+  request: RequestView;
+}
+
+export interface GatewayStats {
+  /** Calls forwarded to the policy server. */
+  calls: number;
+  /** Calls answered with a 2xx status. */
+  answered: number;
+  /** Calls that never reached the policy server or got no answer from it. */
+  upstreamErrors: number;
+  upstreamErrorReasons: Record<string, number>;
+  /** Calls answered 5xx or 429 by the policy server (OpenCode retries these forever). */
+  retryableStatuses: number;
+  /** Failures (upstream errors, 5xx, 429) since the last success. */
+  consecutiveFailures: number;
+  /** Epoch ms of the first failure of the current run of failures, or null. */
+  failingSince: number | null;
+  lastSuccessAt: number | null;
+  promptTokens: number;
+  completionTokens: number;
+  /** Tool calls in the answered responses. */
+  toolCalls: number;
+  /** Requests of the sandbox the gateway answered itself with a 4xx, by reason. */
+  refused: Record<string, number>;
+}
+
+export function emptyStats(): GatewayStats {
+  return {
+    calls: 0, answered: 0, upstreamErrors: 0, upstreamErrorReasons: {}, retryableStatuses: 0, consecutiveFailures: 0,
+    failingSince: null, lastSuccessAt: null, promptTokens: 0, completionTokens: 0, toolCalls: 0, refused: {},
+  };
+}
+
+export function isAnswered(call: Pick<GatewayCall, 'status' | 'upstreamError'>): boolean {
+  return call.status !== null && call.status >= 200 && call.status < 300 && call.upstreamError === undefined;
+}
+
+/** A failure that says the policy server is down or overloaded (OpenCode retries these). */
+export function isServerFailure(call: Pick<GatewayCall, 'status' | 'upstreamError' | 'clientAborted'>): boolean {
+  if (call.upstreamError !== undefined) return true;
+  return call.status !== null && (call.status >= 500 || call.status === 429);
+}
+
+/** The stats after one more finished call. */
+export function recordCall(stats: GatewayStats, call: GatewayCall, now: number): GatewayStats {
+  const next: GatewayStats = { ...stats, upstreamErrorReasons: { ...stats.upstreamErrorReasons }, refused: { ...stats.refused } };
+  next.calls++;
+  if (call.upstreamError !== undefined && call.upstreamErrorKind !== undefined) {
+    next.upstreamErrors++;
+    next.upstreamErrorReasons[call.upstreamErrorKind] = (next.upstreamErrorReasons[call.upstreamErrorKind] ?? 0) + 1;
+  } else if (isServerFailure(call)) next.retryableStatuses++;
+  if (isAnswered(call)) {
+    next.answered++;
+    next.consecutiveFailures = 0;
+    next.failingSince = null;
+    next.lastSuccessAt = now;
+    next.toolCalls += call.response.toolCalls.length;
+  } else if (isServerFailure(call)) {
+    next.consecutiveFailures++;
+    next.failingSince ??= now;
+  }
+  next.promptTokens += call.response.promptTokens ?? 0;
+  next.completionTokens += call.response.completionTokens ?? 0;
+  return next;
+}
+
+/** The stats after the gateway refused a request itself. */
+export function recordRefusal(stats: GatewayStats, reason: string): GatewayStats {
+  return { ...stats, refused: { ...stats.refused, [reason]: (stats.refused[reason] ?? 0) + 1 } };
+}

@@ -1,0 +1,211 @@
+/**
+ * One rollout of the real agent, in explicit phases: open the policy gateway -> create the sandbox ->
+ * put the puzzle and OpenCode's seed files in -> run `opencode run` with the prompt on stdin under
+ * the task deadline -> read the sandbox's limit hits -> tear everything down (always) -> decide the
+ * outcome from what the gateway saw and how the process ended. One abort path: the worker's signal,
+ * the runner closing, and the session's own budgets (tool calls, policy calls, a policy server that
+ * only fails) all abort `stop`, and the cause, when it is ours, is kept for the outcome.
+ */
+import { randomBytes } from 'node:crypto';
+import type { AgentResult, RolloutRequest } from '../../../shared/agent.ts';
+import { ConfigError, InfraError, errorMessage } from '../../../shared/errors.ts';
+import type { Logger } from '../../../shared/logger.ts';
+import { stripCredentials } from '../../../shared/run-settings.ts';
+import { imageExtension } from '../../../shared/task.ts';
+import type { ExecResult, Sandbox, SandboxProvider } from '../sandboxes/types.ts';
+import { upstreamGiveUpReason, type UpstreamFailureLimits } from '../gateway/health.ts';
+import { decideOutcome, type StopCause } from './outcome.ts';
+import { buildOpenCodeConfig, buildOpenCodeEnv, buildRunArgv, seedFiles, sessionPaths } from './session-config.ts';
+import { openSessionGateway, type SessionGateway, type SessionGatewayOptions } from './session-gateway.ts';
+import { buildTranscript } from './transcript-builder.ts';
+
+export interface SessionDeps {
+  provider: SandboxProvider;
+  logger: Logger;
+  /** The OpenCode binary as seen inside the sandbox. */
+  bin: string;
+  gateway: Omit<SessionGatewayOptions, 'provider' | 'logger'>;
+  upstreamLimits: UpstreamFailureLimits;
+  /** Names the first limit of the sandbox that was hit, or null. */
+  describeLimitHit(hits: Record<string, number>): string | null;
+}
+
+interface Collected {
+  exec: ExecResult;
+  limitHits: Record<string, number>;
+}
+
+/** Thrown when the rollout ended because the worker is stopping: never a row, the job goes back. */
+export class RolloutAborted extends InfraError {
+  override name = 'RolloutAborted';
+}
+
+export class RolloutSession {
+  private readonly stop = new AbortController();
+  private cause: StopCause | null = null;
+  private readonly accessToken = `vcfleet-${randomBytes(18).toString('hex')}`;
+  private readonly started = Date.now();
+  private readonly log: Logger;
+  private gw: SessionGateway | null = null;
+  private sandbox: Sandbox | null = null;
+
+  constructor(private readonly deps: SessionDeps, private readonly request: RolloutRequest) {
+    this.log = deps.logger.child({ rolloutId: request.rolloutId, taskId: request.task.task_id });
+  }
+
+  /** Stop the session now (worker shutdown, runner closed). */
+  abort(reason: unknown): void {
+    this.stop.abort(reason);
+  }
+
+  async run(signal: AbortSignal): Promise<AgentResult> {
+    if (signal.aborted) throw new RolloutAborted('the rollout was aborted before it started', { cause: signal.reason });
+    const onAbort = () => this.abort(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    const health = setInterval(() => this.checkHealth(), 2_000);
+    let collected: Collected;
+    try {
+      await this.openGateway();
+      await this.createSandbox();
+      await this.putFiles();
+      collected = await this.runOpenCode();
+    } finally {
+      clearInterval(health);
+      signal.removeEventListener('abort', onAbort);
+      await this.teardown();
+    }
+    if (this.stop.signal.aborted && this.cause === null && !collected.exec.timedOut) {
+      throw new RolloutAborted('the rollout was aborted (worker shutting down)', { cause: this.stop.signal.reason });
+    }
+    return this.finish(collected);
+  }
+
+  private stopFor(cause: StopCause): void {
+    if (this.stop.signal.aborted) return;
+    this.cause = cause;
+    this.stop.abort(new Error(cause.message));
+  }
+
+  private checkHealth(): void {
+    const gateway = this.gw?.gateway;
+    if (!gateway) return;
+    const stats = gateway.stats();
+    const why = upstreamGiveUpReason(stats, this.deps.upstreamLimits);
+    if (why) this.stopFor({ kind: 'upstream', message: `${why}; policy server ${stripCredentials(this.request.policy.baseUrl)}` });
+    else if (stats.toolCalls > this.request.maxToolCalls) {
+      this.stopFor({ kind: 'tool_cap', message: `the tool-call budget was spent (${stats.toolCalls} > agent.max_tool_calls=${this.request.maxToolCalls})` });
+    }
+  }
+
+  private async openGateway(): Promise<void> {
+    const budget = this.request.policy.maxCallsPerRollout;
+    this.gw = await openSessionGateway({ ...this.deps.gateway, provider: this.deps.provider.name, logger: this.log }, this.request, this.accessToken, {
+      onCall: () => this.checkHealth(),
+      onBudgetExhausted: () => this.stopFor({ kind: 'call_cap', message: `the policy-call budget was spent (policy.max_calls_per_rollout=${budget})` }),
+    });
+  }
+
+  private async createSandbox(): Promise<void> {
+    try {
+      this.sandbox = await this.deps.provider.create({ label: this.request.rolloutId, gateway: this.gw!.spec }, this.stop.signal);
+    } catch (err) {
+      if (err instanceof InfraError || err instanceof ConfigError) throw err;
+      throw new InfraError(`could not create a ${this.deps.provider.name} sandbox: ${errorMessage(err)}`, { cause: err });
+    }
+  }
+
+  private async putFiles(): Promise<void> {
+    const sandbox = this.sandbox!;
+    const paths = sessionPaths(sandbox.workdir);
+    try {
+      await sandbox.putFile(this.imagePath(), this.request.image.bytes);
+      for (const f of seedFiles(paths)) await sandbox.putFile(f.path, f.content);
+    } catch (err) {
+      throw new InfraError(`could not put the task files into the sandbox: ${errorMessage(err)}`, { cause: err });
+    }
+  }
+
+  private imagePath(): string {
+    return `${sessionPaths(this.sandbox!.workdir).workdir}/puzzle.${imageExtension(this.request.image.mime)}`;
+  }
+
+  private async runOpenCode(): Promise<Collected> {
+    const sandbox = this.sandbox!;
+    const { policy, rolloutId, task, timeoutS } = this.request;
+    const paths = sessionPaths(sandbox.workdir);
+    const ocConfig = buildOpenCodeConfig({
+      gatewayBaseUrl: `${sandbox.gatewayUrl.replace(/\/+$/, '').replace(/\/v1$/, '')}/v1`,
+      accessToken: this.accessToken,
+      modelName: policy.modelName,
+      contextWindow: policy.contextWindow,
+      maxOutputTokens: policy.maxOutputTokens,
+      requestTimeoutS: policy.requestTimeoutS,
+    });
+    let exec: ExecResult;
+    try {
+      exec = await sandbox.exec(buildRunArgv(this.deps.bin, policy.modelName, rolloutId, this.imagePath()), {
+        cwd: paths.workdir,
+        env: buildOpenCodeEnv(paths, ocConfig, policy.maxOutputTokens),
+        stdin: task.prompt,
+        timeoutMs: Math.max(1, this.started + timeoutS * 1000 - Date.now()),
+        signal: this.stop.signal,
+      });
+    } catch (err) {
+      throw new InfraError(`could not run OpenCode in the sandbox: ${errorMessage(err)}`, { cause: err });
+    }
+    const limitHits = await sandbox.limitHits().catch((err: unknown) => {
+      this.log.warn({ err: errorMessage(err) }, 'could not read the sandbox limit counters');
+      return {};
+    });
+    return { exec, limitHits };
+  }
+
+  private async teardown(): Promise<void> {
+    await this.sandbox?.destroy().catch((err: unknown) => this.log.error({ err: errorMessage(err) }, 'could not destroy the sandbox'));
+    await this.gw?.gateway.close().catch((err: unknown) => this.log.error({ err: errorMessage(err) }, 'could not close the policy gateway'));
+    await this.gw?.cleanup().catch(() => undefined);
+  }
+
+  private finish({ exec, limitHits }: Collected): AgentResult {
+    const gateway = this.gw!.gateway;
+    const { policy, task } = this.request;
+    const calls = gateway.calls;
+    const stats = gateway.stats();
+    const limitHit = this.deps.describeLimitHit(limitHits);
+    const outcome = decideOutcome({
+      calls, stats, stoppedBy: this.cause, limitHit,
+      exec: { exitCode: exec.exitCode, signal: exec.signal, timedOut: exec.timedOut },
+      policyUrl: stripCredentials(policy.baseUrl), taskTimeoutS: this.request.timeoutS, requestTimeoutS: policy.requestTimeoutS,
+      stderrTail: exec.stderr.slice(-4000),
+    });
+    if (outcome.kind === 'infra') {
+      this.log.warn({ reason: outcome.message }, 'rollout failed on infrastructure');
+      throw new InfraError(outcome.message);
+    }
+    const wallS = (Date.now() - this.started) / 1000;
+    const error = outcome.error ?? undefined;
+    const transcript = this.request.transcript.enabled
+      ? buildTranscript({
+          request: this.request, policyModel: policy.modelName, startedAt: new Date(this.started).toISOString(), wallS, calls,
+          images: gateway.images,
+          outcome: { stop_reason: outcome.stopReason, extracted_answer: outcome.extractedAnswer, error: outcome.error, limit_hits: limitHits, refused_requests: stats.refused },
+          agent: { exit_code: exec.exitCode, signal: exec.signal, timed_out: exec.timedOut, stderr_tail: exec.stderr.slice(-8000) },
+        })
+      : null;
+    this.log.info({ stopReason: outcome.stopReason, turns: stats.answered, toolCalls: stats.toolCalls, wallS, task: task.task_id }, 'rollout finished');
+    return {
+      stopReason: outcome.stopReason,
+      responseText: outcome.responseText,
+      extractedAnswer: outcome.extractedAnswer,
+      turns: stats.answered,
+      toolCalls: stats.toolCalls,
+      inputTokens: stats.promptTokens,
+      outputTokens: stats.completionTokens,
+      wallS,
+      ...(error ? { error } : {}),
+      limitHits,
+      refusedRequests: stats.refused,
+      transcript,
+    };
+  }
+}
