@@ -11,7 +11,7 @@ function card(metric: string, label: string, value: string, ...detail: Child[]):
 }
 
 function kinds(byKind: Record<string, number>): string {
-  const parts = Object.entries(byKind).map(([k, n]) => `${k} ${num(n)}`);
+  const parts = Object.entries(byKind).sort(([a], [b]) => a.localeCompare(b)).map(([k, n]) => `${k} ${num(n)}`);
   return parts.length ? parts.join(', ') : 'none';
 }
 
