@@ -69,14 +69,18 @@ afterAll(async () => {
 });
 
 describe('the rollout viewer in a browser', () => {
-  it('draws the run, filters to the wrong answers, and walks their rollouts', async () => {
-    const f = writeViewerFixture(createTmpDir(), [
+  let f: ViewerFixture;
+  let url: string;
+  beforeAll(async () => {
+    f = writeViewerFixture(createTmpDir(), [
       { runId: 'r1', rollouts: R1 },
       { runId: 'r2', rollouts: [{ task_id: '900', ...MAZE, outcome: 'correct' }] },
     ]);
-    const url = await serve(f);
-    const { page, errors } = await openPage();
+    url = await serve(f);
+  });
 
+  it('lists the runs of the file and draws a run with its own numbers', async () => {
+    const { page, errors } = await openPage();
     await go(page, () => page.goto(url));
     expect(await page.locator('table.runs tbody tr').count()).toBe(2);
     await go(page, () => page.locator('tr[data-run="r1"] a').click());
@@ -97,7 +101,7 @@ describe('the rollout viewer in a browser', () => {
     expect(await page.locator('#by-type .bar-row[data-group="Visual Tracking"] text.value').textContent()).toBe('20.0% (1/5)');
     expect(await page.locator('#by-subtype .bar-row').count()).toBe(3);
 
-    // The outcome breakdown and the histograms count every rollout once.
+    // The outcome breakdown and the histograms count every rollout of the run once.
     const outcomes = Object.fromEntries(await page.locator('#outcomes .bar-row').evaluateAll((gs) => gs.map((g) => [g.getAttribute('data-outcome'), Number(g.getAttribute('data-count'))])));
     expect(outcomes).toEqual({ answered: 6, no_answer: 1, timeout: 1, output_cap: 0, context_limit: 0, agent_error: 0, judge_failed: 1, infra_failed: 1 });
     expect(await page.locator('#outcomes .bar-row[data-outcome="answered"] text.value').textContent()).toBe('6 (60.0%)');
@@ -105,55 +109,67 @@ describe('the rollout viewer in a browser', () => {
       const counts = await page.locator(`${id} rect.bar`).evaluateAll((rs) => rs.map((r) => Number(r.getAttribute('data-count'))));
       expect(counts.reduce((a, b) => a + b, 0)).toBe(10);
     }
+    expect(errors).toEqual([]);
+  });
 
-    // The table, filtered to the wrong answers; the filter goes into the URL.
+  it('filters the table to the wrong answers and opens the rollout that read its crop', async () => {
+    const { page, errors } = await openPage();
+    await go(page, () => page.goto(`${url}runs/r1`));
     expect(await attr(page, '.table-count', 'data-count')).toBe('10');
     await page.selectOption('select[name="reward"]', '0');
     await page.waitForSelector('.table-count[data-count="5"]');
     expect(await page.locator('table.rollouts tbody tr').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-rollout')))).toEqual(['r1-101-1', 'r1-103-0', 'r1-103-1', 'r1-104-0', 'r1-104-1']);
     expect(new URL(page.url()).searchParams.get('reward')).toBe('0');
 
-    // The rollout that cropped the puzzle with bash and read the crop: the crop is in the page, loaded.
     await go(page, () => page.locator('tr[data-rollout="r1-101-1"] a.rollout-link').click());
     expect(await page.locator('.tool-call[data-tool="bash"] pre.args').textContent()).toContain(".crop((0,0,60,60)).save('crop.png')");
     expect(await page.locator('.tool-call[data-tool="bash"] pre.tool-output').textContent()).toBe('saved crop.png (60x60)\n');
-    const loaded = (sha: string) => page.waitForFunction((s) => {
-      const img = document.querySelector<HTMLImageElement>(`.tool-call[data-tool="read"] img[data-sha="${s}"], .puzzle img[data-sha="${s}"]`);
+    const loaded = (selector: string) => page.waitForFunction((sel) => {
+      const img = document.querySelector<HTMLImageElement>(sel);
       return img !== null && img.complete && img.naturalWidth > 0;
-    }, sha);
-    await loaded(f.cropSha);
-    await loaded(f.puzzles['101']);
+    }, selector);
+    await loaded(`.tool-call[data-tool="read"] img[data-sha="${f.cropSha}"]`);
+    await loaded(`.puzzle img[data-sha="${f.puzzles['101']}"]`);
     expect(await page.locator('[data-field="refused_requests"]').textContent()).toBe('path 1');
 
     // Previous/next follow the filter: unfiltered, the next rollout would be r1-102-0.
     expect(await page.locator('.position').textContent()).toBe('1 of 5 in the current filter');
     expect(await page.locator('span.prev.disabled').count()).toBe(1);
-    expect(await attr(page, 'a.next', 'data-rollout')).toBe('r1-103-0');
     await go(page, () => page.locator('a.next').click());
+    expect(new URL(page.url()).pathname).toBe('/runs/r1/rollouts/r1-103-0');
+    expect(errors).toEqual([]);
+  });
 
-    // Model text that is HTML shows as text and runs nothing.
-    await page.waitForTimeout(300);
+  it('shows model text that is HTML as text, and runs none of it', async () => {
+    const { page, errors } = await openPage();
+    await go(page, () => page.goto(`${url}runs/r1/rollouts/r1-103-0?reward=0`));
+    await page.waitForTimeout(300); // time for an onerror or a script to have run, had it been parsed
     expect(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
     expect(await page.locator('img[src="x"]').count()).toBe(0);
     expect(await page.locator('script').count()).toBe(1);
     expect(await page.locator('.turn pre.text').first().textContent()).toContain(HOSTILE_TEXT);
+    expect(await page.locator('.tool-call[data-tool="bash"] pre.tool-output').textContent()).toBe(`${HOSTILE_TEXT}\n`);
     expect(await page.locator('[data-field="extracted_answer"]').textContent()).toBe(HOSTILE_ANSWER);
-    await expect.poll(() => page.locator('body').innerText()).toContain('<script>window.__pwned = 1</script>');
+    expect(await page.locator('.judge-reason pre').textContent()).toBe(`judge saw ${HOSTILE_TEXT}`);
+    expect(await page.locator('body').innerText()).toContain('<script>window.__pwned = 1</script>');
+    expect(errors).toEqual([]);
+  });
 
-    // The next one has no transcript on this host: the page says where it looked. A reload keeps the filter.
-    await go(page, () => page.locator('a.next').click());
-    expect(await page.locator('.notice.transcript-missing').textContent()).toContain(path.join(f.transcriptsDir, 'r1-103-1.json'));
+  it('keeps the filter through a reload, a missing transcript and the way back to the table', async () => {
+    const { page, errors } = await openPage();
+    await go(page, () => page.goto(`${url}runs/r1/rollouts/r1-103-1?reward=0`));
+    expect(await page.locator('.notice.transcript-missing').textContent()).toContain(`looked for ${path.join(f.transcriptsDir, 'r1-103-1.json')}`);
+    expect(await page.locator('[data-field="judge_verdict"]').textContent()).toBe('different');
     await go(page, () => page.reload());
     expect(await page.locator('.position').textContent()).toBe('3 of 5 in the current filter');
     await go(page, () => page.locator('a.next').click());
 
     // A long tool output starts collapsed; the other repeat of the task is linked.
     expect(await page.locator('.tool-call[data-tool="bash"] details.tool-output').getAttribute('open')).toBeNull();
-    expect(await page.locator('a.attempt[data-repeat="1"]').getAttribute('href')).toContain('/rollouts/r1-104-1?reward=0');
+    expect(await page.locator('a.attempt[data-repeat="1"]').getAttribute('href')).toBe('/runs/r1/rollouts/r1-104-1?reward=0');
     await go(page, () => page.locator('a.next').click());
     expect(await page.locator('span.next.disabled').count()).toBe(1); // 5 of 5; unfiltered, r1-105-0 would follow
 
-    // Back to the table with the filter in place.
     await go(page, () => page.locator('a.back').click());
     expect(await page.locator('select[name="reward"]').inputValue()).toBe('0');
     expect(await attr(page, '.table-count', 'data-count')).toBe('5');
