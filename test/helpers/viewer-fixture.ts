@@ -94,45 +94,66 @@ interface Built {
   record: TranscriptRecord | null;
 }
 
-function build(runId: string, r: FixtureRollout, jsonl: string, puzzleSha: string, cropSha: string): Built {
+/** What the model answered: the gold for `correct` and `judge_failed`, another letter for `wrong`, nothing otherwise. */
+function answerOf(r: FixtureRollout, expected: string): string | null {
+  if (r.script === 'hostile') return HOSTILE_ANSWER;
+  if (r.outcome === 'wrong') return expected === 'A' ? 'C' : 'A';
+  return r.outcome === 'correct' || r.outcome === 'judge_failed' ? expected : null;
+}
+
+const ERRORS: Partial<Record<FixtureOutcome, string>> = {
+  agent_error: 'opencode exited with code 1',
+  judge_failed: 'judge call failed after 5 attempts: HTTP 503',
+  infra_failed: 'sandbox provider unavailable after 3 attempts',
+};
+
+function buildRow(runId: string, r: FixtureRollout, jsonl: string, turns: readonly TranscriptTurn[]): Row {
   const repeat = r.repeat ?? 0;
   const rolloutId = `${runId}-${r.task_id}-${repeat}`;
   const expected = r.expected ?? 'B';
-  const answered = ['correct', 'wrong', 'judge_failed'].includes(r.outcome);
-  const answer = r.script === 'hostile' ? HOSTILE_ANSWER : !answered ? null : r.outcome === 'wrong' ? (expected === 'A' ? 'C' : 'A') : expected;
+  const answer = answerOf(r, expected);
   const scored = r.outcome === 'correct' || r.outcome === 'wrong';
-  const stop = r.outcome === 'infra_failed' ? null : answered ? 'answered' : r.outcome;
-  const turns = r.outcome === 'infra_failed' ? [] : scriptTurns(r, puzzleSha, cropSha, answer === null ? 'I am not sure.' : `So the answer is \\boxed{${answer}}.`);
-  const toolCalls = turns.reduce((n, t) => n + t.tool_calls.length, 0);
   const failure = r.outcome === 'judge_failed' || r.outcome === 'infra_failed' ? r.outcome : null;
   const reason = r.script === 'hostile' ? `judge saw ${HOSTILE_TEXT}` : r.outcome === 'correct' ? 'The response matches the expected answer.' : 'The response names a different option.';
-  const error = r.outcome === 'agent_error' ? 'opencode exited with code 1' : r.outcome === 'judge_failed' ? 'judge call failed after 5 attempts: HTTP 503' : r.outcome === 'infra_failed' ? 'sandbox provider unavailable after 3 attempts' : null;
-  const row = RowSchema.parse({
+  const sum = (pick: (t: TranscriptTurn) => number) => turns.reduce((n, t) => n + pick(t), 0);
+  return RowSchema.parse({
     run_id: runId, rollout_id: rolloutId, task_id: r.task_id, repeat, benchmark: 'babyvision_opencode', type: r.type, subtype: r.subtype,
     ans_type: 'choice', expected_answer: expected, extracted_answer: answer,
     reward: scored ? (r.outcome === 'correct' ? 1 : 0) : failure ? null : 0,
     judge_verdict: scored ? (r.outcome === 'correct' ? 'equivalent' : 'different') : null, judge_reason: scored ? reason : null,
-    stop_reason: stop, failure_kind: failure, turns: turns.length, tool_calls: toolCalls,
-    input_tokens: turns.reduce((n, t) => n + (t.input_tokens ?? 0), 0), output_tokens: turns.reduce((n, t) => n + (t.output_tokens ?? 0), 0),
+    stop_reason: r.outcome === 'infra_failed' ? null : scored || failure ? 'answered' : r.outcome, failure_kind: failure,
+    turns: turns.length, tool_calls: sum((t) => t.tool_calls.length), input_tokens: sum((t) => t.input_tokens ?? 0), output_tokens: sum((t) => t.output_tokens ?? 0),
     wall_s: r.wall_s ?? Math.round((4 + turns.length * 3.5 + (Number(r.task_id.replace(/\D/g, '')) % 7) + repeat * 0.3) * 1000) / 1000,
-    policy_model: 'policy-vlm', judge_model: scored || failure === 'judge_failed' ? 'judge-model' : null, error,
+    policy_model: 'policy-vlm', judge_model: scored || failure === 'judge_failed' ? 'judge-model' : null, error: ERRORS[r.outcome] ?? null,
     finished_at: new Date(Date.UTC(2025, 0, 1, 13, 0, 0) + repeat * 1000).toISOString(),
     limit_hits: r.outcome === 'output_cap' ? { output_tokens: 1 } : {}, refused_requests: r.script === 'crop' ? { path: 1 } : {},
     transcript: (r.transcript ?? 'kept') === 'none' ? null : transcriptRelPath(jsonl, rolloutId),
   });
-  if ((r.transcript ?? 'kept') !== 'kept') return { row, record: null };
-  const record = TranscriptRecordSchema.parse({
-    transcript_version: 1, run_id: runId, rollout_id: rolloutId, task_id: r.task_id, repeat, attempt: 1, benchmark: row.benchmark, policy_model: row.policy_model,
-    task: { prompt: 'Look at the image first. Use code when precision matters. Answer in \\boxed{}.', question: `Which option completes the pattern of task ${r.task_id}?`, gold: expected, ans_type: 'choice', type: r.type, subtype: r.subtype, options: ['a red square', 'a blue square', 'a yellow square', 'a green square'], image_sha256: puzzleSha },
+}
+
+function buildRecord(row: Row, r: FixtureRollout, turns: TranscriptTurn[], puzzleSha: string, cropSha: string): TranscriptRecord {
+  return TranscriptRecordSchema.parse({
+    transcript_version: 1, run_id: row.run_id, rollout_id: row.rollout_id, task_id: row.task_id, repeat: row.repeat, attempt: 1, benchmark: row.benchmark, policy_model: row.policy_model,
+    task: {
+      prompt: 'Look at the image first. Use code when precision matters. Answer in \\boxed{}.', question: `Which option completes the pattern of task ${r.task_id}?`,
+      gold: row.expected_answer, ans_type: 'choice', type: r.type, subtype: r.subtype, options: ['a red square', 'a blue square', 'a yellow square', 'a green square'], image_sha256: puzzleSha,
+    },
     started_at: '2025-01-01T12:00:00.000Z', wall_s: row.wall_s, turns,
-    outcome: { stop_reason: stop, extracted_answer: answer, error, limit_hits: row.limit_hits, refused_requests: row.refused_requests },
-    judge: scored || failure === 'judge_failed'
-      ? { model: 'judge-model', verdict: row.judge_verdict, reason: row.judge_reason, prompt: { system: 'You grade answers to visual puzzles.', user: `Question: ...\nExpected: ${expected}\nResponse: ${answer ?? ''}` }, cached: false }
-      : null,
+    outcome: { stop_reason: row.stop_reason, extracted_answer: row.extracted_answer, error: row.error, limit_hits: row.limit_hits, refused_requests: row.refused_requests },
+    judge: row.judge_model === null ? null : {
+      model: row.judge_model, verdict: row.judge_verdict, reason: row.judge_reason, cached: false,
+      prompt: { system: 'You grade answers to visual puzzles.', user: `Question: ...\nExpected: ${row.expected_answer}\nResponse: ${row.extracted_answer ?? ''}` },
+    },
     agent: { exit_code: r.outcome === 'agent_error' ? 1 : 0, signal: null, timed_out: r.outcome === 'timeout', stderr_tail: r.script === 'hostile' ? HOSTILE_TEXT : 'opencode: session done\n' },
-    image_mimes: Object.fromEntries([puzzleSha, cropSha].map((s) => [s, 'image/png'])),
+    image_mimes: Object.fromEntries([puzzleSha, cropSha].map((sha) => [sha, 'image/png'])),
   });
-  return { row, record };
+}
+
+function build(runId: string, r: FixtureRollout, jsonl: string, puzzleSha: string, cropSha: string): Built {
+  const answer = answerOf(r, r.expected ?? 'B');
+  const turns = r.outcome === 'infra_failed' ? [] : scriptTurns(r, puzzleSha, cropSha, answer === null ? 'I am not sure.' : `So the answer is \\boxed{${answer}}.`);
+  const row = buildRow(runId, r, jsonl, turns);
+  return { row, record: (r.transcript ?? 'kept') === 'kept' ? buildRecord(row, r, turns, puzzleSha, cropSha) : null };
 }
 
 /** Write `runs` into one JSONL `<dir>/<stem>.jsonl` with transcripts and images beside it. */
