@@ -8,7 +8,8 @@ import { registerOps } from './ops.ts';
 import { registerMetrics } from './metrics.ts';
 import { registerDashboard } from './dashboard.ts';
 import { registerDemo } from './demo.ts';
+import { registerView } from './view.ts';
 
 export type RegisterCommand = (program: Command) => void;
 
-export const COMMANDS: RegisterCommand[] = [registerDemo, registerPrepare, registerRun, registerProduce, registerWorker, registerOps, registerMetrics, registerDashboard];
+export const COMMANDS: RegisterCommand[] = [registerDemo, registerPrepare, registerRun, registerProduce, registerWorker, registerOps, registerMetrics, registerDashboard, registerView];

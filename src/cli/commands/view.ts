@@ -1,0 +1,75 @@
+/** `vcfleet view [FILE.jsonl]`: the rollout viewer over an output file, until stopped. */
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import type { Command } from 'commander';
+import { ConfigError, DataError } from '../../shared/errors.ts';
+import { createFileSource } from '../../viewer/file-source.ts';
+import { newestJsonl } from '../../viewer/newest-output.ts';
+import { startViewerServer } from '../../viewer/server.ts';
+import { commandContext } from '../context.ts';
+import { onShutdownSignals } from '../runtime.ts';
+
+/** Where `vcfleet view` looks for output files when none is named (relative to the working folder). */
+export const RESULTS_DIR = 'results';
+export const DEFAULT_VIEW_PORT = 7575;
+
+interface ViewFlags {
+  config?: string;
+  host: string;
+  port: string;
+}
+
+function parsePort(text: string): number {
+  const port = Number(text);
+  if (!(text.trim() !== '' && Number.isInteger(port) && port >= 0 && port <= 65535)) {
+    throw new ConfigError(`--port must be a port number (0-65535; 0 = any free port), not "${text}"`);
+  }
+  return port;
+}
+
+/** The file to view: the one named, or the newest `*.jsonl` under results/ (said through `note`, stderr by default). */
+export function pickFile(file: string | undefined, resultsDir = RESULTS_DIR, note: (line: string) => void = (line) => process.stderr.write(line)): string {
+  if (file !== undefined) {
+    if (!existsSync(file)) throw new DataError(`no file ${path.resolve(file)}: pass the output JSONL of a run (its output_jsonl_fpath)`);
+    return file;
+  }
+  const found = newestJsonl(resultsDir);
+  if (!found) {
+    throw new DataError(
+      `no *.jsonl under ${path.resolve(resultsDir)}: pass the output file of a run, e.g. vcfleet view results/babyvision_opencode.jsonl`,
+    );
+  }
+  note(`viewing ${found} (the newest *.jsonl under ${resultsDir}/; pass a file to choose another)\n`);
+  return found;
+}
+
+export function registerView(program: Command): void {
+  program
+    .command('view')
+    .description('browse the rollouts of an output JSONL: metrics, charts, every turn, tool call and image')
+    .argument('[file]', `output JSONL of a run (default: the newest *.jsonl under ${RESULTS_DIR}/)`)
+    .option('--host <address>', 'address to bind; any other than 127.0.0.1, ::1, localhost needs the dashboard credentials', '127.0.0.1')
+    .option('--port <n>', 'port (0 = any free port)', String(DEFAULT_VIEW_PORT))
+    .option('--config <path>', 'config YAML (for the dashboard credentials)')
+    .addHelpText('after', '\nCredentials (required beyond loopback): VCFLEET_DASHBOARD_USER + VCFLEET_DASHBOARD_PASSWORD, or VCFLEET_DASHBOARD_TOKEN.')
+    .action(async (fileArg: string | undefined, opts: ViewFlags) => {
+      const port = parsePort(opts.port);
+      const { config, logger } = commandContext(opts);
+      const file = pickFile(fileArg);
+      const source = createFileSource(file);
+      const d = config.dashboard;
+      const viewer = await startViewerServer(source, {
+        host: opts.host, port, credentials: { user: d.user, password: d.password, token: d.token },
+        onError: (err, at) => logger.error({ path: at, err: (err as Error).message }, 'viewer request failed'),
+      });
+      const runs = await source.runs();
+      const only = runs.length === 1 ? `runs/${encodeURIComponent(runs[0].run_id)}` : '';
+      process.stdout.write(`viewer: ${viewer.url}${only} (${runs.length} run${runs.length === 1 ? '' : 's'} in ${file}; Ctrl-C stops)\n`);
+      await new Promise<void>((resolve) => {
+        onShutdownSignals(logger, async () => {
+          await viewer.close();
+          resolve();
+        });
+      });
+    });
+}

@@ -1,0 +1,92 @@
+/**
+ * The rollout viewer as a Hono app over a `ViewerSource`. Its routes live under `basePath`:
+ *
+ *   /                               the runs of the source
+ *   /runs/:run                      a run: headline metrics, charts, the rollout table
+ *   /runs/:run/rollouts/:rollout    one rollout: the puzzle, every turn, the verdict
+ *   /api/runs, /api/runs/:run, /api/runs/:run/rows, /api/runs/:run/rollouts/:rollout   JSON
+ *   /images/:sha256                 an image, by SHA-256 only (PNG, JPEG, GIF, WebP)
+ *   /assets/viewer.js, /assets/viewer.css
+ *
+ * Access control is the host's: `vcfleet view` puts the dashboard's access guard in front, and the
+ * dashboard mounts this app behind its own guard.
+ */
+import { Hono, type Context } from 'hono';
+import { errorMessage } from '../shared/errors.ts';
+import { clientAssets } from './client-assets.ts';
+import { securityHeaders } from './http-headers.ts';
+import { servedImageMime } from './image-mime.ts';
+import { renderPageShell } from './page-shell.ts';
+import { runView } from './run-view.ts';
+import { SHA256_PATTERN, type ViewerSource } from './source.ts';
+
+export interface ViewerAppOptions {
+  /** Path the viewer's routes live under, e.g. `/viewer`; `''` (the default) is the root. No trailing slash. */
+  basePath?: string;
+  /** Title of the pages (default `vcfleet rollouts`). */
+  title?: string;
+  /** Told of every error the app answers with HTTP 500 (e.g. to log it); the default does nothing. */
+  onError?: (err: unknown, path: string) => void;
+}
+
+function checkBasePath(basePath: string): string {
+  if (basePath !== '' && !/^(\/[A-Za-z0-9._~-]+)+$/.test(basePath)) {
+    throw new Error(`viewer basePath must be '' or like '/viewer' (no trailing slash, plain path segments), not "${basePath}"`);
+  }
+  return basePath;
+}
+
+const noStore = { 'Cache-Control': 'no-store' };
+
+async function serveImage(c: Context, source: ViewerSource): Promise<Response> {
+  const sha = c.req.param('sha') ?? '';
+  if (!SHA256_PATTERN.test(sha)) return c.text('an image is named by its SHA-256: 64 lowercase hex digits\n', 400);
+  const bytes = await source.image(sha);
+  if (!bytes) return c.text(`no image ${sha} here\n`, 404);
+  const mime = servedImageMime(bytes);
+  if (!mime) return c.text(`image ${sha} is not a PNG, JPEG, GIF or WebP file; not served\n`, 415);
+  return c.body(new Uint8Array(bytes), 200, { 'Content-Type': mime, 'Cache-Control': 'private, max-age=31536000, immutable' });
+}
+
+/** The viewer app; its routes include `basePath`, so a host app mounts it with `host.route('/', app)`. */
+export function createViewerApp(source: ViewerSource, options: ViewerAppOptions = {}): Hono {
+  const basePath = checkBasePath(options.basePath ?? '');
+  const title = options.title ?? 'vcfleet rollouts';
+  const app = basePath ? new Hono().basePath(basePath) : new Hono();
+  // Start bundling now so the first page load does not wait for it; errors surface on that request.
+  clientAssets().catch(() => undefined);
+  app.use('*', securityHeaders());
+
+  const shell = (c: Context) => c.html(renderPageShell(basePath, title), 200, noStore);
+  app.get('/', shell);
+  app.get('/runs/:run', shell);
+  app.get('/runs/:run/rollouts/:rollout', shell);
+
+  app.get('/assets/viewer.js', async (c) => c.body((await clientAssets()).script, 200, { 'Content-Type': 'text/javascript; charset=utf-8', ...noStore }));
+  app.get('/assets/viewer.css', async (c) => c.body((await clientAssets()).css, 200, { 'Content-Type': 'text/css; charset=utf-8', ...noStore }));
+
+  app.get('/api/runs', async (c) => c.json({ runs: await source.runs() }, 200, noStore));
+  app.get('/api/runs/:run', async (c) => {
+    const run = await source.run(c.req.param('run'));
+    if (!run) return c.json({ error: `no run "${c.req.param('run')}" here` }, 404);
+    return c.json({ meta: run.meta, metrics: run.metrics, view: runView(run.rows) }, 200, noStore);
+  });
+  app.get('/api/runs/:run/rows', async (c) => {
+    const run = await source.run(c.req.param('run'));
+    if (!run) return c.json({ error: `no run "${c.req.param('run')}" here` }, 404);
+    return c.json({ rows: run.rows }, 200, noStore);
+  });
+  app.get('/api/runs/:run/rollouts/:rollout', async (c) => {
+    const { run, rollout } = c.req.param();
+    const data = await source.rollout(run, rollout);
+    if (!data) return c.json({ error: `run "${run}" has no rollout "${rollout}"` }, 404);
+    return c.json(data, 200, noStore);
+  });
+  app.get('/images/:sha', (c) => serveImage(c, source));
+
+  app.onError((err, c) => {
+    options.onError?.(err, c.req.path);
+    return c.json({ error: errorMessage(err) }, 500);
+  });
+  return app;
+}

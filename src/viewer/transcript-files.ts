@@ -1,0 +1,77 @@
+/**
+ * Reading a run's transcripts folder safely (`<stem>_transcripts/` beside the JSONL):
+ * - a transcript is read only when the row's `transcript` path names a `.json` file directly in
+ *   that folder, and the file (after symlinks) is still there;
+ * - an image is read only by its SHA-256, checked as 64 hex digits, under a fixed set of file names
+ *   in `<stem>_transcripts/images/`.
+ * No text from a URL or a row is ever joined into a path unchecked.
+ */
+import { existsSync, readFileSync, realpathSync, statSync } from 'node:fs';
+import path from 'node:path';
+import type { Row } from '../shared/rows.ts';
+import { TranscriptRecordSchema, transcriptDirFor } from '../shared/transcript.ts';
+import { SHA256_PATTERN, type TranscriptLookup } from './source.ts';
+
+/** A transcript file larger than this is not read (the writer bounds records far below it). */
+export const MAX_TRANSCRIPT_BYTES = 64 * 1024 * 1024;
+
+/** The file names an image may have, in the order they are tried (see `imageFileName`). */
+const IMAGE_EXTENSIONS = ['png', 'jpg', 'gif', 'webp'] as const;
+
+/** True when `file`, after symlinks, is a regular file directly inside `dir` (after symlinks). */
+function staysIn(dir: string, file: string): boolean {
+  try {
+    return path.dirname(realpathSync(file)) === realpathSync(dir) && statSync(file).isFile();
+  } catch {
+    return false;
+  }
+}
+
+function parseRecord(file: string, row: Row): TranscriptLookup {
+  const unreadable = (problem: string): TranscriptLookup => ({ status: 'unreadable', looked_for: file, problem });
+  if (statSync(file).size > MAX_TRANSCRIPT_BYTES) return unreadable(`larger than ${MAX_TRANSCRIPT_BYTES} bytes; not read`);
+  let value: unknown;
+  try {
+    value = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (err) {
+    return unreadable(`not readable as JSON (${(err as Error).message})`);
+  }
+  const parsed = TranscriptRecordSchema.safeParse(value);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    return unreadable(`not a transcript record (${issue.path.join('.') || 'the file'}: ${issue.message})`);
+  }
+  const record = parsed.data;
+  if (record.run_id !== row.run_id || record.rollout_id !== row.rollout_id) {
+    return unreadable(`holds rollout ${record.rollout_id} of run ${record.run_id}, not this rollout`);
+  }
+  return { status: 'found', record };
+}
+
+/** The transcript record a row points to, read from the transcripts folder beside `jsonlPath`. */
+export function readTranscriptFile(jsonlPath: string, row: Row): TranscriptLookup {
+  if (row.transcript === null) return { status: 'not_kept' };
+  const dir = transcriptDirFor(path.resolve(jsonlPath));
+  const file = path.resolve(path.dirname(path.resolve(jsonlPath)), row.transcript);
+  if (path.dirname(file) !== dir || !file.endsWith('.json')) {
+    return { status: 'unreadable', looked_for: row.transcript, problem: `not a .json file directly in ${dir} (was the JSONL renamed?); not read` };
+  }
+  if (!existsSync(file)) return { status: 'missing', looked_for: file };
+  if (!staysIn(dir, file)) return { status: 'unreadable', looked_for: file, problem: `leads outside ${dir} (a symlink?); not read` };
+  return parseRecord(file, row);
+}
+
+/** The images folder of the run output `jsonlPath`. */
+export function imagesDirFor(jsonlPath: string): string {
+  return path.join(transcriptDirFor(path.resolve(jsonlPath)), 'images');
+}
+
+/** The bytes of the image `sha256` in `imagesDir`; null when the name is not a SHA-256 or no file holds it. */
+export function readImageFile(imagesDir: string, sha256: string): Uint8Array | null {
+  if (!SHA256_PATTERN.test(sha256)) return null;
+  for (const ext of IMAGE_EXTENSIONS) {
+    const file = path.join(imagesDir, `${sha256}.${ext}`);
+    if (existsSync(file) && staysIn(imagesDir, file)) return new Uint8Array(readFileSync(file));
+  }
+  return null;
+}
