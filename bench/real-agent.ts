@@ -59,10 +59,12 @@ function timedProvider(inner: SandboxProvider, phases: Phases): SandboxProvider 
         putFile: (p, c) => time('files in', () => sb.putFile(p, c)),
         getFile: (p) => sb.getFile(p),
         exec: (argv, o) => time(execs++ === 0 ? 'OpenCode session' : 'log read', () => sb.exec(argv, o)),
+        limitHits: () => sb.limitHits(),
         destroy: () => time('teardown', () => sb.destroy()),
       };
     },
     reapOrphans: () => inner.reapOrphans(),
+    probe: () => inner.probe(),
     close: () => inner.close(),
   };
 }

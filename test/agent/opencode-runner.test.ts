@@ -41,10 +41,12 @@ function recordingProvider(inner: SandboxProvider, execs: ExecRecord[]): Sandbox
           execs.push({ argv, env: options?.env, stdin: options?.stdin });
           return sb.exec(argv, options);
         },
+        limitHits: () => sb.limitHits(),
         destroy: () => sb.destroy(),
       };
     },
     reapOrphans: () => inner.reapOrphans(),
+    probe: () => inner.probe(),
     close: () => inner.close(),
   };
 }
