@@ -23,7 +23,7 @@ function tool(name: 'mount' | 'umount'): string {
 function run(file: string, args: string[]): Promise<void> {
   return new Promise((resolve, reject) => {
     execFile(file, args, { timeout: 30_000 }, (err, _out, stderr) => {
-      if (err) reject(new InfraError(`${path.basename(file)} ${args.join(' ')}: ${String(stderr).trim() || err.message}`, { cause: err }));
+      if (err) reject(new InfraError(`${path.basename(file)} ${args.join(' ')}: ${String(stderr).trim().split('\n')[0] || err.message}`, { cause: err }));
       else resolve();
     });
   });
