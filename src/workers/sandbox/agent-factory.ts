@@ -29,7 +29,8 @@ export async function createAgentRunner(config: Config, logger: Logger, deps: Ag
   const provider =
     deps.provider ?? createSandboxProvider(config, { logger, extraRoBinds: config.sandbox_provider === 'local' ? opencodeRoBinds(config) : [] });
   try {
-    deps.onBoxReport?.(await checkSandboxBox(provider, config, logger));
+    const report = await checkSandboxBox(provider, config, logger);
+    deps.onBoxReport?.(report);
   } catch (err) {
     await provider.close();
     throw err;
