@@ -5,7 +5,7 @@
  * sandbox as an ordinary command failure, be counted in limitHits, and leave the host, a second
  * sandbox and nothing behind. Needs root (cgroups, mounts); skipped with the reason otherwise.
  */
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, rmdirSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, type TestContext } from 'vitest';
@@ -208,6 +208,17 @@ describe('the box of a local sandbox (real cgroups, tmpfs, seccomp)', () => {
     expect(inCgroup).not.toContain(process.pid);
     ac.abort();
     await Promise.all(runs);
+  });
+
+  it('a command that cannot join its sandbox cgroup is not run: InfraError, and destroy still works', async (ctx) => {
+    needsBox(ctx);
+    const sb = await sandboxOf(provider);
+    expect((await sb.exec(['true'])).exitCode).toBe(0);
+    // Someone removed the (empty, between commands) pids cgroup of the sandbox.
+    const place = (await detectCgroupLayout()).places.pids!;
+    rmdirSync(path.join(place.parent, cgroupName(sb.id)));
+    await expect(sb.exec(['sh', '-c', 'echo ran > /workspace/ran'])).rejects.toThrow(/could not join its cgroup: vcfleet-box-[0-9a-f]+: cannot join .*cgroup\.procs/);
+    await expect(sb.getFile('/workspace/ran')).rejects.toThrow(/does not exist/);
   });
 
   it('forbidden system calls fail inside the box and succeed without it', async (ctx) => {

@@ -5,6 +5,7 @@
  * it is enforced or why it is not (BoxReport), and holds what sandboxes then use.
  */
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { mkdir, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import { errorMessage } from '../../../shared/errors.ts';
@@ -51,7 +52,11 @@ async function trialCgroup(c: CgroupController, layout: CgroupLayout, r: Sandbox
 function cgroupItem(c: CgroupController, layout: CgroupLayout, r: SandboxResources): BoxItem {
   const place = layout.places[c];
   if (!place) return { enforced: false, detail: layout.missing[c] ?? 'no cgroup' };
-  const files = limitFiles(c, place.version, r).map(([f, v]) => `${f}=${v}`).join(', ');
+  // An optional file (swap accounting) is named only where this kernel has it.
+  const files = limitFiles(c, place.version, r)
+    .filter(([f, , optional]) => !optional || existsSync(path.join(place.parent, f)))
+    .map(([f, v]) => `${f}=${v}`)
+    .join(', ');
   return { enforced: true, detail: `cgroup v${place.version} ${place.parent}/vcfleet-*: ${files}` };
 }
 
