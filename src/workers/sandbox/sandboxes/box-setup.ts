@@ -40,7 +40,8 @@ export interface BoxSetup {
 /** Makes, limits, joins and removes a trial cgroup for one controller; throws why it cannot. */
 async function trialCgroup(c: CgroupController, layout: CgroupLayout, r: SandboxResources): Promise<void> {
   const one: CgroupLayout = { places: { [c]: layout.places[c] }, missing: {} };
-  const cg = await SandboxCgroup.create(one, cgroupName(`probe-${c}`), r);
+  // Unique per trial: two providers of one process may probe at the same time.
+  const cg = await SandboxCgroup.create(one, cgroupName(`probe-${c}-${randomBytes(4).toString('hex')}`), r);
   try {
     const join = joinCommand(cg.procsFiles(), 'vcfleet-box-probe', '/bin/true', []);
     await runCheck(join.command, join.args);

@@ -6,7 +6,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { InfraError, errorMessage } from '../../../shared/errors.ts';
-import { SANDBOX_PYTHON, buildBwrapArgs, sandboxCommand } from './bwrap-policy.ts';
+import { buildBwrapArgs, sandboxCommand } from './bwrap-policy.ts';
 import { SANDBOX_PATH, terminateBwrap } from './bwrap-process.ts';
 import { ExecTracker } from './exec-tracker.ts';
 import { runProcess } from './process-runner.ts';
@@ -80,7 +80,7 @@ export class LocalBwrapSandbox implements Sandbox {
   private bwrapArgs(argv: string[], options: ExecOptions): string[] {
     const socket = this.spec.gateway.socketPath;
     const entry = { rlimits: this.box?.entryLimits(), gatewayPort: socket ? this.spec.gateway.port : undefined };
-    const command = sandboxCommand(argv, entry);
+    const usesEntry = entry.rlimits !== undefined || entry.gatewayPort !== undefined;
     const args = buildBwrapArgs({
       workspaceHostDir: this.dirs.workspace,
       tmpHostDir: this.dirs.tmp,
@@ -91,10 +91,10 @@ export class LocalBwrapSandbox implements Sandbox {
       cwd: options.cwd ?? this.workdir,
       extraRoBinds: this.opts.extraRoBinds,
       gatewaySocket: socket,
-      entryScript: command[0] === SANDBOX_PYTHON ? ENTRY_SCRIPT : undefined,
+      entryScript: usesEntry ? ENTRY_SCRIPT : undefined,
       seccompFd: this.box?.seccompFd(),
     });
-    return [...args, '--', ...command];
+    return [...args, '--', ...sandboxCommand(argv, entry)];
   }
 
   private async run(argv: string[], options: ExecOptions): Promise<ExecResult> {
