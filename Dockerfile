@@ -9,12 +9,13 @@
 FROM node:20-bookworm-slim@sha256:2cf067cfed83d5ea958367df9f966191a942351a2df77d6f0193e162b5febfc0
 
 # bubblewrap + python3 with pillow/numpy/scipy/opencv: local sandboxes (sandbox_provider: local) run the
-# agent's shell on this container with these tools. redis-tools: redis-cli for health checks and ops.
-# tini: PID 1 that forwards SIGTERM, so a stopping container hands its rollouts back to the queue.
+# agent's shell on this container with these tools; python3-seccomp (libseccomp's bindings) builds their
+# seccomp filter. redis-tools: redis-cli for health checks and ops. tini: PID 1 that forwards SIGTERM,
+# so a stopping container hands its rollouts back to the queue.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       bubblewrap ca-certificates redis-tools tini \
-      python3 python3-pil python3-numpy python3-scipy python3-opencv \
+      python3 python3-pil python3-numpy python3-scipy python3-opencv python3-seccomp \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app

@@ -64,6 +64,7 @@ function timedProvider(inner: SandboxProvider, phases: Phases): SandboxProvider 
       };
     },
     reapOrphans: () => inner.reapOrphans(),
+    probe: () => inner.probe(),
     close: () => inner.close(),
   };
 }

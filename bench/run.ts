@@ -7,7 +7,7 @@
  *   npm run bench -- --only 1,3 --rollouts 2000    # a quick partial run (printed, not written)
  *
  * Flags (defaults in brackets):
- *   --only LIST              benchmarks to run, e.g. 1,3 [1,2,3,4,5]
+ *   --only LIST              benchmarks to run, e.g. 1,3 [1,2,3,4,5,6]
  *   --rollouts N             1: rollouts per side [10000]
  *   --latency-samples N      1: unloaded latency samples, one at a time [300]
  *   --concurrency N          1: jobs at once in hops 1 and 2 (hop 3 is always 1) [8]
@@ -23,6 +23,7 @@
  *   --agent-runs N           4: runs of each side [3]
  *   --prepare-rows N         5: parquet rows [388]
  *   --prepare-image-kb N     5: size of each random-noise PNG [130]
+ *   --box-runs N             6: sandbox starts of each side, with and without the box [15]
  *   --out FILE               where to write the table [bench/RESULTS.md when every benchmark ran]
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -35,7 +36,7 @@ import { startBenchRedis } from './lib/redis-server.ts';
 import { fmt } from './lib/stats.ts';
 
 const DEFAULTS = {
-  only: '1,2,3,4,5',
+  only: '1,2,3,4,5,6',
   rollouts: 10000,
   'latency-samples': 300,
   concurrency: 8,
@@ -51,6 +52,7 @@ const DEFAULTS = {
   'agent-runs': 3,
   'prepare-rows': 388,
   'prepare-image-kb': 130,
+  'box-runs': 15,
   out: '',
 };
 type Flags = typeof DEFAULTS;
@@ -119,6 +121,7 @@ async function main(): Promise<void> {
     await step('4', 'real agent', async () => (await import('./real-agent.ts')).benchRealAgent({ dir, runs: flags['agent-runs'], log }));
     await step('5', 'prepare', async () =>
       (await import('./prepare.ts')).benchPrepare({ dir, rows: flags['prepare-rows'], imageKb: flags['prepare-image-kb'], log }));
+    await step('6', 'box', async () => (await import('./box.ts')).benchBox({ dir, runs: flags['box-runs'], log }));
   } finally {
     await redis.stop();
     rmSync(dir, { recursive: true, force: true });
@@ -136,7 +139,7 @@ async function main(): Promise<void> {
     '',
   ].join('\n');
   process.stdout.write(`\n${table}\n\nWhole run: ${fmt(totalS, 1)} s\n`);
-  const partial = only.size < 5 || [...changed].some((k) => k !== 'out');
+  const partial = only.size < 6 || [...changed].some((k) => k !== 'out');
   const out = flags.out || (partial ? '' : path.join(import.meta.dirname, 'RESULTS.md'));
   if (out) {
     writeFileSync(out, doc);

@@ -28,7 +28,14 @@ describe('loadConfig', () => {
       sandbox_provider: 'local', sandbox_workdir: '/workspace', sandbox_network_access: 'model_only', redis_url: null,
       reuse_existing_data_preparation: true,
     });
-    expect(c.sandbox_config).toMatchObject({ ttl_s: 7200, resources: { cpu: 2, memory_mib: 8192 } });
+    expect(c.sandbox_config).toMatchObject({ ttl_s: 7200, resources: { cpu: 2, memory_mib: 8192, pids: 1024, disk_mib: 8192 }, enforce_resources: true });
+  });
+
+  it('fills the sandbox limits a config leaves out, and refuses unknown ones', () => {
+    const partial = loadConfig({ env: {}, overrides: ['++sandbox_config.resources={memory_mib: 512}', '++sandbox_config.enforce_resources=false'] });
+    expect(partial.sandbox_config).toMatchObject({ resources: { cpu: 2, memory_mib: 512, pids: 1024, disk_mib: 8192 }, enforce_resources: false });
+    expect(errorOf(() => loadConfig({ env: {}, overrides: ['++sandbox_config.resources.swap_mib=1'] }))).toMatch(/swap_mib/);
+    expect(errorOf(() => loadConfig({ env: {}, overrides: ['++sandbox_config.resources.pids=0'] }))).toMatch(/"sandbox_config.resources.pids"/);
   });
 
   it('reads the reference environment variables', () => {

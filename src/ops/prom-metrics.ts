@@ -9,6 +9,8 @@
  * - `vcfleet_stage_duration_seconds{queue,outcome}`: how long a job of a stage took.
  * - `vcfleet_active_sandboxes`: rollouts running in this process now.
  * - `vcfleet_rollouts_total{result}`: agent runs by stop reason, or `infra_error`.
+ * - `vcfleet_sandbox_limit_hits_total{limit}`: times sandboxes hit their memory, pids or disk limit.
+ * - `vcfleet_gateway_refusals_total{reason}`: sandbox requests the policy gateway refused.
  * - `vcfleet_judge_calls_total{outcome,verdict,cached}`: judge gradings (scored | failed | error).
  * - `vcfleet_rows_committed_total{result,kind}`: rows the results consumer wrote.
  * - `vcfleet_queue_jobs{queue,state}`: jobs per queue and state, fleet-wide, read on scrape.
@@ -59,6 +61,8 @@ export function createFleetMetrics(options: FleetMetricsOptions = {}): FleetMetr
   });
   const active = new Gauge({ name: 'vcfleet_active_sandboxes', help: 'Rollouts (sandboxes) running in this process.', registers });
   const rollouts = new Counter({ name: 'vcfleet_rollouts_total', help: 'Agent runs by stop reason, or infra_error.', labelNames: ['result'], registers });
+  const limitHits = new Counter({ name: 'vcfleet_sandbox_limit_hits_total', help: 'Times sandboxes hit a resource limit (memory: OOM kills, pids: refused forks, disk: found full).', labelNames: ['limit'], registers });
+  const refusals = new Counter({ name: 'vcfleet_gateway_refusals_total', help: 'Requests of sandboxes that the policy gateway refused, by reason.', labelNames: ['reason'], registers });
   const judgeCalls = new Counter({
     name: 'vcfleet_judge_calls_total', help: 'Judge gradings by outcome (scored, failed, error), verdict and cache hit.', labelNames: ['outcome', 'verdict', 'cached'], registers,
   });
@@ -80,6 +84,8 @@ export function createFleetMetrics(options: FleetMetricsOptions = {}): FleetMetr
         try {
           const result = await agent.run(request, signal);
           rollouts.inc({ result: result.stopReason });
+          for (const [limit, n] of Object.entries(result.limitHits)) if (n) limitHits.inc({ limit }, n);
+          for (const [reason, n] of Object.entries(result.refusedRequests)) if (n) refusals.inc({ reason }, n);
           return result;
         } catch (err) {
           rollouts.inc({ result: 'infra_error' });

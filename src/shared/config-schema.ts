@@ -16,10 +16,28 @@ const SandboxConfigSchema = z
     image: z.string().default('visual-coding-fleet-sandbox:latest'),
     /** Lifetime of a remote sandbox in seconds; it is destroyed earlier when the task ends. */
     ttl_s: positiveInt.default(7200),
+    /**
+     * Limits of every sandbox. `opensandbox` passes `cpu` and `memory_mib` to the server; `local`
+     * enforces all four itself (cgroup, tmpfs, rlimits; see local-bwrap.ts).
+     */
     resources: z
-      .object({ cpu: z.number().positive().default(2), memory_mib: positiveInt.default(8192) })
+      .object({
+        /** CPUs a sandbox may use at once; fractions allowed (cgroup `cpu.max`). */
+        cpu: z.number().positive().default(2),
+        /** Memory of everything run in a sandbox, its /tmp and workspace files included, in MiB; no swap. */
+        memory_mib: positiveInt.default(8192),
+        /** Processes and threads alive at once in a sandbox (cgroup `pids.max`; `local` only). */
+        pids: positiveInt.default(1024),
+        /** Disk of a sandbox (workspace, /tmp and /dev/shm together, also the largest file), in MiB (`local` only). */
+        disk_mib: positiveInt.default(8192),
+      })
       .strict()
-      .default({ cpu: 2, memory_mib: 8192 }),
+      .default({ cpu: 2, memory_mib: 8192, pids: 1024, disk_mib: 8192 }),
+    /**
+     * Refuse to start a sandbox-worker whose host cannot enforce every limit of `resources` (and the
+     * seccomp filter). false: start anyway with a loud warning naming what is not enforced.
+     */
+    enforce_resources: z.boolean().default(true),
     /** OpenSandbox server (`OPENSANDBOX_DOMAIN`), e.g. `http://opensandbox.internal:8080`. */
     domain: nullableString,
     /** OpenSandbox API key (`OPENSANDBOX_API_KEY`); a secret. */

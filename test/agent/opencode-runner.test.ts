@@ -47,6 +47,7 @@ function recordingProvider(inner: SandboxProvider, execs: ExecRecord[]): Sandbox
       };
     },
     reapOrphans: () => inner.reapOrphans(),
+    probe: () => inner.probe(),
     close: () => inner.close(),
   };
 }

@@ -99,7 +99,10 @@ function lineEmitter(emit: (line: string) => void): { push(b: Buffer): void; end
 function runCommand(sb: FakeSandbox, body: Record<string, unknown>, req: http.IncomingMessage, res: http.ServerResponse): void {
   const id = `cmd-${sb.commands.size + 1}`;
   const cwd = (body.cwd as string | undefined) ?? '/';
-  const args = buildBwrapArgs({ workspaceHostDir: path.join(sb.dir, 'workspace'), tmpHostDir: path.join(sb.dir, 'tmp'), workdir: '/workspace', cwd, extraRoBinds: [] });
+  const args = buildBwrapArgs({
+    workspaceHostDir: path.join(sb.dir, 'workspace'), tmpHostDir: path.join(sb.dir, 'tmp'), workdir: '/workspace', cwd, extraRoBinds: [],
+    emptyFile: path.join(sb.dir, 'empty'), emptyDir: path.join(sb.dir, 'empty.d'),
+  });
   const env = { PATH: '/usr/local/bin:/usr/bin:/bin', ...(sb.create.env as Record<string, string>), ...(body.envs as Record<string, string> | undefined) };
   const child = spawn('bwrap', [...args, '--', 'bash', '-c', String(body.command)], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   sb.commands.set(id, child);
@@ -150,6 +153,8 @@ export async function startFakeOpenSandbox(options: FakeOpenSandboxOptions = {})
     const dir = path.join(root, id);
     mkdirSync(path.join(dir, 'workspace'), { recursive: true });
     mkdirSync(path.join(dir, 'tmp'));
+    mkdirSync(path.join(dir, 'empty.d'));
+    writeFileSync(path.join(dir, 'empty'), '');
     const sb: FakeSandbox = { id, create, metadata: (create.metadata as Record<string, string>) ?? {}, dir, deleted: false, commands: new Map() };
     sandboxes.set(id, sb);
     return sb;

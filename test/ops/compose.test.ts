@@ -1,15 +1,18 @@
 /**
  * docker-compose.yml and the Dockerfile agree with the CLI: the compose file parses, every command
  * a fleet service runs is a `vcfleet` subcommand (worker roles included) with options it knows, Redis
- * persists and never evicts, scaled services can be scaled, and every role gets REDIS_URL.
+ * persists and never evicts, scaled services can be scaled, every role gets REDIS_URL, and the
+ * sandbox-worker gets what the sandbox box needs (root in its container, a private writable cgroup,
+ * its own limits, a seccomp profile generated from the sandbox list) without `privileged`.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
 import YAML from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { buildProgram } from '../../src/cli/main.ts';
 import { WORKER_ROLES } from '../../src/cli/commands/worker.ts';
+import { SECCOMP_PYTHON, dockerSeccompProfile } from '../../src/workers/sandbox/sandboxes/seccomp-filter.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -24,6 +27,13 @@ interface Service {
   cap_add?: string[];
   security_opt?: string[];
   volumes?: string[];
+  privileged?: boolean;
+  user?: string;
+  cgroup?: string;
+  entrypoint?: string[];
+  mem_limit?: string;
+  memswap_limit?: string;
+  pids_limit?: number | string;
 }
 
 const compose = YAML.parse(readFileSync(path.join(ROOT, 'docker-compose.yml'), 'utf8'), { merge: true }) as { services: Record<string, Service> };
@@ -81,9 +91,33 @@ describe('docker-compose.yml', () => {
       expect(compose.services[name].container_name, name).toBeUndefined();
       expect(compose.services[name].ports, name).toBeUndefined();
     }
-    expect(compose.services['sandbox-worker'].cap_add).toContain('SYS_ADMIN');
-    expect(compose.services['sandbox-worker'].security_opt).toContain('seccomp=unconfined');
     expect(compose.services.results.volumes?.some((v) => v.endsWith(':/app/results'))).toBe(true);
+  });
+
+  it('gives the sandbox-worker what the sandbox box needs, without privileged or an unconfined seccomp', () => {
+    const sw = compose.services['sandbox-worker'];
+    expect(sw.privileged ?? false).toBe(false);
+    expect(sw.security_opt).not.toContain('seccomp=unconfined');
+    expect(sw.security_opt).toContain('seccomp=./sandbox-worker-seccomp.json');
+    expect(sw.cap_add).toEqual(['SYS_ADMIN']);
+    // Root in its container for the tmpfs mounts, its own cgroup namespace made writable for the sandbox cgroups.
+    expect(sw.user).toBe('root');
+    expect(sw.cgroup).toBe('private');
+    expect(sw.entrypoint!.join(' ')).toMatch(/mount -o remount,rw[\s\S]*exec \/usr\/bin\/tini -- node bin\/vcfleet\.js "\$\$@"/);
+    // The worker itself is bounded: memory without swap, and processes.
+    expect(sw.mem_limit).toMatch(/^\$\{VCFLEET_SANDBOX_WORKER_MEM:-\d+g\}$/);
+    expect(sw.memswap_limit).toBe(sw.mem_limit);
+    expect(String(sw.pids_limit)).toMatch(/^\$\{VCFLEET_SANDBOX_WORKER_PIDS:-\d+\}$/);
+  });
+
+  it('ships the sandbox-worker seccomp profile as seccomp-filter.py generates it: bwrap\'s calls allowed, the rest of the list refused', async (ctx) => {
+    const file = JSON.parse(readFileSync(path.join(ROOT, 'sandbox-worker-seccomp.json'), 'utf8'));
+    if (!existsSync(SECCOMP_PYTHON)) ctx.skip(`${SECCOMP_PYTHON} is missing`);
+    expect(file).toEqual(await dockerSeccompProfile());
+    expect(file.defaultAction).toBe('SCMP_ACT_ALLOW');
+    const refused: string[] = file.syscalls.flatMap((s: { names: string[]; action: string }) => (s.action === 'SCMP_ACT_ERRNO' ? s.names : []));
+    for (const needed of ['mount', 'umount2', 'pivot_root', 'unshare', 'setns', 'clone3', 'chroot']) expect(refused).not.toContain(needed);
+    for (const denied of ['ptrace', 'bpf', 'kexec_load', 'init_module', 'io_uring_setup', 'userfaultfd', 'keyctl', 'open_by_handle_at']) expect(refused).toContain(denied);
   });
 });
 
@@ -92,7 +126,7 @@ describe('Dockerfile', () => {
   it('builds the fleet from node 20 with production dependencies and the sandbox tools', () => {
     expect(text).toMatch(/^FROM node:20-bookworm-slim(@sha256:[0-9a-f]{64})?$/m);
     expect(text).toContain('npm ci --omit=dev');
-    for (const pkg of ['bubblewrap', 'redis-tools', 'python3-pil', 'python3-numpy', 'python3-scipy', 'python3-opencv']) expect(text).toContain(pkg);
+    for (const pkg of ['bubblewrap', 'redis-tools', 'python3-pil', 'python3-numpy', 'python3-scipy', 'python3-opencv', 'python3-seccomp']) expect(text).toContain(pkg);
     expect(text).toMatch(/^ENTRYPOINT \[.*"node", "bin\/vcfleet\.js"\]$/m);
     const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
     expect(pkg.dependencies).toHaveProperty('tsx'); // bin/vcfleet.js needs it at run time

@@ -60,7 +60,7 @@ describe('fleet metrics hooks', () => {
       async run(req) {
         await gate;
         if (req.attempt === 2) throw new Error('sandbox down');
-        return { stopReason: 'answered', responseText: 'x', extractedAnswer: 'A', turns: 1, toolCalls: 0, inputTokens: 0, outputTokens: 0, wallS: 0, limitHits: {}, refusedRequests: {}, transcript: null };
+        return { stopReason: 'answered', responseText: 'x', extractedAnswer: 'A', turns: 1, toolCalls: 0, inputTokens: 0, outputTokens: 0, wallS: 0, limitHits: { memory: 2 }, refusedRequests: { path: 1 }, transcript: null };
       },
       async close() {},
     };
@@ -83,6 +83,8 @@ describe('fleet metrics hooks', () => {
     expect(sample(text, 'vcfleet_active_sandboxes')).toBe(0);
     expect(sample(text, 'vcfleet_rollouts_total', { result: 'answered' })).toBe(1);
     expect(sample(text, 'vcfleet_rollouts_total', { result: 'infra_error' })).toBe(1);
+    expect(sample(text, 'vcfleet_sandbox_limit_hits_total', { limit: 'memory' })).toBe(2);
+    expect(sample(text, 'vcfleet_gateway_refusals_total', { reason: 'path' })).toBe(1);
     expect(sample(text, 'vcfleet_judge_calls_total', { outcome: 'scored', verdict: 'equivalent', cached: 'false' })).toBe(1);
     expect(sample(text, 'vcfleet_judge_calls_total', { outcome: 'failed' })).toBe(1);
     // Nothing leaks into another instance or prom-client's global registry.

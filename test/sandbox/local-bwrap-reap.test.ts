@@ -1,6 +1,7 @@
 /**
- * Reaping: a worker that starts removes the sandbox folders (and kills the sandbox processes) that a
- * dead worker of its host left behind, and leaves live workers' and other hosts' folders alone.
+ * Reaping: a worker that starts removes the sandbox folders (and kills the sandbox processes, unmounts
+ * the sandbox disks and removes the cgroups) that a dead worker of its host left behind, and leaves
+ * live workers' and other hosts' folders alone.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -8,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { detectCgroupLayout } from '../../src/workers/sandbox/sandboxes/cgroup-layout.ts';
 import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local-bwrap.ts';
 import { bootId, identityOf } from '../../src/workers/sandbox/sandboxes/proc-tree.ts';
 
@@ -66,9 +68,20 @@ describe('reapOrphans (local)', () => {
     // --die-with-parent acts as the worker dies; allow the kernel a moment.
     for (let i = 0; i < 50 && processesWith(marker).length > 0; i++) await new Promise((r) => setTimeout(r, 100));
     expect(processesWith(marker)).toEqual([]);
+    const deadCgroups = async (): Promise<string[]> => {
+      const parents = new Set(Object.values((await detectCgroupLayout()).places).map((p) => p.parent));
+      return [...parents].flatMap((p) => readdirSync(p).filter((n) => n.startsWith(`vcfleet-${worker!.pid}-`)));
+    };
+    if (process.getuid?.() === 0) {
+      // As root the dead worker's sandbox had a tmpfs disk and cgroups: they outlive it until reaped.
+      expect(readFileSync('/proc/self/mountinfo', 'utf8')).toContain(SANDBOXES);
+      expect((await deadCgroups()).length).toBeGreaterThan(0);
+    }
     const provider = new LocalBwrapProvider({ workdir: '/workspace', rootDir: SANDBOXES });
     expect(await provider.reapOrphans()).toBe(1);
     expect(readdirSync(SANDBOXES)).toEqual([]);
+    expect(readFileSync('/proc/self/mountinfo', 'utf8')).not.toContain(ROOT);
+    expect(await deadCgroups()).toEqual([]);
   }, 60_000);
 
   it('kills recorded sandbox processes that outlived their dead owner; spares live and foreign owners', async () => {

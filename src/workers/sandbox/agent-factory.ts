@@ -3,18 +3,41 @@ import os from 'node:os';
 import type { AgentRunner } from '../../shared/agent.ts';
 import type { Config } from '../../shared/config.ts';
 import type { Logger } from '../../shared/logger.ts';
+import { checkSandboxBox } from './box-check.ts';
 import { opencodeRoBinds } from './opencode/binary.ts';
 import { reapOrphanGatewayDirs } from './opencode/gateway-dirs.ts';
 import { createOpenCodeRunner } from './opencode/runner.ts';
-import { createSandboxProvider } from './sandboxes/index.ts';
+import { createSandboxProvider, type BoxReport, type SandboxProvider } from './sandboxes/index.ts';
 import { createScriptedAgent, loadAgentScript } from './scripted-agent.ts';
 
-export async function createAgentRunner(config: Config, logger: Logger): Promise<AgentRunner> {
+export type { BoxReport } from './sandboxes/index.ts';
+
+export interface AgentRunnerDeps {
+  /** The sandbox provider; default the one `sandbox_provider` names, built from the config. */
+  provider?: SandboxProvider;
+  /** Called once at start with what the sandboxes are held to (e.g. to publish it for `vcfleet status`). */
+  onBoxReport?: (report: BoxReport) => void;
+}
+
+/**
+ * Builds the runner. With a sandbox provider, first checks what its sandboxes are held to
+ * (box-check.ts: throws ConfigError when a limit cannot be enforced and `enforce_resources` is
+ * true), then removes what dead workers of this host left behind.
+ */
+export async function createAgentRunner(config: Config, logger: Logger, deps: AgentRunnerDeps = {}): Promise<AgentRunner> {
   if (config.agent.kind === 'scripted') return createScriptedAgent(loadAgentScript(config.agent.script_path));
-  const provider = createSandboxProvider(config, { logger, extraRoBinds: config.sandbox_provider === 'local' ? opencodeRoBinds(config) : [] });
+  const provider =
+    deps.provider ?? createSandboxProvider(config, { logger, extraRoBinds: config.sandbox_provider === 'local' ? opencodeRoBinds(config) : [] });
+  try {
+    const report = await checkSandboxBox(provider, config, logger);
+    deps.onBoxReport?.(report);
+  } catch (err) {
+    await provider.close();
+    throw err;
+  }
   const reaped = await provider.reapOrphans();
   if (reaped > 0) logger.warn({ reaped }, 'removed sandboxes left behind by a dead worker of this host');
-  if (config.sandbox_provider === 'local') {
+  if (provider.name === 'local') {
     const gateways = await reapOrphanGatewayDirs(os.tmpdir());
     if (gateways > 0) logger.warn({ gateways }, 'removed gateway socket folders left behind by a dead worker of this host');
   }

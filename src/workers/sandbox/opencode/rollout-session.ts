@@ -12,7 +12,7 @@ import { ConfigError, InfraError, errorMessage } from '../../../shared/errors.ts
 import type { Logger } from '../../../shared/logger.ts';
 import { stripCredentials } from '../../../shared/run-settings.ts';
 import { imageExtension } from '../../../shared/task.ts';
-import type { ExecResult, Sandbox, SandboxProvider } from '../sandboxes/types.ts';
+import type { ExecResult, LimitHits, Sandbox, SandboxProvider } from '../sandboxes/types.ts';
 import { upstreamGiveUpReason, type UpstreamFailureLimits } from '../gateway/health.ts';
 import { decideOutcome, type StopCause } from './outcome.ts';
 import { buildOpenCodeConfig, buildOpenCodeEnv, buildRunArgv, seedFiles, sessionPaths } from './session-config.ts';
@@ -27,12 +27,12 @@ export interface SessionDeps {
   gateway: Omit<SessionGatewayOptions, 'provider' | 'logger'>;
   upstreamLimits: UpstreamFailureLimits;
   /** Names the first limit of the sandbox that was hit, or null. */
-  describeLimitHit(hits: Record<string, number>): string | null;
+  describeLimitHit(hits: LimitHits): string | null;
 }
 
 interface Collected {
   exec: ExecResult;
-  limitHits: Record<string, number>;
+  limitHits: LimitHits;
 }
 
 /** Thrown when the rollout ended because the worker is stopping: never a row, the job goes back. */

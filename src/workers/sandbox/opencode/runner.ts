@@ -7,7 +7,8 @@ import os from 'node:os';
 import type { AgentResult, AgentRunner, RolloutRequest } from '../../../shared/agent.ts';
 import type { Config } from '../../../shared/config.ts';
 import type { Logger } from '../../../shared/logger.ts';
-import type { SandboxProvider } from '../sandboxes/types.ts';
+import type { LimitHits, SandboxProvider } from '../sandboxes/types.ts';
+import { describeLimitHit } from '../sandboxes/box-report.ts';
 import { DEFAULT_UPSTREAM_FAILURE_LIMITS, type UpstreamFailureLimits } from '../gateway/health.ts';
 import { opencodeBinaryPath } from './binary.ts';
 import { RolloutSession } from './rollout-session.ts';
@@ -26,8 +27,6 @@ export interface OpenCodeRunnerOptions {
   socketDir?: string;
   /** When to give up on a policy server that only fails (defaults: 5 failures in a row, or 120 s). */
   upstreamFailureLimits?: Partial<UpstreamFailureLimits>;
-  /** Names the first limit of a sandbox that was hit; default: none named. */
-  describeLimitHit?: (hits: Record<string, number>) => string | null;
 }
 
 export function createOpenCodeRunner(options: OpenCodeRunnerOptions): AgentRunner {
@@ -39,7 +38,7 @@ export function createOpenCodeRunner(options: OpenCodeRunnerOptions): AgentRunne
     bin,
     gateway: { socketDir: options.socketDir ?? os.tmpdir(), gatewayPort: config.sandbox_config.gateway_port, gatewayHost: config.sandbox_config.gateway_host },
     upstreamLimits: { ...DEFAULT_UPSTREAM_FAILURE_LIMITS, ...options.upstreamFailureLimits },
-    describeLimitHit: options.describeLimitHit ?? (() => null),
+    describeLimitHit: (hits: LimitHits) => describeLimitHit(hits, config.sandbox_config.resources),
   };
   const running = new Set<RolloutSession>();
   let closing: Promise<void> | null = null;

@@ -9,7 +9,10 @@ import { LocalBwrapProvider } from './local-bwrap.ts';
 import { OpenSandboxProvider } from './opensandbox.ts';
 import type { SandboxProvider } from './types.ts';
 
-export type { ExecOptions, ExecResult, Sandbox, SandboxProvider, SandboxSpec } from './types.ts';
+export type {
+  BoxItem, BoxReport, BoxResource, ExecOptions, ExecResult, LimitHits, LimitName, Sandbox, SandboxProvider, SandboxResources, SandboxSpec,
+} from './types.ts';
+export { describeLimitHit, unenforced } from './box-report.ts';
 
 export interface SandboxProviderDeps {
   logger: Logger;
@@ -34,5 +37,10 @@ export function createSandboxProvider(config: Config, deps: SandboxProviderDeps)
       logger,
     });
   }
-  return new LocalBwrapProvider({ workdir: config.sandbox_workdir, extraRoBinds: deps.extraRoBinds, logger });
+  return new LocalBwrapProvider({
+    workdir: config.sandbox_workdir,
+    extraRoBinds: deps.extraRoBinds,
+    resources: config.sandbox_config.resources,
+    logger,
+  });
 }

@@ -4,27 +4,36 @@
  * A sandbox is a set of host folders plus a policy (bwrap-policy.ts); every `exec` is its own bwrap
  * process with its own PID namespace, so killing that bwrap kills everything the command started,
  * including `setsid` daemons (OpenCode's bash tools). The policy model is reachable only through
- * the task's gateway: its Unix socket is bound into the sandbox and bridge.py serves it on
+ * the task's gateway: its Unix socket is bound into the sandbox and sandbox-entry.py serves it on
  * `http://127.0.0.1:<gateway.port>` inside the sandbox's own network namespace.
+ *
+ * Everything run in a sandbox is treated as hostile, so each sandbox is held to `resources` (the
+ * box): one cgroup for all its processes (memory without swap, pids, CPU), one size-capped tmpfs for
+ * its workspace, /tmp and /dev/shm, rlimits on file size and open files, and a seccomp filter. What
+ * the host cannot enforce is reported by `probe()` (box-setup.ts).
  */
-import { execFile, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { InfraError } from '../../../shared/errors.ts';
+import { InfraError, errorMessage } from '../../../shared/errors.ts';
 import type { Logger } from '../../../shared/logger.ts';
-import { SANDBOX_PYTHON, buildBwrapArgs, namespaceArgs, sandboxCommand } from './bwrap-policy.ts';
+import { SANDBOX_PYTHON } from './bwrap-policy.ts';
+import { defaultBwrapPath, probeBwrap } from './bwrap-process.ts';
+import { uniformReport } from './box-report.ts';
+import { setUpBox, type BoxSetup } from './box-setup.ts';
+import { HOST_CGROUP_PATHS, type CgroupPaths } from './cgroup-layout.ts';
+import { LocalBwrapSandbox, type SandboxOptions } from './local-bwrap-sandbox.ts';
 import { DEFAULT_MAX_CAPTURE_BYTES } from './output-capture.ts';
-import { runProcess } from './process-runner.ts';
-import { namespaceMembers, signalQuietly } from './proc-tree.ts';
-import {
-  createSandboxDirs, defaultSandboxRoot, forgetExec, reapOrphanDirs, recordExec, removeSandboxDirs,
-  type SandboxDirs,
-} from './sandbox-dirs.ts';
-import { mapSandboxPath, resolveForRead, resolveForWrite, type PathMount } from './sandbox-paths.ts';
-import { ExecTracker } from './exec-tracker.ts';
-import type { ExecOptions, ExecResult, Sandbox, SandboxProvider, SandboxSpec } from './types.ts';
+import { SandboxBox } from './sandbox-box.ts';
+import { reapOrphanCgroups } from './sandbox-cgroup.ts';
+import { createSandboxDirs, defaultSandboxRoot, reapOrphanDirs, removeSandboxDirs } from './sandbox-dirs.ts';
+import { mountDisk } from './sandbox-disk.ts';
+import { SECCOMP_PYTHON } from './seccomp-filter.ts';
+import type { BoxReport, Sandbox, SandboxProvider, SandboxResources, SandboxSpec } from './types.ts';
+
+export { SANDBOX_PATH } from './bwrap-process.ts';
+
+/** `sandbox_config.resources` defaults. */
+export const DEFAULT_RESOURCES: SandboxResources = { cpu: 2, memory_mib: 8192, pids: 1024, disk_mib: 8192 };
 
 export interface LocalBwrapOptions {
   /** Parent folder of the sandbox folders; default `os.tmpdir()/vcfleet-sandboxes`. */
@@ -39,158 +48,31 @@ export interface LocalBwrapOptions {
   killGraceMs?: number;
   /** Bytes of `stdout` and of `stderr` kept in an ExecResult (the tail); default 16 MiB each. */
   maxCaptureBytes?: number;
+  /** Limits of every sandbox (`sandbox_config.resources`); default DEFAULT_RESOURCES. */
+  resources?: SandboxResources;
+  /** Hold sandboxes to `resources` (cgroup, tmpfs disk, rlimits, seccomp); default true. false only compares costs. */
+  box?: boolean;
+  /** Where the host's cgroup files are; default the real ones (tests use fake trees). */
+  cgroupPaths?: CgroupPaths;
+  /** The Python with libseccomp's bindings; default `/usr/bin/python3`. */
+  seccompPython?: string;
+  /** How often a running sandbox's disk is checked for being full, in milliseconds; default 2000. */
+  diskPollMs?: number;
   logger?: Logger;
-}
-
-/** PATH inside the sandbox unless the spec or the exec sets one. */
-export const SANDBOX_PATH = '/usr/local/bin:/usr/bin:/bin';
-const INSTALL_HINT =
-  'install bubblewrap (`apt-get install bubblewrap`) or use sandbox_provider=opensandbox';
-const BRIDGE_SCRIPT = fileURLToPath(new URL('./bridge.py', import.meta.url));
-
-function defaultBwrapPath(): string {
-  return existsSync('/usr/bin/bwrap') ? '/usr/bin/bwrap' : 'bwrap';
-}
-
-function hasExited(child: ChildProcess): boolean {
-  return child.exitCode !== null || child.signalCode !== null;
-}
-
-function waitForExit(child: ChildProcess, ms: number): Promise<boolean> {
-  if (hasExited(child)) return Promise.resolve(true);
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve(hasExited(child)), ms);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve(true);
-    });
-  });
-}
-
-/**
- * SIGTERM every process of the bwrap's PID namespace, then, if the command has not exited within
- * the grace, SIGKILL the bwrap itself: its namespace init dies with it (`--die-with-parent`), and
- * with the init the kernel kills every process left in the namespace.
- */
-async function terminateBwrap(child: ChildProcess, graceMs: number): Promise<void> {
-  if (child.pid === undefined || hasExited(child)) return;
-  for (const pid of namespaceMembers(child.pid)) signalQuietly(pid, 'SIGTERM');
-  if (!(await waitForExit(child, graceMs))) child.kill('SIGKILL');
-}
-
-class LocalBwrapSandbox implements Sandbox {
-  readonly id: string;
-  readonly gatewayUrl: string;
-  private readonly stop = new AbortController();
-  private readonly running = new ExecTracker();
-  private destroying: Promise<void> | null = null;
-  private readonly mounts: PathMount[];
-
-  constructor(
-    private readonly dirs: SandboxDirs,
-    private readonly spec: SandboxSpec,
-    private readonly opts: Required<Omit<LocalBwrapOptions, 'logger' | 'rootDir'>>,
-    private readonly onDestroyed: (s: LocalBwrapSandbox) => void,
-  ) {
-    this.id = path.basename(dirs.root);
-    this.gatewayUrl = `http://127.0.0.1:${spec.gateway.port}`;
-    this.mounts = [
-      { inSandbox: opts.workdir, host: dirs.workspace },
-      { inSandbox: '/tmp', host: dirs.tmp },
-    ];
-  }
-
-  get workdir(): string {
-    return this.opts.workdir;
-  }
-
-  async putFile(pathInSandbox: string, content: Buffer | string): Promise<void> {
-    const target = mapSandboxPath(pathInSandbox, this.workdir, this.mounts);
-    await writeFile(await resolveForWrite(target, pathInSandbox), content);
-  }
-
-  async getFile(pathInSandbox: string): Promise<Buffer> {
-    const target = mapSandboxPath(pathInSandbox, this.workdir, this.mounts);
-    return readFile(await resolveForRead(target, pathInSandbox));
-  }
-
-  exec(argv: string[], options: ExecOptions = {}): Promise<ExecResult> {
-    return this.running.track(this.id, this.stop.signal.aborted, argv, () => this.run(argv, options));
-  }
-
-  private async run(argv: string[], options: ExecOptions): Promise<ExecResult> {
-    const socket = this.spec.gateway.socketPath;
-    const args = buildBwrapArgs({
-      workspaceHostDir: this.dirs.workspace,
-      tmpHostDir: this.dirs.tmp,
-      workdir: this.workdir,
-      cwd: options.cwd ?? this.workdir,
-      extraRoBinds: this.opts.extraRoBinds,
-      gatewaySocket: socket,
-      bridgeScript: socket ? BRIDGE_SCRIPT : undefined,
-    });
-    args.push('--', ...sandboxCommand(argv, socket ? this.spec.gateway.port : undefined));
-    let recorded: Promise<void> = Promise.resolve();
-    let pid: number | undefined;
-    try {
-      return await runProcess({
-        command: this.opts.bwrapPath,
-        args,
-        env: this.envFor(options.env),
-        stdin: options.stdin,
-        timeoutMs: options.timeoutMs,
-        signal: options.signal ? AbortSignal.any([options.signal, this.stop.signal]) : this.stop.signal,
-        onStdoutLine: options.onStdoutLine,
-        maxCaptureBytes: this.opts.maxCaptureBytes,
-        terminate: (child) => terminateBwrap(child, this.opts.killGraceMs),
-        onSpawn: (p) => {
-          pid = p;
-          recorded = recordExec(this.dirs, p).catch(() => {});
-        },
-      });
-    } finally {
-      await recorded;
-      if (pid !== undefined) await forgetExec(this.dirs, pid).catch(() => {});
-    }
-  }
-
-  /** The command's whole environment: defaults, then the spec's, then the exec's. */
-  private envFor(extra: Record<string, string> | undefined): Record<string, string> {
-    return {
-      PATH: SANDBOX_PATH,
-      HOME: '/tmp/home',
-      TMPDIR: '/tmp',
-      LANG: 'C.UTF-8',
-      ...this.spec.env,
-      ...extra,
-    };
-  }
-
-  async limitHits(): Promise<Record<string, number>> {
-    // No limits are enforced here yet, so none can be hit.
-    return {};
-  }
-
-  destroy(): Promise<void> {
-    this.destroying ??= (async () => {
-      this.stop.abort();
-      await this.running.settled();
-      await removeSandboxDirs(this.dirs);
-      this.onDestroyed(this);
-    })();
-    return this.destroying;
-  }
 }
 
 export class LocalBwrapProvider implements SandboxProvider {
   readonly name = 'local' as const;
   private readonly live = new Set<LocalBwrapSandbox>();
-  private probe: Promise<void> | null = null;
+  private usable: Promise<void> | null = null;
+  private setup: Promise<BoxSetup> | null = null;
   private readonly rootDir: string;
-  private readonly sandboxOpts: Required<Omit<LocalBwrapOptions, 'logger' | 'rootDir'>>;
+  private readonly resources: SandboxResources;
+  private readonly sandboxOpts: SandboxOptions;
 
   constructor(private readonly opts: LocalBwrapOptions) {
     this.rootDir = opts.rootDir ?? defaultSandboxRoot();
+    this.resources = opts.resources ?? DEFAULT_RESOURCES;
     this.sandboxOpts = {
       workdir: opts.workdir,
       extraRoBinds: opts.extraRoBinds ?? [],
@@ -203,13 +85,23 @@ export class LocalBwrapProvider implements SandboxProvider {
   async create(spec: SandboxSpec, signal?: AbortSignal): Promise<Sandbox> {
     signal?.throwIfAborted();
     await this.ensureUsable();
-    if (spec.gateway.socketPath && !existsSync(SANDBOX_PYTHON)) {
-      throw new InfraError(`the gateway bridge needs ${SANDBOX_PYTHON}, which is missing on this host`);
+    const setup = this.opts.box === false ? null : await this.boxSetup();
+    if ((setup || spec.gateway.socketPath) && !existsSync(SANDBOX_PYTHON)) {
+      throw new InfraError(`local sandboxes need ${SANDBOX_PYTHON} (their entry script), which is missing on this host`);
     }
-    const dirs = await createSandboxDirs(this.rootDir, spec.label).catch((err: unknown) => {
-      throw new InfraError(`cannot create sandbox folders under ${this.rootDir}`, { cause: err });
+    const r = this.resources;
+    const dirs = await createSandboxDirs(this.rootDir, spec.label, setup?.tmpfs ? (d) => mountDisk(d, r.disk_mib) : undefined).catch((err: unknown) => {
+      throw new InfraError(`cannot create sandbox folders under ${this.rootDir}: ${errorMessage(err)}`, { cause: err });
     });
-    const sandbox = new LocalBwrapSandbox(dirs, spec, this.sandboxOpts, (s) => this.live.delete(s));
+    let box: SandboxBox | null = null;
+    if (setup) {
+      const diskDir = setup.tmpfs ? dirs.disk : null;
+      box = await SandboxBox.create(setup, path.basename(dirs.root), { resources: r, diskDir, diskPollMs: this.opts.diskPollMs ?? 2000 }).catch(async (err: unknown) => {
+        await removeSandboxDirs(dirs).catch(() => {});
+        throw err;
+      });
+    }
+    const sandbox = new LocalBwrapSandbox(dirs, spec, this.sandboxOpts, box, (s) => this.live.delete(s));
     this.live.add(sandbox);
     this.opts.logger?.debug({ sandbox: sandbox.id, dir: dirs.root }, 'sandbox created');
     if (signal?.aborted) {
@@ -219,9 +111,23 @@ export class LocalBwrapProvider implements SandboxProvider {
     return sandbox;
   }
 
+  /** Which limits hold here (tried once, then cached). */
+  async probe(): Promise<BoxReport> {
+    if (this.opts.box === false) return uniformReport(false, 'the provider was created with box: false');
+    return (await this.boxSetup()).report;
+  }
+
+  /**
+   * Removes what dead workers of this host left: sandbox folders (with their processes and tmpfs
+   * mounts) and cgroups. Logs what it could not remove and goes on; returns how many it removed.
+   */
   async reapOrphans(): Promise<number> {
-    const reaped = await reapOrphanDirs(this.rootDir);
-    if (reaped > 0) this.opts.logger?.info({ reaped, root: this.rootDir }, 'removed orphaned sandboxes');
+    const warn = (what: string) => (target: string, err: unknown) =>
+      this.opts.logger?.warn({ err: errorMessage(err), [what]: target }, `could not remove an orphaned sandbox ${what}`);
+    const folders = await reapOrphanDirs(this.rootDir, warn('folder'));
+    const cgroups = this.opts.box === false ? [] : await reapOrphanCgroups((await this.boxSetup()).cgroups, warn('cgroup'));
+    const reaped = new Set([...folders, ...cgroups]).size;
+    if (reaped > 0) this.opts.logger?.info({ reaped, folders: folders.length, cgroups: cgroups.length, root: this.rootDir }, 'removed orphaned sandboxes');
     return reaped;
   }
 
@@ -232,25 +138,21 @@ export class LocalBwrapProvider implements SandboxProvider {
 
   /** Checks once that bwrap exists and can create its namespaces here. */
   private ensureUsable(): Promise<void> {
-    this.probe ??= probeBwrap(this.sandboxOpts.bwrapPath).catch((err: unknown) => {
-      this.probe = null;
+    this.usable ??= probeBwrap(this.sandboxOpts.bwrapPath).catch((err: unknown) => {
+      this.usable = null;
       throw err;
     });
-    return this.probe;
+    return this.usable;
   }
-}
 
-function probeBwrap(bwrapPath: string): Promise<void> {
-  const args = [...namespaceArgs(), '--ro-bind', '/', '/', '--proc', '/proc', '--dev', '/dev', '--', 'true'];
-  return new Promise((resolve, reject) => {
-    execFile(bwrapPath, args, { env: { PATH: SANDBOX_PATH }, timeout: 15_000 }, (err, _out, stderr) => {
-      if (!err) return resolve();
-      const code = (err as NodeJS.ErrnoException).code;
-      const why =
-        code === 'ENOENT'
-          ? `bubblewrap not found at ${bwrapPath}`
-          : `bubblewrap cannot create its namespaces here (${String(stderr).trim() || err.message})`;
-      reject(new InfraError(`local sandbox unavailable: ${why}; ${INSTALL_HINT}`, { cause: err }));
+  private boxSetup(): Promise<BoxSetup> {
+    this.setup ??= setUpBox({
+      resources: this.resources,
+      rootDir: this.rootDir,
+      bwrapPath: this.sandboxOpts.bwrapPath,
+      cgroupPaths: this.opts.cgroupPaths ?? HOST_CGROUP_PATHS,
+      seccompPython: this.opts.seccompPython ?? SECCOMP_PYTHON,
     });
-  });
+    return this.setup;
+  }
 }

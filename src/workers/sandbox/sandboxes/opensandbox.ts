@@ -16,7 +16,7 @@ import { runRemoteCommand } from './opensandbox-exec.ts';
 import { DEFAULT_FLEET_LABEL, META, labelValue, modelOnlyPolicy, ownerFromMetadata, ownerMetadata, shellJoin, shellQuote } from './opensandbox-labels.ts';
 import { isAlive } from './proc-tree.ts';
 import { ExecTracker } from './exec-tracker.ts';
-import type { ExecOptions, ExecResult, Sandbox, SandboxProvider, SandboxSpec } from './types.ts';
+import type { BoxReport, ExecOptions, ExecResult, LimitHits, Sandbox, SandboxProvider, SandboxSpec } from './types.ts';
 
 export interface OpenSandboxOptions {
   /** OpenSandbox server, `host[:port]` or a URL (`sandbox_config.domain`). */
@@ -83,6 +83,11 @@ class RemoteSandbox implements Sandbox {
     return this.running.track(this.id, this.stop.signal.aborted, argv, () => this.run(argv, options));
   }
 
+  /** The server does not report what its sandboxes ran into. */
+  async limitHits(): Promise<LimitHits> {
+    return {};
+  }
+
   private async run(argv: string[], options: ExecOptions): Promise<ExecResult> {
     const signal = options.signal ? AbortSignal.any([options.signal, this.stop.signal]) : this.stop.signal;
     if (signal.aborted) {
@@ -107,11 +112,6 @@ class RemoteSandbox implements Sandbox {
   }
 
   /** Stops running commands, then deletes the sandbox (a 404 counts as deleted). Never throws. */
-  async limitHits(): Promise<Record<string, number>> {
-    // The OpenSandbox server enforces the limits and does not report hits.
-    return {};
-  }
-
   destroy(): Promise<void> {
     this.destroying ??= (async () => {
       this.stop.abort();
@@ -186,6 +186,19 @@ export class OpenSandboxProvider implements SandboxProvider {
     }
     this.opts.logger?.debug({ sandbox: sandbox.id }, 'sandbox created');
     return sandbox;
+  }
+
+  /** Every limit is the OpenSandbox server's to enforce: cpu and memory are asked for per sandbox, the rest is its runtime's. */
+  async probe(): Promise<BoxReport> {
+    const server = `the OpenSandbox server ${this.opts.domain}`;
+    const runtime = { enforced: true, detail: `by ${server}'s container runtime (not set by this worker)` };
+    return {
+      memory: { enforced: true, detail: `by ${server}: ${this.opts.resources.memory_mib}Mi per sandbox` },
+      cpu: { enforced: true, detail: `by ${server}: ${this.opts.resources.cpu} CPUs per sandbox` },
+      pids: runtime,
+      disk: runtime,
+      seccomp: runtime,
+    };
   }
 
   /** Deletes this fleet's sandboxes on this host whose owning worker process is gone. */

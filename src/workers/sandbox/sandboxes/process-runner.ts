@@ -23,6 +23,8 @@ export interface RunProcessOptions {
   terminate: (child: ChildProcess) => Promise<void>;
   /** Called once the process runs (to record its pid). */
   onSpawn?: (pid: number) => void;
+  /** Written, then closed, to the child's fds 3, 4, ... (e.g. a seccomp program for bwrap). */
+  extraFds?: Buffer[];
 }
 
 function emptyResult(aborted: boolean): ExecResult {
@@ -33,7 +35,14 @@ function emptyResult(aborted: boolean): ExecResult {
 export function runProcess(opts: RunProcessOptions): Promise<ExecResult> {
   if (opts.signal?.aborted) return Promise.resolve(emptyResult(true));
   const started = Date.now();
-  const child = spawn(opts.command, opts.args, { env: opts.env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const extra = opts.extraFds ?? [];
+  const child = spawn(opts.command, opts.args, { env: opts.env, stdio: ['pipe', 'pipe', 'pipe', ...extra.map(() => 'pipe' as const)] });
+  extra.forEach((bytes, i) => {
+    const fd = child.stdio[3 + i] as NodeJS.WritableStream;
+    // The reader may exit without reading it all: EPIPE is expected then.
+    fd.on('error', () => {});
+    fd.end(bytes);
+  });
   const stdout = new TailBuffer(opts.maxCaptureBytes);
   const stderr = new TailBuffer(opts.maxCaptureBytes);
   const lines = opts.onStdoutLine ? new LineSplitter(opts.onStdoutLine) : null;

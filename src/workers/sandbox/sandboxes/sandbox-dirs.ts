@@ -1,13 +1,18 @@
 /**
- * Host folders of `local` sandboxes. Each sandbox is `<root>/<label>-<random>/` holding
- * `workspace/` (the sandbox workdir), `tmp/` (its `/tmp`), `owner.json` (the worker that made it)
- * and `execs/<pid>.json` (the bwrap processes running in it). A worker that starts removes the
- * folders whose owner is dead, killing any bwrap process still recorded there.
+ * Host folders of `local` sandboxes. Each sandbox is `<root>/<label>-<random>/` holding `disk/` (the
+ * sandbox's tmpfs when the worker can mount one, see sandbox-disk.ts) with `workspace/` (the sandbox
+ * workdir), `tmp/` (its `/tmp`) and `shm/` (its `/dev/shm`); `owner.json` (the worker that made it);
+ * `execs/<pid>.json` (the bwrap processes running in it); and an empty file and folder that mask
+ * parts of `/proc`. A worker that starts removes the folders whose owner is dead, killing any bwrap
+ * process still recorded there and unmounting their disks; whatever sandboxed code did to the
+ * permissions of its files cannot stop that.
  */
 import { mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { forceRemove } from './force-remove.ts';
 import { identityOf, isAlive, signalQuietly, type ProcessIdentity } from './proc-tree.ts';
+import { unmountAllUnder } from './sandbox-disk.ts';
 
 /** Default parent of all sandbox folders of this host. */
 export function defaultSandboxRoot(): string {
@@ -16,9 +21,14 @@ export function defaultSandboxRoot(): string {
 
 export interface SandboxDirs {
   root: string;
+  /** The sandbox disk (a tmpfs mount point, or a plain folder). */
+  disk: string;
   workspace: string;
   tmp: string;
+  shm: string;
   execs: string;
+  emptyFile: string;
+  emptyDir: string;
 }
 
 /** A folder without an owner file older than this is a creation that crashed half-way. */
@@ -28,22 +38,33 @@ function safeLabel(label: string): string {
   return label.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 60) || 'sandbox';
 }
 
-/** Creates the folders of a new sandbox, owned by this process. */
-export async function createSandboxDirs(rootDir: string, label: string): Promise<SandboxDirs> {
+/**
+ * Creates the folders of a new sandbox, owned by this process. `mountDisk`, when given, mounts the
+ * sandbox disk on the empty `disk/` folder before anything is made in it.
+ */
+export async function createSandboxDirs(rootDir: string, label: string, mountDisk?: (dir: string) => Promise<void>): Promise<SandboxDirs> {
   await mkdir(rootDir, { recursive: true, mode: 0o700 });
   const root = await mkdtemp(path.join(rootDir, `${safeLabel(label)}-`));
+  const disk = path.join(root, 'disk');
   const dirs: SandboxDirs = {
     root,
-    workspace: path.join(root, 'workspace'),
-    tmp: path.join(root, 'tmp'),
+    disk,
+    workspace: path.join(disk, 'workspace'),
+    tmp: path.join(disk, 'tmp'),
+    shm: path.join(disk, 'shm'),
     execs: path.join(root, 'execs'),
+    emptyFile: path.join(root, 'empty'),
+    emptyDir: path.join(root, 'empty.d'),
   };
-  await writeFile(path.join(root, 'owner.json'), JSON.stringify(identityOf(process.pid)));
-  await Promise.all([
-    mkdir(dirs.workspace),
-    mkdir(path.join(dirs.tmp, 'home'), { recursive: true }),
-    mkdir(dirs.execs),
-  ]);
+  try {
+    await writeFile(path.join(root, 'owner.json'), JSON.stringify(identityOf(process.pid)));
+    await Promise.all([mkdir(disk), mkdir(dirs.execs), writeFile(dirs.emptyFile, ''), mkdir(dirs.emptyDir, { mode: 0o555 })]);
+    if (mountDisk) await mountDisk(disk);
+    await Promise.all([mkdir(dirs.workspace), mkdir(path.join(dirs.tmp, 'home'), { recursive: true }), mkdir(dirs.shm)]);
+  } catch (err) {
+    await removeAll(root).catch(() => {});
+    throw err;
+  }
   return dirs;
 }
 
@@ -82,23 +103,37 @@ async function isOrphan(dir: string): Promise<boolean> {
   return st !== null && Date.now() - st.mtimeMs > UNOWNED_GRACE_MS;
 }
 
-/** Removes the sandbox folders of dead workers of this host; returns how many. */
-export async function reapOrphanDirs(rootDir: string): Promise<number> {
+/** Kills what is recorded there, unmounts the disk and removes everything; throws what failed. */
+async function removeAll(root: string): Promise<void> {
+  await killRecordedExecs(path.join(root, 'execs'));
+  const unmountErrors = await unmountAllUnder(root);
+  await forceRemove(root).catch((err: unknown) => {
+    throw unmountErrors[0] ?? err;
+  });
+}
+
+/**
+ * Removes the sandbox folders of dead workers of this host; returns their names (the sandbox ids).
+ * A folder that cannot be removed is reported to `onError` and the others are still removed.
+ */
+export async function reapOrphanDirs(rootDir: string, onError: (dir: string, err: unknown) => void = () => {}): Promise<string[]> {
   const entries = await readdir(rootDir, { withFileTypes: true }).catch(() => []);
-  let reaped = 0;
+  const reaped: string[] = [];
   for (const entry of entries) {
     if (!entry.isDirectory()) continue;
     const dir = path.join(rootDir, entry.name);
     if (!(await isOrphan(dir))) continue;
-    await killRecordedExecs(path.join(dir, 'execs'));
-    await rm(dir, { recursive: true, force: true });
-    reaped++;
+    try {
+      await removeAll(dir);
+      reaped.push(entry.name);
+    } catch (err) {
+      onError(dir, err);
+    }
   }
   return reaped;
 }
 
-/** Kills what still runs and removes the folders (idempotent). */
+/** Kills what still runs, unmounts the disk and removes the folders (idempotent). */
 export async function removeSandboxDirs(dirs: SandboxDirs): Promise<void> {
-  await killRecordedExecs(dirs.execs);
-  await rm(dirs.root, { recursive: true, force: true, maxRetries: 3 });
+  await removeAll(dirs.root);
 }

@@ -38,6 +38,32 @@ export interface ExecResult {
   durationMs: number;
 }
 
+/** Limits of one sandbox (`sandbox_config.resources`). */
+export interface SandboxResources {
+  /** CPUs at once; fractions allowed. */
+  cpu: number;
+  /** Memory of everything in the sandbox, its tmpfs files included, in MiB. */
+  memory_mib: number;
+  /** Processes and threads at once. */
+  pids: number;
+  /** Workspace + /tmp + /dev/shm together, in MiB. */
+  disk_mib: number;
+}
+
+/** The limits a sandbox ran into, counted by the host: the model's doing, not an infrastructure failure. */
+export type LimitName = 'memory' | 'pids' | 'disk';
+/** memory: OOM kills; pids: forks refused at the limit; disk: 1 when the sandbox disk was found full. */
+export type LimitHits = Partial<Record<LimitName, number>>;
+
+/** What a provider makes its sandboxes hold to. */
+export type BoxResource = 'memory' | 'pids' | 'cpu' | 'disk' | 'seccomp';
+export interface BoxItem {
+  enforced: boolean;
+  /** How it is enforced (`cgroup v1 /sys/fs/cgroup/memory/...`), or why not (`cannot write ...: EACCES`). */
+  detail: string;
+}
+export type BoxReport = Record<BoxResource, BoxItem>;
+
 export interface Sandbox {
   readonly id: string;
   /** The writable work folder inside the sandbox (`sandbox_workdir`, default `/workspace`). */
@@ -48,8 +74,8 @@ export interface Sandbox {
   getFile(pathInSandbox: string): Promise<Buffer>;
   /** A command that exits non-zero is a result, not an exception; failing to run it at all throws. */
   exec(argv: string[], options?: ExecOptions): Promise<ExecResult>;
-  /** Times the sandbox hit a resource limit so far, by limit (`{memory: 1}`); empty when none or unknown. */
-  limitHits(): Promise<Record<string, number>>;
+  /** The limits hit so far (`{}`: none, or a provider that cannot tell). Still answers after destroy. */
+  limitHits(): Promise<LimitHits>;
   /** Kills everything in the sandbox and removes it. Safe to call twice. */
   destroy(): Promise<void>;
 }
@@ -60,5 +86,7 @@ export interface SandboxProvider {
   create(spec: SandboxSpec, signal?: AbortSignal): Promise<Sandbox>;
   /** Remove sandboxes that a dead worker of this host left behind; returns how many. */
   reapOrphans(): Promise<number>;
+  /** Which limits this provider's sandboxes are held to on this host, and how (or why not). */
+  probe(): Promise<BoxReport>;
   close(): Promise<void>;
 }
