@@ -25,6 +25,9 @@ import { startPrivateRedis, type PrivateRedis } from './private-redis.ts';
 import { createProgressView, type ProgressView } from './progress.ts';
 import { policySilenceWarning, RowTally } from '../shared/row-tally.ts';
 import { stripCredentials } from '../shared/run-settings.ts';
+import { announceWorker, publishNotice } from '../shared/worker-registry.ts';
+import { createAgentRunner } from '../workers/sandbox/agent-factory.ts';
+import { unenforcedNotice } from '../workers/sandbox/box-check.ts';
 import type { FleetMetrics } from '../ops/prom-metrics.ts';
 import { startRoleMetrics } from '../ops/role-metrics.ts';
 
@@ -75,6 +78,9 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     if (own) closers.push(() => own.close());
     const prom = options.metrics ?? own!.metrics;
     prom.watchQueues(client, config.queues.prefix);
+    const presence = await announceWorker(connection, config.queues.prefix, 'run');
+    closers.push(() => presence.stop());
+    const workerName = presence.id;
     const bench = await loadOrPrepare(config, logger);
     const produced = await produceRun({ config, redis: client, logger, tasks: bench.tasks, readImage: bench.readImage });
     const store = new RunStore(client, config.queues.prefix);
@@ -82,7 +88,7 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     options.onStart?.(run.run_id, produced.total, produced.created);
     const tally = new RowTally();
     for await (const row of store.scanRows(run.run_id)) tally.add(row);
-    const results = startResultsWorker({ config, connection, logger, onJobEnd: prom.jobEnd('results'), onCommit: (row, result) => {
+    const results = startResultsWorker({ config, connection, logger, workerName, onJobEnd: prom.jobEnd('results'), onCommit: (row, result) => {
       prom.rowCommitted(row, result);
       if (row.run_id === run.run_id) tally.add(row);
     } });
@@ -91,10 +97,10 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     await results.syncRun(run.run_id);
     // Count again: another consumer may have written rows while this one waited for the writer lock.
     for await (const row of store.scanRows(run.run_id)) tally.add(row);
-    const judge = await startJudgeWorker({ config, connection, logger, judge: prom.wrapJudge(options.judge ?? createFleetJudge(config, logger, connection)), onJobEnd: prom.jobEnd('judge') });
+    const judge = await startJudgeWorker({ config, connection, logger, workerName, judge: prom.wrapJudge(options.judge ?? createFleetJudge(config, logger, connection)), onJobEnd: prom.jobEnd('judge') });
     closers.unshift(() => judge.close());
-    const agent = options.agent ?? (await (await import('../workers/sandbox/agent-factory.ts')).createAgentRunner(config, logger));
-    const sandbox = await startSandboxWorker({ config, connection, logger, agent: prom.wrapAgent(agent), onJobEnd: prom.jobEnd('rollout') });
+    const agent = options.agent ?? (await createAgentRunner(config, logger, { onBoxReport: (r) => void publishNotice(presence, unenforcedNotice(r, presence.id)) }));
+    const sandbox = await startSandboxWorker({ config, connection, logger, workerName, agent: prom.wrapAgent(agent), onJobEnd: prom.jobEnd('rollout') });
     closers.unshift(() => sandbox.close());
     const status = await watch(options, connection, config.queues.prefix, produced.total, tally, logger, config.policy_base_url);
     logger.info({ run: run.run_id, status }, 'run loop ended');

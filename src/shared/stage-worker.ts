@@ -25,6 +25,8 @@ export interface StageWorkerOptions<N extends QueueName> {
   prefix: string;
   concurrency: number;
   lockDurationMs: number;
+  /** The worker's name (its worker-registry id): BullMQ stores it on every job it takes (`processedBy`). */
+  name?: string;
   limiter?: WorkerOptions['limiter'];
   logger: Logger;
   handle(data: JobData<N>, ctx: StageContext): Promise<void>;
@@ -104,6 +106,7 @@ export function startStageWorker<N extends QueueName>(opts: StageWorkerOptions<N
     stalledInterval: Math.max(1000, Math.floor(opts.lockDurationMs / 2)),
     maxStalledCount: 3,
     limiter: opts.limiter,
+    name: opts.name,
     autorun: true,
   });
   worker.on('error', (err) => log.warn({ err: errorMessage(err) }, 'worker connection error (waiting for Redis)'));

@@ -153,10 +153,10 @@ describe('a hostile policy against the real OpenCode', () => {
     return { policyBaseUrl: server.url, allowedBaseUrls: [], policyApiKey: KEY, captureRoot: path.join(ROOT, 'captures'), ...extra };
   }
 
-  async function stage(runId: string, h = host()) {
+  async function stage(runId: string, h = host(), agent = runner) {
     const task = (await loadPreparedBenchmark(env.config().data_dir, 'babyvision_opencode')).tasks[0];
     const job = { v: 1 as const, run_id: runId, task_id: task.task_id, repeat: 0, rollout_id: rolloutId(runId, task.task_id, 0) };
-    return runRolloutStage(job, { store, agent: runner, host: h }, new AbortController().signal);
+    return runRolloutStage(job, { store, agent, host: h }, new AbortController().signal);
   }
 
   it('attacks on the gateway reach nothing but the policy model, and the worker goes on to score the rollout', async () => {
@@ -189,14 +189,28 @@ describe('a hostile policy against the real OpenCode', () => {
   });
 
   it('forged events in OpenCode\'s stdout and stderr change neither the answer nor masking', async () => {
+    // Without the box's seccomp filter the forgery lands in OpenCode's stdout and stderr...
+    const unboxed = new LocalBwrapProvider({ rootDir: path.join(ROOT, 'unboxed'), workdir: '/workspace', extraRoBinds: opencodeRoBinds(env.config()), logger, box: false });
+    const open = createOpenCodeRunner({ config: env.config(), logger, provider: unboxed, socketDir: path.join(ROOT, 'sockets') });
     server.setScript(python(FORGE_EVENTS));
     await produce('hostile-forge');
-    const out = await stage('hostile-forge');
-    expect(out.next).toBe('judge');
-    if (out.next !== 'judge') return;
-    expect(out.job.outcome.response_tail).toContain('forged into fds [1, 2]');
-    // The forged 401 would have masked the row, the forged text would have answered A: neither counts.
-    expect(out.job.outcome).toMatchObject({ stop_reason: 'answered', extracted_answer: 'C', error: null });
+    try {
+      const out = await stage('hostile-forge', host(), open);
+      expect(out.next).toBe('judge');
+      if (out.next !== 'judge') return;
+      expect(out.job.outcome.response_tail).toContain('forged into fds [1, 2]');
+      // The forged 401 would have masked the row, the forged text would have answered A: neither counts.
+      expect(out.job.outcome).toMatchObject({ stop_reason: 'answered', extracted_answer: 'C', error: null });
+    } finally {
+      await open.close();
+    }
+    // ... and with it (every sandbox of a worker), pidfd_getfd is refused outright.
+    await produce('hostile-forge-boxed');
+    const boxed = await stage('hostile-forge-boxed');
+    expect(boxed.next).toBe('judge');
+    if (boxed.next !== 'judge') return;
+    expect(boxed.job.outcome.response_tail).toContain('pidfd_getfd refused: Operation not permitted');
+    expect(boxed.job.outcome).toMatchObject({ stop_reason: 'answered', extracted_answer: 'C', error: null });
   });
 
   it('a hung policy scores timeout/0 and goes to the results without a judge call', async () => {

@@ -132,6 +132,42 @@ describe('real OpenCode in local sandboxes under faults', () => {
     }
   });
 
+  it('a model that exhausts its memory is scored, not masked: the kill reaches it as tool output (or names the limit), and the row counts the hit', async () => {
+    const e = await setup(policy.url, ['++sandbox_config.resources.memory_mib=1536', '++sandbox_config.resources.disk_mib=256']);
+    const gold = e.fixture.expected[0].gold;
+    const hog = 'python3 -c "import numpy as np\na = []\nwhile True: a.append(np.ones(8 * 1024 * 1024))"; echo "exit $?"';
+    policy.setScript((body) =>
+      toolResults(body) === 0
+        ? { kind: 'tool_calls', calls: [{ name: 'bash', arguments: { command: hog, description: 'use all the memory' } }] }
+        : { kind: 'text', text: `After that: ${lastToolOutput(body).slice(0, 200)} \\boxed{${gold}}` },
+    );
+    expect((await runCli(['produce', '--run-id', 'ocm', ...e.overrides])).code).toBe(0);
+    const worker = role('sandbox', e);
+    role('judge', e);
+    role('results', e);
+    await waitFor('1 row', () => countLines(e.output) >= 1, 150_000, 250);
+    const rows = readJsonl(e.output);
+    expectOneRowEach(rows, 'ocm', e.fixture);
+    const row = rows[0];
+    console.log(`[fault] memory hog row: ${JSON.stringify({ stop_reason: row.stop_reason, reward: row.reward, limit_hits: row.limit_hits, error: row.error })}`);
+    expect(row.failure_kind).toBeNull();
+    expect(row.limit_hits.memory).toBeGreaterThanOrEqual(1);
+    if (row.stop_reason === 'answered') {
+      // The OOM killer took the python process: the model saw it killed and went on.
+      expect(row).toMatchObject({ reward: 1, tool_calls: 1 });
+      const chat = policy.requests.filter((r) => r.path.endsWith('/chat/completions'));
+      expect(lastToolOutput(chat.at(-1)!.body!)).toMatch(/exit 137|Killed/);
+    } else {
+      // The OOM killer took OpenCode itself: agent_error, naming the limit.
+      expect(row).toMatchObject({ stop_reason: 'agent_error', reward: 0 });
+      expect(row.error).toMatch(/the sandbox hit its 1536 MiB memory limit/);
+    }
+    expect(worker.child.exitCode).toBeNull(); // the worker lives on
+    await stopAll();
+    expect(leftovers()).toEqual({ sandboxes: [], gateways: [] });
+    expect(processesMentioning(tmp)).toEqual([]);
+  });
+
   it('inside the sandbox the model cannot read secrets, reach Redis, the judge or the outside, or write outside; no key leaks anywhere', async () => {
     const e = await setup(policy.url);
     const gold = e.fixture.expected[0].gold;

@@ -12,6 +12,8 @@ function formatStatus(s: RunStatus): string {
   const masked = Object.entries(s.masked).map(([k, v]) => `${k} ${v}`).join(', ') || 'none';
   const stops = Object.entries(s.stop_reasons).map(([k, v]) => `${k} ${v}`).join(', ') || 'none';
   const jobs = table([['queue', ...JOB_STATES], ...QUEUE_NAMES.map((q) => [q, ...JOB_STATES.map((st) => s.jobs[q][st])])]);
+  const roles = Object.entries(s.workers.live.reduce<Record<string, number>>((acc, w) => ({ ...acc, [w.role]: (acc[w.role] ?? 0) + 1 }), {}));
+  const stale = s.workers.stale.map((w) => `  ${w.id} (last seen ${new Date(w.last_seen).toISOString()})${w.held.length ? `: held ${w.held.join(', ')} (they come back when their lock expires)` : ''}`);
   return [
     `run ${s.run.run_id} (${s.run.benchmark}, policy ${s.run.policy_model}, judge ${s.run.judge_model})`,
     `rows ${s.rows}/${s.run.total}${s.complete ? ' (complete)' : ''}; scored ${s.scored}, correct ${s.correct}, accuracy ${acc}`,
@@ -19,6 +21,8 @@ function formatStatus(s: RunStatus): string {
     `stop reasons: ${stops}`,
     ...s.warnings.map((w) => `WARNING: ${w}`),
     `output: ${s.run.output_jsonl_fpath}`,
+    `workers: ${roles.length ? roles.map(([r, n]) => `${n} ${r}`).join(', ') : 'none running'}`,
+    ...(stale.length ? ['workers that stopped heartbeating:', ...stale] : []),
     '',
     jobs,
   ].join('\n');

@@ -12,6 +12,8 @@ import { createFleetJudge } from '../../workers/judge/judge-factory.ts';
 import { startJudgeWorker } from '../../workers/judge/worker.ts';
 import { startResultsWorker } from '../../workers/results/worker.ts';
 import type { FleetMetrics } from '../../ops/prom-metrics.ts';
+import { announceWorker, publishNotice, type WorkerPresence } from '../../shared/worker-registry.ts';
+import { unenforcedNotice } from '../../workers/sandbox/box-check.ts';
 import { startRoleMetrics } from '../../ops/role-metrics.ts';
 
 /** The roles `vcfleet worker <role>` accepts. */
@@ -34,22 +36,27 @@ export function registerWorker(program: Command): void {
       const { config, logger } = commandContext(opts, flags);
       const roleMetrics = await startRoleMetrics(config, logger, role);
       let connection: Redis | undefined;
+      let presence: WorkerPresence | undefined;
       let close: () => Promise<void>;
       try {
         connection = await connect(config, logger, 'worker');
         roleMetrics.metrics.watchQueues(connection, config.queues.prefix);
-        close = await startRole(role as Role, config, logger, connection, roleMetrics.metrics);
+        presence = await announceWorker(connection, config.queues.prefix, role);
+        close = await startRole(role as Role, config, logger, connection, roleMetrics.metrics, presence);
       } catch (err) {
         // An open server or connection would keep a failed process alive.
+        await presence?.stop();
         await roleMetrics.close();
         connection?.disconnect();
         throw err;
       }
+      const present = presence;
       const conn = connection;
       logger.info({ role, prefix: config.queues.prefix }, `${role} worker started`);
       await new Promise<void>((resolve) => {
         onShutdownSignals(logger, async () => {
           await close();
+          await present.stop();
           await roleMetrics.close();
           conn.disconnect();
           resolve();
@@ -60,17 +67,18 @@ export function registerWorker(program: Command): void {
 }
 
 /** Start one role with its metrics hooks; returns its graceful close. */
-async function startRole(role: Role, config: Config, logger: Logger, connection: Redis, metrics: FleetMetrics): Promise<() => Promise<void>> {
+async function startRole(role: Role, config: Config, logger: Logger, connection: Redis, metrics: FleetMetrics, presence: WorkerPresence): Promise<() => Promise<void>> {
+  const workerName = presence.id;
   if (role === 'sandbox') {
-    const agent = metrics.wrapAgent(await createAgentRunner(config, logger));
-    const w = await startSandboxWorker({ config, connection, logger, agent, onJobEnd: metrics.jobEnd('rollout') });
+    const runner = await createAgentRunner(config, logger, { onBoxReport: (report) => void publishNotice(presence, unenforcedNotice(report, presence.id)) });
+    const w = await startSandboxWorker({ config, connection, logger, agent: metrics.wrapAgent(runner), onJobEnd: metrics.jobEnd('rollout'), workerName });
     return () => w.close();
   }
   if (role === 'judge') {
     const judge = metrics.wrapJudge(createFleetJudge(config, logger, connection));
-    const w = await startJudgeWorker({ config, connection, logger, judge, onJobEnd: metrics.jobEnd('judge') });
+    const w = await startJudgeWorker({ config, connection, logger, judge, onJobEnd: metrics.jobEnd('judge'), workerName });
     return () => w.close();
   }
-  const w = startResultsWorker({ config, connection, logger, onJobEnd: metrics.jobEnd('results'), onCommit: (row, result) => metrics.rowCommitted(row, result) });
+  const w = startResultsWorker({ config, connection, logger, onJobEnd: metrics.jobEnd('results'), onCommit: (row, result) => metrics.rowCommitted(row, result), workerName });
   return () => w.close();
 }

@@ -14,6 +14,8 @@ import { judgeFailedRow, runJudgeStage } from './judge-stage.ts';
 import { judgeLimiter } from './limiter.ts';
 
 export interface JudgeWorkerDeps {
+  /** This worker's registry id (worker-registry.ts), stored by BullMQ on the jobs it takes. */
+  workerName?: string;
   config: Config;
   connection: Redis;
   logger: Logger;
@@ -33,6 +35,7 @@ export async function startJudgeWorker(deps: JudgeWorkerDeps): Promise<StageWork
     prefix,
     concurrency: config.judge.concurrency,
     lockDurationMs: Math.max(config.queues.lock_duration_ms, 10_000),
+    name: deps.workerName,
     limiter: judgeLimiter(config),
     logger,
     onJobEnd: deps.onJobEnd,

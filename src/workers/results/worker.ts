@@ -16,6 +16,8 @@ import { TranscriptWriter } from './transcript-writer.ts';
 import { WriterLock } from './writer-lock.ts';
 
 export interface ResultsWorkerDeps {
+  /** This worker's registry id (worker-registry.ts), stored by BullMQ on the jobs it takes. */
+  workerName?: string;
   config: Config;
   connection: Redis;
   logger: Logger;
@@ -102,6 +104,7 @@ export function startResultsWorker(deps: ResultsWorkerDeps): ResultsWorker {
       // themselves run one at a time (RunOutput.commit).
       concurrency: 4,
       lockDurationMs: config.queues.lock_duration_ms,
+      name: deps.workerName,
       logger,
       onJobEnd: deps.onJobEnd,
       async handle(data) {

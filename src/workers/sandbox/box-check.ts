@@ -40,3 +40,9 @@ export async function checkSandboxBox(provider: SandboxProvider, config: Config,
   );
   return report;
 }
+
+/** The notice a worker publishes for `vcfleet status` when its sandboxes run without some limits; null when all hold. */
+export function unenforcedNotice(report: BoxReport, workerId: string): string | null {
+  const missing = unenforced(report);
+  return missing.length ? `sandbox limits NOT enforced on ${workerId} (sandbox_config.enforce_resources=false): ${missing.join('; ')}` : null;
+}

@@ -14,6 +14,8 @@ import { startStageWorker, type StageWorker, type StageWorkerOptions } from '../
 import { infraFailedRow, runRolloutStage } from './rollout-stage.ts';
 
 export interface SandboxWorkerDeps {
+  /** This worker's registry id (worker-registry.ts), stored by BullMQ on the jobs it takes. */
+  workerName?: string;
   config: Config;
   connection: Redis;
   logger: Logger;
@@ -43,6 +45,7 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Stage
     prefix,
     concurrency: config.queues.rollout_concurrency,
     lockDurationMs: config.queues.lock_duration_ms,
+    name: deps.workerName,
     logger,
     onJobEnd: deps.onJobEnd,
     async handle(data, ctx) {
