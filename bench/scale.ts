@@ -5,7 +5,6 @@
  * the results queue; its RSS and heap (after a full GC) at 1%, 10%, 50% and 100% of the rows show
  * whether its memory stays flat as rows grow.
  */
-import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { produceRun } from '../src/producer/produce.ts';
 import { openQueue, rolloutId } from '../src/shared/queues.ts';

@@ -16,7 +16,7 @@ import { startJudgeWorker } from '../src/workers/judge/worker.ts';
 import { startResultsWorker } from '../src/workers/results/worker.ts';
 import { benchConfig, benchPrefix, deferred, deletePrefix, discardLogger, noopJudge, readBenchImage, syntheticTasks } from './lib/fleet.ts';
 import type { BenchRow } from './lib/report.ts';
-import { fmt, fmtInt, listScheduleMakespan, lognormalSamples, quantile } from './lib/stats.ts';
+import { fmt, listScheduleMakespan, lognormalSamples, quantile } from './lib/stats.ts';
 
 export interface UtilizationOptions {
   redisUrl: string;

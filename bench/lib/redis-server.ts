@@ -5,6 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { freePort } from '../../src/run/private-redis.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface BenchRedis {
   url: string;
@@ -36,7 +37,7 @@ export async function startBenchRedis(): Promise<BenchRedis> {
         throw new Error(`redis-server on port ${port} did not start: ${(err as Error).message}`);
       }
       admin.disconnect();
-      await new Promise((r) => setTimeout(r, 100));
+      await sleep(100);
     }
   }
   return {

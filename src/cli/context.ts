@@ -1,34 +1,37 @@
 /**
- * What every command shares: the `++key=value` overrides split off argv before commander sees them,
- * config loading with `--config`, and a logger that redacts the config's secrets.
+ * What every command shares: the `++key=value` overrides of this invocation (split off argv before
+ * commander sees them), config loading with `--config`, and a logger that redacts the config's
+ * secrets. One `Cli` per invocation, handed to every command as it registers.
  */
 import { loadConfig, secretValues, type Config } from '../shared/config.ts';
 import { createLogger, type Logger } from '../shared/logger.ts';
-
-let overrides: string[] = [];
-
-export function setOverrides(values: string[]): void {
-  overrides = values;
-}
-
-/** The `++key=value` overrides of this invocation. */
-export function currentOverrides(): readonly string[] {
-  return overrides;
-}
 
 export interface CommandContext {
   config: Config;
   logger: Logger;
 }
 
-/**
- * Load the config for a command; `flags` are values set by the command's own options. With
- * `progressBar`, info lines are held back on a terminal so they do not tear the bar (warnings and
- * errors still show; set log_level=debug to see everything).
- */
-export function commandContext(opts: { config?: string }, flags: Record<string, unknown> = {}, progressBar = false): CommandContext {
-  const config = loadConfig({ configPath: opts.config, overrides, flags });
-  const level = progressBar && process.stderr.isTTY && config.log_level === 'info' ? 'warn' : config.log_level;
-  const logger = createLogger({ level, secrets: secretValues(config), name: 'vcfleet' });
-  return { config, logger };
+export class Cli {
+  /** The config the running command loaded (for `debug` when it fails). */
+  private loaded: Config | null = null;
+
+  constructor(readonly overrides: readonly string[]) {}
+
+  /**
+   * Load the config for a command; `flags` are values set by the command's own options. With
+   * `progressBar`, info lines are held back on a terminal so they do not tear the bar (warnings and
+   * errors still show; set log_level=debug to see everything).
+   */
+  context(opts: { config?: string }, flags: Record<string, unknown> = {}, progressBar = false): CommandContext {
+    const config = loadConfig({ configPath: opts.config, overrides: this.overrides, flags });
+    this.loaded = config;
+    const level = progressBar && process.stderr.isTTY && config.log_level === 'info' ? 'warn' : config.log_level;
+    const logger = createLogger({ level, secrets: secretValues(config), name: 'vcfleet', json: config.log_json });
+    return { config, logger };
+  }
+
+  /** Whether the command's config asked for stack traces (`debug`, `VCFLEET_DEBUG`). */
+  get debug(): boolean {
+    return this.loaded?.debug ?? false;
+  }
 }

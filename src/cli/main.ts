@@ -2,10 +2,10 @@
 import { Command, CommanderError } from 'commander';
 import { splitOverrides } from '../shared/config.ts';
 import { ConfigError, DataError, errorMessage } from '../shared/errors.ts';
-import { setOverrides } from './context.ts';
+import { Cli } from './context.ts';
 import { COMMANDS } from './commands/index.ts';
 
-export function buildProgram(): Command {
+export function buildProgram(cli: Cli = new Cli([])): Command {
   const program = new Command('vcfleet')
     .description(
       'Evaluate a vision-language policy on BabyVision with OpenCode in sandboxes, on a Redis + BullMQ fleet.\n' +
@@ -13,14 +13,14 @@ export function buildProgram(): Command {
     )
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride();
-  for (const register of COMMANDS) register(program);
+  for (const register of COMMANDS) register(program, cli);
   return program;
 }
 
 export async function main(argv: string[]): Promise<void> {
   const { overrides, rest } = splitOverrides(argv.slice(2));
-  setOverrides(overrides);
-  const program = buildProgram();
+  const cli = new Cli(overrides);
+  const program = buildProgram(cli);
   try {
     await program.parseAsync(rest, { from: 'user' });
   } catch (err) {
@@ -34,7 +34,7 @@ export async function main(argv: string[]): Promise<void> {
       return;
     }
     process.stderr.write(`vcfleet: ${errorMessage(err)}\n`);
-    if (process.env.VCFLEET_DEBUG) process.stderr.write(`${(err as Error).stack}\n`);
+    if (cli.debug) process.stderr.write(`${(err as Error).stack}\n`);
     process.exitCode = 1;
   }
 }

@@ -6,7 +6,7 @@
 import { Gauge, type Registry } from 'prom-client';
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { openQueue, QUEUE_NAMES } from '../shared/queues.ts';
+import { openQueue, QUEUE_NAMES, type JobData, type QueueName } from '../shared/queues.ts';
 
 /** The states a depth is reported for (completed jobs are trimmed, so their count is a recent window). */
 export const DEPTH_STATES = ['waiting', 'prioritized', 'delayed', 'active', 'failed', 'completed', 'waiting-children'] as const;
@@ -18,7 +18,7 @@ export interface QueueDepthSource {
 }
 
 export function createQueueDepthGauge(registry: Registry, timeoutMs = 2000): QueueDepthSource {
-  let queues: Queue[] = [];
+  let queues: Array<Queue<JobData<QueueName>>> = [];
   new Gauge({
     name: 'vcfleet_queue_jobs',
     help: 'Jobs per queue and state across the fleet, read from Redis on scrape.',
@@ -43,7 +43,7 @@ export function createQueueDepthGauge(registry: Registry, timeoutMs = 2000): Que
   });
   return {
     watch(redis, prefix) {
-      queues = QUEUE_NAMES.map((name) => openQueue(name, redis, prefix) as unknown as Queue);
+      queues = QUEUE_NAMES.map((name) => openQueue(name, redis, prefix));
     },
     async close() {
       const open = queues;

@@ -9,6 +9,7 @@ import type { Config } from '../shared/config.ts';
 import { ConfigError, InfraError, errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
 import { createProgress, type Progress, type ProgressOptions } from './download-progress.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** `${endpoint}/datasets/${hf_repo}/resolve/${revision}/${file}`. */
 export function huggingFaceUrl(source: Config['babyvision']): string {
@@ -140,7 +141,7 @@ export async function downloadFile(url: string, dest: string, options: DownloadO
     } catch (err) {
       if (!(err instanceof InfraError) || i >= attempts) throw err;
       options.logger.warn({ url, attempt: i, err: errorMessage(err) }, 'download interrupted; resuming');
-      await new Promise((r) => setTimeout(r, options.retryDelayMs ?? 2000));
+      await sleep(options.retryDelayMs ?? 2000);
     }
   }
 }

@@ -9,7 +9,7 @@ import type { Config } from '../shared/config.ts';
 import { runSettingsFrom } from '../shared/run-settings.ts';
 import { ConfigError } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
-import { openQueue, rolloutId, type RolloutJob } from '../shared/queues.ts';
+import { enqueueBulk, openQueue, rolloutId, type RolloutJob } from '../shared/queues.ts';
 import { RunStore, type RunRecord } from '../shared/run-store.ts';
 import type { PreparedTask } from '../shared/task.ts';
 
@@ -83,7 +83,7 @@ export async function produceRun(input: ProduceInput): Promise<ProduceResult> {
 
 async function enqueueRollouts(input: ProduceInput, store: RunStore, run: RunRecord, tasks: readonly PreparedTask[]): Promise<number> {
   const { config, redis } = input;
-  const queue = openQueue('rollout', redis, config.queues.prefix);
+  const queue = openQueue('rollout', redis, config.queues.prefix, config.queues);
   const all: RolloutJob[] = [];
   for (let repeat = 0; repeat < run.num_repeats; repeat++) {
     for (const task of tasks) all.push({ v: 1, run_id: run.run_id, task_id: task.task_id, repeat, rollout_id: rolloutId(run.run_id, task.task_id, repeat) });
@@ -95,13 +95,7 @@ async function enqueueRollouts(input: ProduceInput, store: RunStore, run: RunRec
       const seen = await redis.smismember(store.keys.enqueued(run.run_id), ...chunk.map((j) => j.rollout_id));
       const fresh = chunk.filter((_, k) => seen[k] === 0);
       if (fresh.length > 0) {
-        await queue.addBulk(
-          fresh.map((data) => ({
-            name: 'rollout',
-            data,
-            opts: { jobId: data.rollout_id, attempts: config.queues.rollout_attempts, backoff: { type: 'exponential', delay: config.queues.rollout_backoff_ms } },
-          })),
-        );
+        await enqueueBulk('rollout', queue, fresh);
         // Recorded after the add: a crash in between re-adds under the same job id, which BullMQ ignores.
         await redis.sadd(store.keys.enqueued(run.run_id), ...fresh.map((j) => j.rollout_id));
         enqueued += fresh.length;

@@ -9,6 +9,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { InfraError } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface PrivateRedis {
   url: string;
@@ -39,7 +40,7 @@ async function waitForPort(port: number, child: ChildProcess, timeoutMs: number)
       socket.once('error', () => resolve(false));
     });
     if (ok) return;
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
   }
   throw new InfraError(`redis-server did not listen on port ${port} within ${timeoutMs} ms`);
 }

@@ -30,6 +30,7 @@ import { createAgentRunner } from '../workers/sandbox/agent-factory.ts';
 import { unenforcedNotice } from '../workers/sandbox/box-check.ts';
 import type { FleetMetrics } from '../ops/prom-metrics.ts';
 import { startRoleMetrics } from '../ops/role-metrics.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface RunAllOptions {
   config: Config;
@@ -154,7 +155,7 @@ async function watch(
         pending = counts.reduce((n, c) => n + Object.values(c).reduce((a, b) => a + b, 0), 0);
       } catch (err) {
         logger.warn({ err: (err as Error).message }, 'cannot read the queues (Redis unreachable?); waiting');
-        await new Promise((r) => setTimeout(r, 1000));
+        await sleep(1000);
         continue;
       }
       view.update({ ...tally.counts, total, running });
@@ -169,7 +170,7 @@ async function watch(
         idleSince ??= Date.now();
         if (Date.now() - idleSince > (options.stuckAfterMs ?? 15_000)) return 'stuck';
       } else idleSince = null;
-      await new Promise((r) => setTimeout(r, 500));
+      await sleep(500);
     }
   } finally {
     view.stop();

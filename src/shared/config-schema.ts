@@ -9,6 +9,8 @@ export type BenchmarkName = (typeof BENCHMARKS)[number];
 
 const positiveInt = z.number().int().positive();
 const nullableString = z.string().nullable().default(null);
+/** A switch that may come from an environment variable: true/false, or 1/0. */
+const envFlag = z.union([z.boolean(), z.literal(0), z.literal(1)]).transform((v) => v === true || v === 1);
 
 const SandboxConfigSchema = z
   .object({
@@ -132,6 +134,8 @@ const QueuesSchema = z
       .default('vcfleet'),
     /** Rollouts a sandbox-worker process runs at once. */
     rollout_concurrency: positiveInt.default(2),
+    /** Results jobs the results consumer holds at once (its writes still run one at a time). */
+    results_concurrency: positiveInt.default(4),
     /** Rollouts running at once across the whole fleet (BullMQ global concurrency). */
     rollout_global_concurrency: positiveInt.default(32),
     /** Attempts of a rollout on infrastructure errors before it is masked as infra_failed. */
@@ -140,6 +144,8 @@ const QueuesSchema = z
     rollout_backoff_ms: positiveInt.default(5000),
     /** Attempts of a judge job (each attempt already retries the call `judge.max_retries` times). */
     judge_attempts: positiveInt.default(2),
+    /** Base of the exponential backoff between judge job attempts, in milliseconds. */
+    judge_backoff_ms: positiveInt.default(2000),
     /** How long a job lock lives without renewal before a stalled job is taken by another worker (ms). */
     lock_duration_ms: positiveInt.default(30000),
   })
@@ -236,6 +242,10 @@ export const ConfigSchema = z
     metrics_server: MetricsServerSchema.prefault({}),
     dashboard: DashboardSchema.prefault({}),
     log_level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+    /** Log JSON lines even on a terminal (`VCFLEET_LOG_JSON`). */
+    log_json: envFlag.default(false),
+    /** Print the stack of an unexpected error (`VCFLEET_DEBUG`). */
+    debug: envFlag.default(false),
   })
   .strict();
 

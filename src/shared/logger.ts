@@ -16,8 +16,10 @@ export interface LoggerOptions {
   level?: string;
   /** Secret values to scrub from every line, wherever they appear. */
   secrets?: readonly string[];
-  /** Where lines go; default stdout (pretty when it is a TTY). */
+  /** Where lines go; default stderr (pretty when it is a TTY, unless `json`). */
   destination?: DestinationStream;
+  /** JSON lines even on a terminal (`log_json`, `VCFLEET_LOG_JSON`). */
+  json?: boolean;
   name?: string;
 }
 
@@ -38,8 +40,8 @@ export function createLogger(options: LoggerOptions = {}): Logger {
     ...(secrets.length ? { hooks: { streamWrite: (line: string) => scrub(line, secrets) } } : {}),
   };
   if (options.destination) return pino(base, options.destination);
-  // Logs go to stderr; pretty only when a person watches it (VCFLEET_LOG_JSON=1 forces JSON).
-  if (process.stderr.isTTY && !process.env.VCFLEET_LOG_JSON) {
+  // Logs go to stderr; pretty only when a person watches it (log_json forces JSON).
+  if (process.stderr.isTTY && !options.json) {
     return pino({
       ...base,
       transport: { target: 'pino-pretty', options: { colorize: true, destination: 2, ignore: 'pid,hostname' } },

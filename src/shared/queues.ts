@@ -12,8 +12,10 @@
  * Job data is treated as unknown and parsed first thing; a parse failure is a poison job, never
  * retried. Fields are only ever added as optional, since old jobs may still sit in Redis.
  */
+import { randomBytes } from 'node:crypto';
 import { Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
 import { z } from 'zod';
+import type { Config } from './config-schema.ts';
 import { STOP_REASONS } from './agent.ts';
 import { RowSchema } from './rows.ts';
 
@@ -70,30 +72,66 @@ export const JOB_SCHEMAS = {
 
 export type JobData<N extends QueueName> = z.infer<(typeof JOB_SCHEMAS)[N]>;
 
+/** The queue settings of the config that shape job options (`queues.*`). */
+export type QueuePolicy = Pick<Config['queues'], 'rollout_attempts' | 'rollout_backoff_ms' | 'judge_attempts' | 'judge_backoff_ms'>;
+
+interface QueueSpec<N extends QueueName> {
+  /** The BullMQ job name of every job of the queue. */
+  jobName: string;
+  /** The job id of new data (undefined: BullMQ's own). The same id is never added twice. */
+  jobId(data: JobData<N>): string | undefined;
+  /** Attempts and backoff of a new job. */
+  options(policy: QueuePolicy): JobsOptions;
+}
+
+/** Every queue's contract beyond its data: job name, job ids, attempts and backoff. */
+export const QUEUES: { [N in QueueName]: QueueSpec<N> } = {
+  rollout: {
+    jobName: 'rollout',
+    // One job per rollout: producing a run twice adds nothing twice.
+    jobId: (data) => data.rollout_id,
+    options: (p) => ({ attempts: p.rollout_attempts, backoff: { type: 'exponential', delay: p.rollout_backoff_ms } }),
+  },
+  judge: {
+    jobName: 'judge',
+    // A new job per grading: a rollout run again after a masked row, or a rejudge, is graded again.
+    jobId: (data) => `${data.rollout_id}-judge-${Date.now().toString(36)}${randomBytes(2).toString('hex')}`,
+    options: (p) => ({ attempts: p.judge_attempts, backoff: { type: 'exponential', delay: p.judge_backoff_ms } }),
+  },
+  results: {
+    jobName: 'row',
+    jobId: () => undefined,
+    // Its only failures are the disk and Redis: retry long.
+    options: () => ({ attempts: 20, backoff: { type: 'exponential', delay: 1000 } }),
+  },
+};
+
 /** Completed jobs are trimmed (their outcome lives on in the rows); failed ones are kept for `retry`. */
-export const DEFAULT_JOB_OPTIONS: JobsOptions = {
-  removeOnComplete: { count: 1000 },
-  removeOnFail: false,
-};
+const REMOVAL: JobsOptions = { removeOnComplete: { count: 1000 }, removeOnFail: false };
 
-/** Per-queue defaults: a results job retries long, since its only failures are the disk and Redis. */
-const QUEUE_JOB_OPTIONS: Record<QueueName, JobsOptions> = {
-  rollout: {},
-  judge: {},
-  results: { attempts: 20, backoff: { type: 'exponential', delay: 1000 } },
-};
+/**
+ * A queue of the fleet. With `policy`, jobs added to it get the queue's attempts and backoff; a
+ * queue opened only to read or to move jobs (status, retry) needs none.
+ */
+export function openQueue<N extends QueueName>(name: N, connection: ConnectionOptions, prefix: string, policy?: QueuePolicy): Queue<JobData<N>> {
+  return new Queue<JobData<N>>(name, { connection, prefix, defaultJobOptions: { ...REMOVAL, ...(policy ? QUEUES[name].options(policy) : {}) } });
+}
 
-export function openQueue<N extends QueueName>(
-  name: N,
-  connection: ConnectionOptions,
-  prefix: string,
-  jobOptions: JobsOptions = {},
-): Queue<JobData<N>> {
-  return new Queue<JobData<N>>(name, {
-    connection,
-    prefix,
-    defaultJobOptions: { ...DEFAULT_JOB_OPTIONS, ...QUEUE_JOB_OPTIONS[name], ...jobOptions },
-  });
+function jobOf<N extends QueueName>(name: N, data: JobData<N>) {
+  const jobId = QUEUES[name].jobId(data);
+  return { name: QUEUES[name].jobName, data, opts: jobId === undefined ? {} : { jobId } };
+}
+
+/** Add one job to queue `name` with its job name and id (attempts and backoff come from `openQueue`'s policy). */
+export async function enqueue<N extends QueueName>(name: N, queue: Queue<JobData<N>>, data: JobData<N>): Promise<void> {
+  const job = jobOf(name, data);
+  // BullMQ types `add` by conditional types it cannot resolve for a generic N; name and data match here.
+  await (queue as Queue).add(job.name, job.data, job.opts);
+}
+
+/** Add many jobs to queue `name` in one round trip. */
+export async function enqueueBulk<N extends QueueName>(name: N, queue: Queue<JobData<N>>, data: readonly JobData<N>[]): Promise<void> {
+  await (queue as Queue).addBulk(data.map((d) => jobOf(name, d)));
 }
 
 /** A task id as it appears in job ids (BullMQ job ids may not contain `:`). */

@@ -5,6 +5,7 @@
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from './logger.ts';
 import { InfraError } from './errors.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export type { Redis };
 
@@ -52,7 +53,7 @@ export async function waitForRedis(redis: Redis, url: string, timeoutMs = 10_000
           `cannot reach Redis at ${redactUrl(url)} (${(err as Error).message}); start redis-server or set REDIS_URL`,
         );
       }
-      await new Promise((r) => setTimeout(r, 250));
+      await sleep(250);
     }
   }
 }

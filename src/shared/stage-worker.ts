@@ -10,7 +10,6 @@ import type { Logger } from './logger.ts';
 import { parseJob, type JobData, type QueueName } from './queues.ts';
 
 export interface StageContext {
-  job: Job;
   signal: AbortSignal;
   /** 1 for the first attempt. */
   attempt: number;
@@ -36,8 +35,8 @@ export interface StageWorkerOptions<N extends QueueName> {
   onJobEnd?(outcome: 'completed' | 'failed' | 'requeued', durationMs: number, error?: unknown): void;
 }
 
-export interface StageWorker {
-  readonly worker: Worker;
+export interface StageWorker<N extends QueueName = QueueName> {
+  readonly worker: Worker<JobData<N>>;
   /** Stop taking jobs; running jobs get `graceMs` to finish, then are aborted and requeued. Safe to call twice. */
   close(graceMs?: number): Promise<void>;
 }
@@ -57,10 +56,10 @@ function linkedAbort(...sources: Array<AbortSignal | undefined>): { signal: Abor
   return { signal: controller.signal, dispose: () => live.forEach((source) => source.removeEventListener('abort', onAbort)) };
 }
 
-export function startStageWorker<N extends QueueName>(opts: StageWorkerOptions<N>): StageWorker {
+export function startStageWorker<N extends QueueName>(opts: StageWorkerOptions<N>): StageWorker<N> {
   const shutdown = new AbortController();
   const log = opts.logger.child({ stage: opts.queue });
-  const processor = async (job: Job, token?: string, bullSignal?: AbortSignal): Promise<void> => {
+  const processor = async (job: Job<JobData<N>>, token?: string, bullSignal?: AbortSignal): Promise<void> => {
     const started = Date.now();
     const parsed = parseJob(opts.queue, job.data);
     if (!parsed.ok) {
@@ -70,7 +69,7 @@ export function startStageWorker<N extends QueueName>(opts: StageWorkerOptions<N
     }
     const attempt = job.attemptsMade + 1;
     const jobAbort = linkedAbort(shutdown.signal, bullSignal);
-    const ctx: StageContext = { job, signal: jobAbort.signal, attempt, finalAttempt: attempt >= (job.opts.attempts ?? 1) };
+    const ctx: StageContext = { signal: jobAbort.signal, attempt, finalAttempt: attempt >= (job.opts.attempts ?? 1) };
     try {
       await opts.handle(parsed.data, ctx);
       opts.onJobEnd?.('completed', Date.now() - started);
@@ -98,7 +97,7 @@ export function startStageWorker<N extends QueueName>(opts: StageWorkerOptions<N
       jobAbort.dispose();
     }
   };
-  const worker = new Worker(opts.queue, processor, {
+  const worker = new Worker<JobData<N>>(opts.queue, processor, {
     connection: opts.connection,
     prefix: opts.prefix,
     concurrency: opts.concurrency,

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { DataError } from '../shared/errors.ts';
 import type { Row } from '../shared/rows.ts';
 import { aggregateMetrics, metricsPathFor } from '../workers/results/metrics.ts';
-import { parseRowLines, type ParsedRows } from './read-rows.ts';
+import { parseRowLines, type ParsedRows } from '../workers/results/row-file.ts';
 import type { RolloutData, RunData, RunListEntry, RunMeta, ViewerSource } from './source.ts';
 import { imagesDirFor, readImageFile, readTranscriptFile } from './transcript-files.ts';
 

@@ -14,6 +14,7 @@ import { startPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } fro
 import { upstreamGiveUpReason } from '../../src/workers/sandbox/gateway/health.ts';
 import { encodePng } from '../helpers/fixture-images.ts';
 import { scripts, startScriptedPolicyServer, type ScriptedPolicyServer } from '../helpers/scripted-policy-server.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const KEY = 'sk-real-policy-key-0001';
 const TOKEN = 'dummy-access-token';
@@ -149,7 +150,7 @@ describe('policy gateway', () => {
     let spent = 0;
     const sock = await open({ limits: { maxBodyBytes: 1024 * 1024, maxConcurrentCalls: 2, maxCalls: 3 }, onBudgetExhausted: () => spent++ });
     const hanging = [post(sock, chat()).catch(() => null), post(sock, chat()).catch(() => null)];
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(200);
     const busy = await post(sock, chat());
     expect(busy.status).toBe(429);
     expect(busy.headers['retry-after']).toBe('1');

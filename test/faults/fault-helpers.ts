@@ -8,23 +8,19 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'vitest';
 import { Redis } from 'ioredis';
-import { RowSchema, type Row } from '../../src/shared/rows.ts';
+import type { Row } from '../../src/shared/rows.ts';
 import type { AgentScriptSchema } from '../../src/workers/sandbox/scripted-agent.ts';
 import type { Fixture } from '../helpers/fixture-parquet.ts';
 import { waitFor, type CliProcess } from '../helpers/fleet.ts';
 import type { z } from 'zod';
+import { readRowFile, readRowsStrict } from '../../src/workers/results/row-file.ts';
 
 type AgentScript = z.input<typeof AgentScriptSchema>;
 
-/** Every line of an output JSONL, parsed as a row; fails on a cut or invalid line. */
+/** Every line of an output JSONL, parsed as a row; fails on a cut, invalid or repeated line. */
 export function readJsonl(file: string): Row[] {
-  const text = readFileSync(file, 'utf8');
-  if (text.length > 0) expect(text.endsWith('\n'), `${file} ends with a cut line`).toBe(true);
-  return text.split('\n').filter((l) => l.length > 0).map((line, i) => {
-    const parsed = RowSchema.safeParse(JSON.parse(line));
-    expect(parsed.success, `${file} line ${i + 1} is not a valid row`).toBe(true);
-    return parsed.data!;
-  });
+  expect(readRowFile(file).cutTail, `${file} ends with a cut line`).toBe(false);
+  return readRowsStrict(file);
 }
 
 /** Rows in the file so far (0 when it does not exist), without judging a line being written. */

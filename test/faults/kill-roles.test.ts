@@ -11,6 +11,7 @@ import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/s
 import { FAKE_JUDGE_KEY, makeFleetEnv, REDIS_URL, runCli, startCli, waitFor, type CliProcess, type FleetEnv } from '../helpers/fleet.ts';
 import { removeTmpDirs } from '../helpers/tmp.ts';
 import { countLines, descendants, expectedRewards, expectOneRowEach, expectRewards, readJsonl, stillAlive, killAll } from './fault-helpers.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 describe('SIGKILLed roles and a run started twice', () => {
   let judge: ScriptedJudgeServer;
@@ -46,7 +47,7 @@ describe('SIGKILLed roles and a run started twice', () => {
     env = await makeFleetEnv({ rows: 6, judgeUrl: judge.url, script });
     // Each judge call takes 1.5 s, so the kill lands while calls are in flight.
     judge.setScript(async () => {
-      await new Promise((r) => setTimeout(r, 1500));
+      await sleep(1500);
       return 'grade' as const;
     });
     const args = env.overrides;

@@ -12,6 +12,7 @@ import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/s
 import { FAKE_JUDGE_KEY, FAKE_POLICY_KEY, makeFleetEnv, REDIS_URL, runCli, startCli, waitFor, type CliProcess, type FleetEnv } from '../helpers/fleet.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
 import { countLines, descendants, dumpPrefix, expectOneRowEach, processesMentioning, readJsonl, readTree, stillAlive, killAll } from './fault-helpers.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const SENTINEL = 'worker-env-sentinel-5d1e';
 
@@ -80,7 +81,7 @@ describe('real OpenCode in local sandboxes under faults', () => {
     const victim = role('sandbox', e);
     // The first policy call made the model start `sleep`: OpenCode and its tool run in the sandbox.
     await waitFor('OpenCode running a tool', () => policy.requests.filter((r) => r.path.endsWith('/chat/completions')).length >= 1, 90_000, 100);
-    await new Promise((r) => setTimeout(r, 1500));
+    await sleep(1500);
     const tree = descendants(victim.child.pid!);
     expect(tree.some((p) => p.cmd.includes('bwrap'))).toBe(true);
     expect(tree.some((p) => /opencode/.test(p.cmd))).toBe(true);

@@ -9,6 +9,7 @@ import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/s
 import { FAKE_JUDGE_KEY, makeFleetEnv, runCli, startCli, waitFor, type CliProcess, type FleetEnv } from '../helpers/fleet.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
 import { countLines, expectedRewards, expectOneRowEach, expectRewards, readJsonl, startOwnRedis, type OwnRedis, killAll } from './fault-helpers.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 describe('Redis restarted or unreachable during a run', () => {
   let judge: ScriptedJudgeServer | undefined;
@@ -54,7 +55,7 @@ describe('Redis restarted or unreachable during a run', () => {
     const { script, env: e } = await fleet('rr');
     await redis!.stop();
     const downAt = countLines(e.output);
-    await new Promise((r) => setTimeout(r, 10_000));
+    await sleep(10_000);
     await redis!.start();
     await finish('rr', script, e);
     console.log(`[fault] Redis down 10 s after ${downAt}/8 rows, restarted from AOF: 8/8 rows`);
@@ -64,7 +65,7 @@ describe('Redis restarted or unreachable during a run', () => {
     const { script, env: e } = await fleet('rs');
     redis!.pause();
     const pausedAt = countLines(e.output);
-    await new Promise((r) => setTimeout(r, 10_000));
+    await sleep(10_000);
     redis!.resume();
     await finish('rs', script, e);
     console.log(`[fault] Redis frozen 10 s after ${pausedAt}/8 rows: 8/8 rows`);
@@ -79,7 +80,7 @@ describe('Redis restarted or unreachable during a run', () => {
     procs = [run];
     await waitFor('2 rows before the fault', () => countLines(env!.output) >= 2, 60_000, 100);
     await redis.stop();
-    await new Promise((r) => setTimeout(r, 10_000));
+    await sleep(10_000);
     await redis.start();
     expect(await run.exited, run.output()).toBe(0);
     expect(run.stdout()).toMatch(/status\s+complete \(8\/8 rollouts\)/);

@@ -92,7 +92,7 @@ describe('vcfleet run (in-process fleet)', () => {
 
     judge.setScript('grade' as never);
     const redis = new Redis(REDIS_URL);
-    const { sent } = await rejudge(redis, env.prefix, 'r2', env.logger);
+    const { sent } = await rejudge(redis, env.prefix, 'r2', env.logger, env.config().queues);
     redis.disconnect();
     expect(sent).toBe(4);
     const second = await runAll({ config, logger: env.logger, progress: quiet });

@@ -17,6 +17,7 @@ type AgentScript = z.input<typeof AgentScriptSchema>;
 import { writeFixtureParquet, type Fixture, type FixtureOptions } from './fixture-parquet.ts';
 import { createTmpDir } from './tmp.ts';
 import { deletePrefix } from './redis-keys.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 export const FAKE_JUDGE_KEY = 'sk-judge-FLEETSECRET-0001';
@@ -121,6 +122,6 @@ export async function waitFor<T>(what: string, probe: () => Promise<T | undefine
     const value = await probe();
     if (value !== undefined && value !== false) return value as T;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, everyMs));
+    await sleep(everyMs);
   }
 }

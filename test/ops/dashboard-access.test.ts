@@ -14,7 +14,7 @@ import { loadConfig } from '../../src/shared/config.ts';
 import { ConfigError } from '../../src/shared/errors.ts';
 import { createLogger } from '../../src/shared/logger.ts';
 import { openQueue } from '../../src/shared/queues.ts';
-import { createRedis, type Redis } from '../../src/shared/redis.ts';
+import { createRedis } from '../../src/shared/redis.ts';
 import { REDIS_URL, runCli, startCli, waitFor, type CliProcess } from '../helpers/fleet.ts';
 import { deletePrefix } from '../helpers/redis-keys.ts';
 

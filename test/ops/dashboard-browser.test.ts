@@ -4,7 +4,6 @@
  * run overview shows it, Bull Board lists the fleet's queues and the failed job, and clicking
  * "retry" there (after swapping in a healthy agent) completes the task and replaces its masked row.
  */
-import { existsSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser } from 'playwright-core';
 import { startDashboard, type Dashboard } from '../../src/dashboard/server.ts';
@@ -12,7 +11,8 @@ import { produceRun } from '../../src/producer/produce.ts';
 import { loadOrPrepare } from '../../src/run/load-or-prepare.ts';
 import { openQueue } from '../../src/shared/queues.ts';
 import { createRedis, type Redis } from '../../src/shared/redis.ts';
-import { RowSchema, type Row } from '../../src/shared/rows.ts';
+import type { Row } from '../../src/shared/rows.ts';
+import { readRowsStrict } from '../../src/workers/results/row-file.ts';
 import type { StageWorker } from '../../src/shared/stage-worker.ts';
 import { createFleetJudge } from '../../src/workers/judge/judge-factory.ts';
 import { startJudgeWorker } from '../../src/workers/judge/worker.ts';
@@ -25,10 +25,7 @@ import { removeTmpDirs } from '../helpers/tmp.ts';
 
 const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'];
 
-function readRows(file: string): Row[] {
-  if (!existsSync(file)) return [];
-  return readFileSync(file, 'utf8').trim().split('\n').filter(Boolean).map((l) => RowSchema.parse(JSON.parse(l)));
-}
+const readRows = (file: string): Row[] => readRowsStrict(file);
 
 describe('vcfleet dashboard in a browser', () => {
   let judge: ScriptedJudgeServer;

@@ -18,6 +18,7 @@ import { createScriptedAgent } from '../../src/workers/sandbox/scripted-agent.ts
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
 import { makeFleetEnv, REDIS_URL, startCli, waitFor, type CliProcess, type FleetEnv } from '../helpers/fleet.ts';
 import { removeTmpDirs } from '../helpers/tmp.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** The value of one series in Prometheus text format (labels given must match; others are ignored). */
 function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
@@ -178,7 +179,7 @@ describe('/metrics of running fleet processes', () => {
       while (scraping) {
         const done = sample(await scrape(port), 'vcfleet_jobs_total', { role: 'run', queue: 'rollout', outcome: 'completed' });
         if (done !== undefined) seen.push(done);
-        await new Promise((r) => setTimeout(r, 100));
+        await sleep(100);
       }
     })();
     const first = await runAll({ config: env.config(['++run_id=served', `++metrics_server.port=${port}`]), logger: env.logger, agent: slow, progress: quiet });

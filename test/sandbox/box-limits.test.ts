@@ -51,6 +51,7 @@ for d in sys.argv[1:]:
     for p in files:
         os.remove(p)
 `;
+import { setTimeout as sleep } from 'node:timers/promises';
 
 describe('the limits of a local sandbox (real cgroups and tmpfs)', () => {
   it('memory: 3x the limit is OOM-killed inside one sandbox while a second sandbox and the host carry on', async (ctx) => {
@@ -129,7 +130,7 @@ describe('the limits of a local sandbox (real cgroups and tmpfs)', () => {
     const runs = [1, 2].map(() => sb.exec(['sh', '-c', `${marker}`], { signal: ac.signal }));
     let members: number[] = [];
     for (let i = 0; i < 50 && members.length < 2; i++) {
-      await new Promise((r) => setTimeout(r, 50));
+      await sleep(50);
       members = readdirSync('/proc').filter((e) => /^\d+$/.test(e)).map(Number).filter((pid) => {
         try {
           return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').includes(marker);

@@ -19,6 +19,7 @@ import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local-bw
 import { bootId } from '../../src/workers/sandbox/sandboxes/proc-tree.ts';
 import { cgroupName } from '../../src/workers/sandbox/sandboxes/sandbox-cgroup.ts';
 import { mountDisk } from '../../src/workers/sandbox/sandboxes/sandbox-disk.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
 const ROOT = mkdtempSync(path.join(os.tmpdir(), 'vcfleet-teardown-test-'));
@@ -116,7 +117,7 @@ describe('reapOrphans after a dead worker', () => {
     mkdirSync(liveCg);
     const straggler = spawn('/bin/sh', ['-c', `echo $$ > ${deadCg}/cgroup.procs && exec sleep 600`], { stdio: 'ignore' });
     const exited = new Promise((resolve) => straggler.once('exit', (_c, sig) => resolve(sig)));
-    for (let i = 0; i < 50 && readFileSync(path.join(deadCg, 'cgroup.procs'), 'utf8').trim() === ''; i++) await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 50 && readFileSync(path.join(deadCg, 'cgroup.procs'), 'utf8').trim() === ''; i++) await sleep(20);
 
     const stream = new PassThrough();
     const lines: string[] = [];

@@ -12,6 +12,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { detectCgroupLayout } from '../../src/workers/sandbox/sandboxes/cgroup-layout.ts';
 import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local-bwrap.ts';
 import { bootId, identityOf } from '../../src/workers/sandbox/sandboxes/proc-tree.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
 const ROOT = mkdtempSync(path.join(os.tmpdir(), 'vcfleet-reap-test-'));
@@ -66,7 +67,7 @@ describe('reapOrphans (local)', () => {
     worker.kill('SIGKILL');
     await exited;
     // --die-with-parent acts as the worker dies; allow the kernel a moment.
-    for (let i = 0; i < 50 && processesWith(marker).length > 0; i++) await new Promise((r) => setTimeout(r, 100));
+    for (let i = 0; i < 50 && processesWith(marker).length > 0; i++) await sleep(100);
     expect(processesWith(marker)).toEqual([]);
     const deadCgroups = async (): Promise<string[]> => {
       const parents = new Set(Object.values((await detectCgroupLayout()).places).map((p) => p.parent));

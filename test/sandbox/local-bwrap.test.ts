@@ -14,6 +14,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { InfraError } from '../../src/shared/errors.ts';
 import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local-bwrap.ts';
 import type { Sandbox } from '../../src/workers/sandbox/sandboxes/types.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const ROOT = mkdtempSync(path.join(os.tmpdir(), 'vcfleet-bwrap-test-'));
 const SANDBOXES = path.join(ROOT, 'sandboxes');
@@ -210,7 +211,7 @@ describe('local bubblewrap sandbox', () => {
     expect(r).toMatchObject({ aborted: true, timedOut: false });
     expect(processesWith(marker)).toEqual([]);
     const long = sb.exec(['sh', '-c', `setsid ${marker} & ${marker}`]);
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await sleep(300);
     expect(processesWith(marker).length).toBeGreaterThan(0);
     await sb.destroy();
     expect((await long).aborted).toBe(true);

@@ -13,6 +13,7 @@ import { createSandboxProvider } from '../../src/workers/sandbox/sandboxes/index
 import { OpenSandboxProvider, type OpenSandboxOptions } from '../../src/workers/sandbox/sandboxes/opensandbox.ts';
 import { identityOf } from '../../src/workers/sandbox/sandboxes/proc-tree.ts';
 import { startFakeOpenSandbox, type FakeOpenSandbox } from '../helpers/fake-opensandbox-server.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const API_KEY = 'test-opensandbox-key';
 const GATEWAY = { url: 'http://gw.example.internal:43117', port: 43117 };
@@ -109,7 +110,7 @@ describe('opensandbox provider', () => {
     const ac = new AbortController();
     const aborted = await sb.exec(['sh', '-c', `echo up; ${marker}`], { signal: ac.signal, onStdoutLine: () => ac.abort() });
     expect(aborted).toMatchObject({ aborted: true, timedOut: false, stdout: 'up\n' });
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await sleep(200);
     expect(fake.requests.filter((q) => q.method === 'DELETE' && q.path.endsWith('/command')).length).toBeGreaterThanOrEqual(1);
     await sb.destroy();
     expect(deletes(sb.id)).toBe(1);
@@ -130,7 +131,7 @@ describe('opensandbox provider', () => {
   it('destroy during a running command aborts it and deletes the sandbox', async () => {
     const sb = await provider().create({ label: 'd', gateway: GATEWAY });
     const running = sb.exec(['sleep', '30']);
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await sleep(300);
     await sb.destroy();
     expect((await running).aborted).toBe(true);
     expect(deletes(sb.id)).toBe(1);
@@ -158,7 +159,7 @@ describe('opensandbox provider', () => {
     const creating = provider().create({ label: 'x', gateway: GATEWAY }, ac.signal);
     setTimeout(() => ac.abort(), 5);
     await expect(creating).rejects.toThrow();
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await sleep(100);
     for (const sb of fake.sandboxes.values()) expect(sb.deleted).toBe(true);
   });
 

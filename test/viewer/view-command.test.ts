@@ -14,6 +14,7 @@ import { newestJsonl } from '../../src/viewer/newest-output.ts';
 import { startViewerServer, type ViewerServer } from '../../src/viewer/server.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
 import { writeViewerFixture } from '../helpers/viewer-fixture.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const NO_CREDENTIALS = { user: null, password: null, token: null };
@@ -103,7 +104,7 @@ describe('vcfleet view', () => {
     const f = writeViewerFixture(path.join(cwd, 'results'), [{ runId: 'cli-run', rollouts: [{ task_id: '1', type: 'A', subtype: 'a', outcome: 'correct' }] }], { stem: 'babyvision' });
     const cli = runCli(['--port', '0'], cwd);
     const deadline = Date.now() + 30_000;
-    while (!/viewer: (\S+)/.test(cli.out()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    while (!/viewer: (\S+)/.test(cli.out()) && Date.now() < deadline) await sleep(50);
     const url = /viewer: (\S+)/.exec(cli.out())?.[1];
     expect(url, cli.err()).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/runs\/cli-run$/);
     expect(cli.err()).toContain(`viewing ${path.join('results', path.basename(f.jsonl))} (the newest *.jsonl under results/`);

@@ -5,7 +5,7 @@ import type { Redis } from '../../shared/redis.ts';
 import { checkBind } from '../../dashboard/auth.ts';
 import { startDashboard, BOARD_PATH } from '../../dashboard/server.ts';
 import { startRoleMetrics } from '../../ops/role-metrics.ts';
-import { commandContext } from '../context.ts';
+import type { Cli } from '../context.ts';
 import { connect, onShutdownSignals } from '../runtime.ts';
 
 interface DashboardFlags {
@@ -23,7 +23,7 @@ function flagsOf(opts: DashboardFlags): Record<string, unknown> {
   return { 'dashboard.host': opts.host, 'dashboard.port': port, 'dashboard.read_only': opts.readOnly ? true : undefined };
 }
 
-export function registerDashboard(program: Command): void {
+export function registerDashboard(program: Command, cli: Cli): void {
   program
     .command('dashboard')
     .description(`serve the run overview (/) and Bull Board (${BOARD_PATH}) over the fleet's queues`)
@@ -38,7 +38,7 @@ export function registerDashboard(program: Command): void {
         'Prometheus: /metrics on metrics_server.port (VCFLEET_METRICS_PORT; 0 = off).',
     )
     .action(async (opts: DashboardFlags) => {
-      const { config, logger } = commandContext(opts, flagsOf(opts));
+      const { config, logger } = cli.context(opts, flagsOf(opts));
       const d = config.dashboard;
       // Refuse an unprotected public bind before touching Redis or opening any port.
       checkBind(d.host, { user: d.user, password: d.password, token: d.token });

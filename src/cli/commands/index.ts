@@ -1,5 +1,6 @@
 /** Every `vcfleet` command registers itself here, one file each. */
 import type { Command } from 'commander';
+import type { Cli } from '../context.ts';
 import { registerPrepare } from './prepare.ts';
 import { registerProduce } from './produce.ts';
 import { registerWorker } from './worker.ts';
@@ -10,6 +11,6 @@ import { registerDashboard } from './dashboard.ts';
 import { registerDemo } from './demo.ts';
 import { registerView } from './view.ts';
 
-export type RegisterCommand = (program: Command) => void;
+export type RegisterCommand = (program: Command, cli: Cli) => void;
 
 export const COMMANDS: RegisterCommand[] = [registerDemo, registerPrepare, registerRun, registerProduce, registerWorker, registerOps, registerMetrics, registerDashboard, registerView];

@@ -1,26 +1,8 @@
 /** `vcfleet metrics <jsonl>`: recompute a run's aggregate metrics from its output file. */
-import { readFileSync, writeFileSync, renameSync } from 'node:fs';
+import { writeFileSync, renameSync } from 'node:fs';
 import type { Command } from 'commander';
-import { DataError } from '../../shared/errors.ts';
-import { RowSchema, type Row } from '../../shared/rows.ts';
+import { readRowsStrict } from '../../workers/results/row-file.ts';
 import { aggregateMetrics, metricsPathFor } from '../../workers/results/metrics.ts';
-
-export function readRows(file: string): Row[] {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new DataError(`cannot read ${file}: ${(err as Error).message}`);
-  }
-  const rows: Row[] = [];
-  text.split('\n').forEach((line, i) => {
-    if (!line.trim()) return;
-    const parsed = RowSchema.safeParse((() => { try { return JSON.parse(line); } catch { return null; } })());
-    if (!parsed.success) throw new DataError(`${file} line ${i + 1} is not a valid row`);
-    rows.push(parsed.data);
-  });
-  return rows;
-}
 
 export function registerMetrics(program: Command): void {
   program
@@ -30,7 +12,7 @@ export function registerMetrics(program: Command): void {
     .option('--num-repeats <n>', 'repeats of the run (default: inferred from the rows)')
     .option('--stdout', 'print the metrics only, do not write the file')
     .action((file: string, opts: { numRepeats?: string; stdout?: boolean }) => {
-      const rows = readRows(file);
+      const rows = readRowsStrict(file);
       const repeats = opts.numRepeats ? Number(opts.numRepeats) : Math.max(1, ...rows.map((r) => r.repeat + 1));
       const metrics = { run_id: rows[0]?.run_id ?? null, ...aggregateMetrics(rows, repeats) };
       const text = `${JSON.stringify(metrics, null, 2)}\n`;

@@ -2,9 +2,10 @@
 import type { Command } from 'commander';
 import { ConfigError } from '../../shared/errors.ts';
 import { QUEUE_NAMES, type QueueName } from '../../shared/queues.ts';
-import { commandContext } from '../context.ts';
+import type { Cli } from '../context.ts';
 import { connect, table } from '../runtime.ts';
-import { JOB_STATES, runStatus, type RunStatus } from '../../ops/run-status.ts';
+import { runStatus, type RunStatus } from '../../ops/run-status.ts';
+import { JOB_STATES } from '../../ops/run-jobs.ts';
 import { rejudge, retryFailed } from '../../ops/requeue.ts';
 
 function formatStatus(s: RunStatus): string {
@@ -28,7 +29,7 @@ function formatStatus(s: RunStatus): string {
   ].join('\n');
 }
 
-export function registerOps(program: Command): void {
+export function registerOps(program: Command, cli: Cli): void {
   program
     .command('status')
     .description('counts of a run by outcome, and its jobs by queue and state')
@@ -36,7 +37,7 @@ export function registerOps(program: Command): void {
     .option('--config <path>', 'config YAML')
     .option('--json', 'print JSON instead of a table')
     .action(async (opts: { config?: string; runId: string; json?: boolean }) => {
-      const { config, logger } = commandContext(opts);
+      const { config, logger } = cli.context(opts);
       const redis = await connect(config, logger, 'client');
       try {
         const s = await runStatus(redis, config.queues.prefix, opts.runId);
@@ -58,7 +59,7 @@ export function registerOps(program: Command): void {
     .action(async (opts: { config?: string; runId: string; stage?: string }) => {
       if (opts.stage && !['rollout', 'judge'].includes(opts.stage)) throw new ConfigError(`--stage must be rollout or judge, not "${opts.stage}"`);
       const stages: QueueName[] = opts.stage ? [opts.stage as QueueName] : ['rollout', 'judge', 'results'];
-      const { config, logger } = commandContext(opts);
+      const { config, logger } = cli.context(opts);
       const redis = await connect(config, logger, 'client');
       try {
         const n = await retryFailed(redis, config.queues.prefix, opts.runId, stages, logger);
@@ -74,10 +75,10 @@ export function registerOps(program: Command): void {
     .requiredOption('--run-id <id>', 'the run')
     .option('--config <path>', 'config YAML')
     .action(async (opts: { config?: string; runId: string }) => {
-      const { config, logger } = commandContext(opts);
+      const { config, logger } = cli.context(opts);
       const redis = await connect(config, logger, 'client');
       try {
-        const { sent, missing } = await rejudge(redis, config.queues.prefix, opts.runId, logger, config.queues.judge_attempts);
+        const { sent, missing } = await rejudge(redis, config.queues.prefix, opts.runId, logger, config.queues);
         process.stdout.write(`sent ${sent} judge_failed row(s) of run ${opts.runId} back to the judge${missing ? `; ${missing} had no kept outcome (retry them with --stage rollout)` : ''}\n`);
       } finally {
         redis.disconnect();

@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import { BENCHMARKS } from '../../shared/config.ts';
 import { formatPrepareSummary, prepareBenchmark } from '../../prepare/prepare.ts';
-import { commandContext } from '../context.ts';
+import type { Cli } from '../context.ts';
 
 interface PrepareFlags {
   config?: string;
@@ -10,7 +10,7 @@ interface PrepareFlags {
   parquet?: string;
 }
 
-export function registerPrepare(program: Command): void {
+export function registerPrepare(program: Command, cli: Cli): void {
   program
     .command('prepare')
     .description(
@@ -21,7 +21,7 @@ export function registerPrepare(program: Command): void {
     .option('--benchmark <name>', `benchmark variant: ${BENCHMARKS.join(' | ')} (default: config key benchmark)`)
     .option('--parquet <path>', 'local BabyVision parquet (sets babyvision_parquet)')
     .action(async (opts: PrepareFlags) => {
-      const { config, logger } = commandContext(opts, {
+      const { config, logger } = cli.context(opts, {
         benchmark: opts.benchmark,
         babyvision_parquet: opts.parquet,
       });

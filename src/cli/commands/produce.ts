@@ -1,11 +1,11 @@
 /** `vcfleet produce`: create a run and enqueue its rollouts (workers anywhere pick them up). */
 import type { Command } from 'commander';
-import { commandContext } from '../context.ts';
+import type { Cli } from '../context.ts';
 import { connect } from '../runtime.ts';
 import { loadOrPrepare } from '../../run/load-or-prepare.ts';
 import { produceRun } from '../../producer/produce.ts';
 
-export function registerProduce(program: Command): void {
+export function registerProduce(program: Command, cli: Cli): void {
   program
     .command('produce')
     .description('create a run and enqueue one rollout job per task per repeat (idempotent for the same --run-id)')
@@ -13,7 +13,7 @@ export function registerProduce(program: Command): void {
     .option('--benchmark <name>', 'babyvision_opencode or babyvision_opencode_question_only')
     .option('--run-id <id>', 'run id (default: a new one); the same id adds nothing twice')
     .action(async (opts: { config?: string; benchmark?: string; runId?: string }) => {
-      const { config, logger } = commandContext(opts, { benchmark: opts.benchmark, run_id: opts.runId });
+      const { config, logger } = cli.context(opts, { benchmark: opts.benchmark, run_id: opts.runId });
       const redis = await connect(config, logger, 'client');
       try {
         const bench = await loadOrPrepare(config, logger);

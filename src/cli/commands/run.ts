@@ -1,6 +1,6 @@
 /** `vcfleet run`: the whole evaluation on one machine, in one command. */
 import type { Command } from 'commander';
-import { commandContext } from '../context.ts';
+import type { Cli } from '../context.ts';
 import { onShutdownSignals, table } from '../runtime.ts';
 import { runAll, type RunAllResult } from '../../run/run-all.ts';
 
@@ -29,7 +29,7 @@ export function announceRun(runId: string, total: number, created: boolean): voi
   process.stderr.write(`${created ? 'run' : 'resuming run'} ${runId}: ${total} rollouts (stop with Ctrl-C; resume with \`vcfleet run --run-id ${runId}\`)\n`);
 }
 
-export function registerRun(program: Command): void {
+export function registerRun(program: Command, cli: Cli): void {
   program
     .command('run')
     .description('run the whole fleet on this machine: prepare, produce, every worker, progress, summary')
@@ -37,7 +37,7 @@ export function registerRun(program: Command): void {
     .option('--benchmark <name>', 'babyvision_opencode or babyvision_opencode_question_only')
     .option('--run-id <id>', 'resume this run (or name a new one)')
     .action(async (opts: { config?: string; benchmark?: string; runId?: string }) => {
-      const { config, logger } = commandContext(opts, { benchmark: opts.benchmark, run_id: opts.runId }, true);
+      const { config, logger } = cli.context(opts, { benchmark: opts.benchmark, run_id: opts.runId }, true);
       const signal = onShutdownSignals(logger, async () => {});
       const result = await runAll({ config, logger, signal, onStart: announceRun });
       process.stdout.write(`\n${summaryText(result)}\n`);

@@ -6,7 +6,7 @@ import { ConfigError, DataError } from '../../shared/errors.ts';
 import { createFileSource } from '../../viewer/file-source.ts';
 import { newestJsonl } from '../../viewer/newest-output.ts';
 import { startViewerServer } from '../../viewer/server.ts';
-import { commandContext } from '../context.ts';
+import type { Cli } from '../context.ts';
 import { onShutdownSignals } from '../runtime.ts';
 
 /** Where `vcfleet view` looks for output files when none is named (relative to the working folder). */
@@ -43,7 +43,7 @@ export function pickFile(file: string | undefined, resultsDir = RESULTS_DIR, not
   return found;
 }
 
-export function registerView(program: Command): void {
+export function registerView(program: Command, cli: Cli): void {
   program
     .command('view')
     .description('browse the rollouts of an output JSONL: metrics, charts, every turn, tool call and image')
@@ -54,7 +54,7 @@ export function registerView(program: Command): void {
     .addHelpText('after', '\nCredentials (required beyond loopback): VCFLEET_DASHBOARD_USER + VCFLEET_DASHBOARD_PASSWORD, or VCFLEET_DASHBOARD_TOKEN.')
     .action(async (fileArg: string | undefined, opts: ViewFlags) => {
       const port = parsePort(opts.port);
-      const { config, logger } = commandContext(opts);
+      const { config, logger } = cli.context(opts);
       const file = pickFile(fileArg);
       const source = createFileSource(file);
       const d = config.dashboard;

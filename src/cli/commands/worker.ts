@@ -4,7 +4,7 @@ import type { Config } from '../../shared/config.ts';
 import { ConfigError } from '../../shared/errors.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Redis } from '../../shared/redis.ts';
-import { commandContext } from '../context.ts';
+import type { Cli } from '../context.ts';
 import { connect, onShutdownSignals } from '../runtime.ts';
 import { createAgentRunner } from '../../workers/sandbox/agent-factory.ts';
 import { startSandboxWorker } from '../../workers/sandbox/worker.ts';
@@ -21,7 +21,7 @@ export const WORKER_ROLES = ['sandbox', 'judge', 'results'] as const;
 const ROLES = WORKER_ROLES;
 type Role = (typeof ROLES)[number];
 
-export function registerWorker(program: Command): void {
+export function registerWorker(program: Command, cli: Cli): void {
   program
     .command('worker')
     .description('run one role of the fleet until stopped (SIGINT/SIGTERM stop it cleanly)')
@@ -33,7 +33,7 @@ export function registerWorker(program: Command): void {
       if (!ROLES.includes(role as Role)) throw new ConfigError(`unknown worker role "${role}": use one of ${ROLES.join(', ')}`);
       const flags: Record<string, unknown> = {};
       if (opts.concurrency) flags[role === 'judge' ? 'judge.concurrency' : 'queues.rollout_concurrency'] = Number(opts.concurrency);
-      const { config, logger } = commandContext(opts, flags);
+      const { config, logger } = cli.context(opts, flags);
       const roleMetrics = await startRoleMetrics(config, logger, role);
       let connection: Redis | undefined;
       let presence: WorkerPresence | undefined;

@@ -7,7 +7,7 @@ import type { Config } from '../../shared/config.ts';
 import { errorMessage } from '../../shared/errors.ts';
 import type { Judge } from '../../shared/judge.ts';
 import type { Logger } from '../../shared/logger.ts';
-import { openQueue } from '../../shared/queues.ts';
+import { enqueue, openQueue } from '../../shared/queues.ts';
 import { RunStore } from '../../shared/run-store.ts';
 import { startStageWorker, type StageWorker, type StageWorkerOptions } from '../../shared/stage-worker.ts';
 import { judgeFailedRow, runJudgeStage } from './judge-stage.ts';
@@ -23,12 +23,12 @@ export interface JudgeWorkerDeps {
   onJobEnd?: StageWorkerOptions<'judge'>['onJobEnd'];
 }
 
-export async function startJudgeWorker(deps: JudgeWorkerDeps): Promise<StageWorker> {
+export async function startJudgeWorker(deps: JudgeWorkerDeps): Promise<StageWorker<'judge'>> {
   const { config, connection, logger } = deps;
   const prefix = config.queues.prefix;
   // Runs, tasks and images never change once produced: read each once per process.
   const store = new RunStore(connection, prefix, { cache: true });
-  const results = openQueue('results', connection, prefix);
+  const results = openQueue('results', connection, prefix, config.queues);
   const stage = startStageWorker({
     queue: 'judge',
     connection,
@@ -41,11 +41,11 @@ export async function startJudgeWorker(deps: JudgeWorkerDeps): Promise<StageWork
     onJobEnd: deps.onJobEnd,
     async handle(data, ctx) {
       const row = await runJudgeStage(data, { store, judge: deps.judge }, ctx.signal);
-      await results.add('row', { v: 1, row });
+      await enqueue('results', results, { v: 1, row });
     },
     async onFinalFailure(data, error) {
       // Something other than the judge call failed (a bug or Redis): still one masked, rejudgeable row.
-      await results.add('row', { v: 1, row: await judgeFailedRow(data, store, deps.judge.modelName, errorMessage(error)) });
+      await enqueue('results', results, { v: 1, row: await judgeFailedRow(data, store, deps.judge.modelName, errorMessage(error)) });
     },
   });
   return {

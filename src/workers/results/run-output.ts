@@ -4,11 +4,12 @@
  * a line cut by a crash is dropped, rows Redis has and the file lacks are appended, rows only the
  * file has are put back into Redis. A replaced row (a rejudge) rewrites the file atomically.
  */
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, renameSync, writeFileSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { InfraError } from '../../shared/errors.ts';
 import type { Logger } from '../../shared/logger.ts';
-import { RowSchema, shouldReplace, type Row } from '../../shared/rows.ts';
+import { shouldReplace, type Row } from '../../shared/rows.ts';
+import { readRowFile } from './row-file.ts';
 import type { RunStore } from '../../shared/run-store.ts';
 import { metricsPathFor, MetricsAccumulator, type MetricRow } from './metrics.ts';
 
@@ -83,22 +84,12 @@ export class RunOutput {
   }
 
   private readFile(): { rows: Map<string, Row>; damaged: boolean } {
-    const rows = new Map<string, Row>();
-    if (!existsSync(this.jsonlPath)) return { rows, damaged: false };
-    const text = readFileSync(this.jsonlPath, 'utf8');
-    const lines = text.split('\n');
-    let damaged = !text.endsWith('\n') && text.length > 0;
-    for (const line of lines) {
-      if (!line.trim()) continue;
-      try {
-        const row = RowSchema.parse(JSON.parse(line));
-        if (row.run_id !== this.runId) return this.moveAside(row.run_id);
-        if (rows.has(row.rollout_id)) damaged = true;
-        else rows.set(row.rollout_id, row);
-      } catch {
-        damaged = true;
-      }
-    }
+    const parsed = readRowFile(this.jsonlPath);
+    const other = [...parsed.runs.keys()].find((id) => id !== this.runId);
+    if (other !== undefined) return this.moveAside(other);
+    const mine = parsed.runs.get(this.runId);
+    const rows = new Map((mine?.rows ?? []).map((r) => [r.rollout_id, r] as const));
+    const damaged = parsed.cutTail || parsed.problems.length > 0 || (mine?.duplicates.length ?? 0) > 0;
     if (damaged) this.logger.warn({ file: this.jsonlPath }, 'output file had a cut, foreign or duplicate line; rewriting it from Redis');
     return { rows, damaged };
   }

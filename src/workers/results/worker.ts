@@ -102,7 +102,7 @@ export function startResultsWorker(deps: ResultsWorkerDeps): ResultsWorker {
       prefix,
       // Several jobs in hand let BullMQ fetch and complete jobs while a row is written; the writes
       // themselves run one at a time (RunOutput.commit).
-      concurrency: 4,
+      concurrency: config.queues.results_concurrency,
       lockDurationMs: config.queues.lock_duration_ms,
       name: deps.workerName,
       logger,

@@ -6,6 +6,7 @@ import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../../shared/logger.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const RENEW = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end`;
 const RELEASE = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end`;
@@ -42,7 +43,7 @@ export class WriterLock {
         this.logger.warn({ holder }, 'another results consumer is writing; waiting for it to stop (one writer at a time)');
         warned = true;
       }
-      await new Promise((r) => setTimeout(r, this.pollMs));
+      await sleep(this.pollMs);
     }
     return false;
   }

@@ -9,6 +9,7 @@
  * attempts of a rollout (n >= the attempt budget makes it fail for good).
  */
 import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { STOP_REASONS, type AgentResult, type AgentRunner, type RolloutRequest, type RolloutTranscript } from '../../shared/agent.ts';
 import { TRANSCRIPT_VERSION } from '../../shared/transcript.ts';
@@ -47,21 +48,6 @@ export function loadAgentScript(file: string | null): AgentScript {
   return parsed.data;
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason ?? new Error('aborted'));
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal.reason ?? new Error('aborted'));
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
 /** A one-turn transcript of a scripted rollout: the text it "answered". */
 function scriptedTranscript(request: RolloutRequest, text: string, stopReason: AgentResult['stopReason'], answer: string | null, started: number): RolloutTranscript {
   const t = request.task;
@@ -86,7 +72,7 @@ export function createScriptedAgent(input: z.input<typeof AgentScriptSchema>): A
     async run(request: RolloutRequest, signal: AbortSignal): Promise<AgentResult> {
       const entry = script[request.task.task_id] ?? script['*'] ?? EntrySchema.parse({});
       const started = Date.now();
-      if (entry.delay_ms > 0) await sleep(entry.delay_ms, signal);
+      if (entry.delay_ms > 0) await sleep(entry.delay_ms, undefined, { signal });
       if ((request.attempt ?? 1) <= entry.infra_fail_attempts) {
         throw new InfraError(`scripted infrastructure failure (attempt ${request.attempt ?? 1})`);
       }

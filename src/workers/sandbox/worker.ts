@@ -8,7 +8,7 @@ import type { AgentRunner } from '../../shared/agent.ts';
 import type { Config } from '../../shared/config.ts';
 import { errorMessage } from '../../shared/errors.ts';
 import type { Logger } from '../../shared/logger.ts';
-import { openQueue } from '../../shared/queues.ts';
+import { enqueue, openQueue } from '../../shared/queues.ts';
 import { RunStore } from '../../shared/run-store.ts';
 import { startStageWorker, type StageWorker, type StageWorkerOptions } from '../../shared/stage-worker.ts';
 import { infraFailedRow, runRolloutStage } from './rollout-stage.ts';
@@ -23,14 +23,14 @@ export interface SandboxWorkerDeps {
   onJobEnd?: StageWorkerOptions<'rollout'>['onJobEnd'];
 }
 
-export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<StageWorker> {
+export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<StageWorker<'rollout'>> {
   const { config, connection, logger } = deps;
   const prefix = config.queues.prefix;
   // Runs, tasks and images never change once produced: read each once per process.
   const store = new RunStore(connection, prefix, { cache: true });
   const rollout = openQueue('rollout', connection, prefix);
-  const judge = openQueue('judge', connection, prefix);
-  const results = openQueue('results', connection, prefix);
+  const judge = openQueue('judge', connection, prefix, config.queues);
+  const results = openQueue('results', connection, prefix, config.queues);
   const host = {
     policyBaseUrl: config.policy_base_url,
     allowedBaseUrls: config.policy.allowed_base_urls,
@@ -51,15 +51,15 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Stage
     async handle(data, ctx) {
       const out = await runRolloutStage(data, { store, agent: deps.agent, host }, ctx.signal, ctx.attempt);
       if (out.next === 'judge') {
-        await judge.add('judge', out.job, { jobId: `${data.rollout_id}-${Date.now().toString(36)}`, attempts: config.queues.judge_attempts, backoff: { type: 'exponential', delay: 2000 } });
+        await enqueue('judge', judge, out.job);
       } else {
-        await results.add('row', { v: 1, row: out.row });
+        await enqueue('results', results, { v: 1, row: out.row });
       }
       logger.info({ rollout: data.rollout_id, next: out.next }, 'rollout done');
     },
     async onFinalFailure(data, error) {
       const row = await infraFailedRow(data, store, errorMessage(error));
-      await results.add('row', { v: 1, row });
+      await enqueue('results', results, { v: 1, row });
     },
   });
   return {

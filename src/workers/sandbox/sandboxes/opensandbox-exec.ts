@@ -9,6 +9,7 @@ import type { Sandbox as SdkSandbox } from '@alibaba-group/opensandbox';
 import { InfraError, errorMessage } from '../../../shared/errors.ts';
 import { TailBuffer } from './output-capture.ts';
 import type { ExecResult } from './types.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface RemoteCommandOptions {
   /** A complete `bash -c` command line (already quoted). */
@@ -81,7 +82,7 @@ export async function runRemoteCommand(sdk: SdkSandbox, opts: RemoteCommandOptio
       },
     );
   try {
-    await Promise.race([run, stopped.then(() => new Promise((resolve) => setTimeout(resolve, opts.stopGraceMs)))]);
+    await Promise.race([run, stopped.then(() => sleep(opts.stopGraceMs))]);
   } finally {
     finished = true;
     clearTimeout(timer);

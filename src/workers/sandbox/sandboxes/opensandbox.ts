@@ -17,6 +17,7 @@ import { DEFAULT_FLEET_LABEL, META, labelValue, modelOnlyPolicy, ownerFromMetada
 import { isAlive } from './proc-tree.ts';
 import { ExecTracker } from './exec-tracker.ts';
 import type { BoxReport, ExecOptions, ExecResult, LimitHits, Sandbox, SandboxProvider, SandboxSpec } from './types.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface OpenSandboxOptions {
   /** OpenSandbox server, `host[:port]` or a URL (`sandbox_config.domain`). */
@@ -118,7 +119,7 @@ class RemoteSandbox implements Sandbox {
       await this.running.settled();
       await deleteWithRetry(this.sdk, this.logger);
       // Closing the connection pool waits for open streams: bound it in case one still dangles.
-      await Promise.race([this.sdk.close().catch(() => {}), new Promise((resolve) => setTimeout(resolve, 5000).unref())]);
+      await Promise.race([this.sdk.close().catch(() => {}), sleep(5000, undefined, { ref: false })]);
       this.onDestroyed(this);
     })();
     return this.destroying;
@@ -135,7 +136,7 @@ async function deleteWithRetry(sdk: SdkSandbox, logger?: Logger): Promise<void> 
         logger?.error({ err, sandbox: sdk.id }, 'could not delete the sandbox; its TTL or reapOrphans will remove it');
         return;
       }
-      await new Promise((resolve) => setTimeout(resolve, 500 * attempt));
+      await sleep(500 * attempt);
     }
   }
 }

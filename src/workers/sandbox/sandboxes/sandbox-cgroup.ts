@@ -11,6 +11,7 @@ import { InfraError, errorMessage } from '../../../shared/errors.ts';
 import type { CgroupController, CgroupLayout, CgroupPlace } from './cgroup-layout.ts';
 import { bootId, isAlive, processStartTime, signalQuietly } from './proc-tree.ts';
 import type { SandboxResources } from './types.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const CPU_PERIOD_US = 100_000;
 const NAME = /^vcfleet-(\d+)-(\d+)-(.+)$/;
@@ -54,7 +55,7 @@ export async function killCgroup(dir: string): Promise<void> {
     const pids = await pidsIn(dir);
     if (pids.length === 0) return;
     for (const pid of pids) signalQuietly(pid, 'SIGKILL');
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await sleep(20);
   }
 }
 
@@ -68,7 +69,7 @@ async function removeFolder(dir: string): Promise<void> {
       if (code === 'ENOENT') return;
       if (code !== 'EBUSY' || attempt >= 40) throw err;
       await killCgroup(dir);
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      await sleep(50);
     }
   }
 }

@@ -1,9 +1,12 @@
 /**
- * Rows of an output JSONL for viewing: every line that is a valid row, grouped by run, plus a
- * plain account of the lines that are not (a line cut by a crash, a foreign record). A viewer shows
- * what it can and says what it skipped, where `vcfleet metrics` stops at the first bad line.
+ * The one reader of output JSONL files: every line that is a valid row, grouped by run, plus a
+ * plain account of the lines that are not (a line cut by a crash, a foreign record) and whether the
+ * last line was cut. The viewer shows what it can and says what it skipped; `vcfleet metrics` stops
+ * at the first bad line; the results consumer rewrites a damaged file from Redis.
  */
-import { RowSchema, type Row } from '../shared/rows.ts';
+import { readFileSync } from 'node:fs';
+import { DataError } from '../../shared/errors.ts';
+import { RowSchema, type Row } from '../../shared/rows.ts';
 
 /** Problems listed per file at most; the rest are counted. */
 const MAX_PROBLEMS = 20;
@@ -19,6 +22,8 @@ export interface ParsedRows {
   runs: Map<string, RunRows>;
   /** Lines that are not valid rows, for people ("results/x.jsonl line 7: not JSON"). */
   problems: string[];
+  /** The file does not end with a newline: its last line was being written or was cut. */
+  cutTail: boolean;
 }
 
 function lineProblem(line: string): string | null {
@@ -65,5 +70,29 @@ export function parseRowLines(text: string, file: string): ParsedRows {
     }
   });
   if (skipped > problems.length) problems.push(`${file}: ${skipped - problems.length} more lines skipped`);
-  return { runs, problems };
+  return { runs, problems, cutTail: text.length > 0 && !text.endsWith('\n') };
+}
+
+/** Read and parse an output JSONL (an empty result when it does not exist). */
+export function readRowFile(file: string): ParsedRows {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { runs: new Map(), problems: [], cutTail: false };
+    throw new DataError(`cannot read ${file}: ${(err as Error).message}`);
+  }
+  return parseRowLines(text, file);
+}
+
+/** Every row of an output JSONL, refusing a file with a bad line or the same rollout twice. */
+export function readRowsStrict(file: string): Row[] {
+  const parsed = readRowFile(file);
+  if (parsed.problems.length > 0) throw new DataError(`${parsed.problems[0]}: fix or remove that line`);
+  const rows: Row[] = [];
+  for (const [runId, run] of parsed.runs) {
+    if (run.duplicates.length) throw new DataError(`${file} holds rollout ${run.duplicates[0]} of run ${runId} twice`);
+    rows.push(...run.rows);
+  }
+  return rows;
 }
