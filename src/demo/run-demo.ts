@@ -10,7 +10,8 @@ import type { Logger } from '../shared/logger.ts';
 import { runAll, type RunAllResult } from '../run/run-all.ts';
 import { newRunId } from '../producer/produce.ts';
 import { demoAnswers, demoPuzzles, writeDemoBenchmark } from './puzzles.ts';
-import { scripts, startScriptedPolicyServer } from './scripted-policy-server.ts';
+import { startScriptedPolicyServer } from './scripted-policy-server.ts';
+import { scripts } from './scripted-policy-scripts.ts';
 import { startScriptedJudgeServer } from './scripted-judge-server.ts';
 
 export interface DemoOptions {

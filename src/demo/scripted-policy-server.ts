@@ -5,6 +5,7 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { scripts } from './scripted-policy-scripts.ts';
 
 export interface ChatMessage {
   role: string;
@@ -82,6 +83,61 @@ function usageFor(body: ChatRequestBody, output: string) {
   return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
 }
 
+/** Write one scripted reply: SSE or plain JSON, tool calls, an error status, a hang or a cut connection. */
+function sendReply(res: http.ServerResponse, body: ChatRequestBody, reply: ScriptReply, hanging: Set<http.ServerResponse>, modelName: string, chunkChars: number): void {
+  if (reply.kind === 'hang') {
+    hanging.add(res);
+    res.on('close', () => hanging.delete(res));
+    return;
+  }
+  if (reply.kind === 'destroy') {
+    res.socket?.destroy();
+    return;
+  }
+  if (reply.kind === 'error') {
+    res.writeHead(reply.status, { 'content-type': 'application/json', ...reply.headers });
+    res.end(JSON.stringify(reply.body ?? { error: { message: `scripted error ${reply.status}`, type: 'server_error' } }));
+    return;
+  }
+  const id = `chatcmpl-${Math.random().toString(36).slice(2, 10)}`;
+  const created = Math.floor(Date.now() / 1000);
+  const model = body.model ?? modelName;
+  const text = reply.kind === 'text' ? reply.text : (reply.text ?? '');
+  const toolCalls =
+    reply.kind === 'tool_calls'
+      ? reply.calls.map((c, i) => ({
+          id: `call_${created}_${i}_${Math.random().toString(36).slice(2, 6)}`,
+          type: 'function' as const,
+          function: { name: c.name, arguments: typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments) },
+        }))
+      : [];
+  const finishReason = reply.kind === 'text' ? (reply.finishReason ?? 'stop') : 'tool_calls';
+  const usage = usageFor(body, text + JSON.stringify(toolCalls));
+
+  if (!body.stream) {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(
+      JSON.stringify({
+        id, object: 'chat.completion', created, model,
+        choices: [{ index: 0, message: { role: 'assistant', content: text, ...(toolCalls.length ? { tool_calls: toolCalls } : {}) }, finish_reason: finishReason }],
+        usage,
+      }),
+    );
+    return;
+  }
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+  const send = (delta: Record<string, unknown>, finish: string | null) =>
+    res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`);
+  send({ role: 'assistant', content: '' }, null);
+  for (let i = 0; i < text.length; i += chunkChars) send({ content: text.slice(i, i + chunkChars) }, null);
+  toolCalls.forEach((call, index) => send({ tool_calls: [{ index, ...call }] }, null));
+  send({}, finishReason);
+  if (body.stream_options?.include_usage) {
+    res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [], usage })}\n\n`);
+  }
+  res.end('data: [DONE]\n\n');
+}
+
 export async function startScriptedPolicyServer(options: ScriptedPolicyServerOptions = {}): Promise<ScriptedPolicyServer> {
   let script: Script = options.script ?? scripts.answer('\\boxed{A}');
   const requests: RecordedRequest[] = [];
@@ -122,61 +178,7 @@ export async function startScriptedPolicyServer(options: ScriptedPolicyServerOpt
       return;
     }
     const reply = await script(body, chatIndex++, { note: (t) => notes.push(t) });
-    sendReply(res, body, reply);
-  }
-
-  function sendReply(res: http.ServerResponse, body: ChatRequestBody, reply: ScriptReply): void {
-    if (reply.kind === 'hang') {
-      hanging.add(res);
-      res.on('close', () => hanging.delete(res));
-      return;
-    }
-    if (reply.kind === 'destroy') {
-      res.socket?.destroy();
-      return;
-    }
-    if (reply.kind === 'error') {
-      res.writeHead(reply.status, { 'content-type': 'application/json', ...reply.headers });
-      res.end(JSON.stringify(reply.body ?? { error: { message: `scripted error ${reply.status}`, type: 'server_error' } }));
-      return;
-    }
-    const id = `chatcmpl-${Math.random().toString(36).slice(2, 10)}`;
-    const created = Math.floor(Date.now() / 1000);
-    const model = body.model ?? modelName;
-    const text = reply.kind === 'text' ? reply.text : (reply.text ?? '');
-    const toolCalls =
-      reply.kind === 'tool_calls'
-        ? reply.calls.map((c, i) => ({
-            id: `call_${created}_${i}_${Math.random().toString(36).slice(2, 6)}`,
-            type: 'function' as const,
-            function: { name: c.name, arguments: typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments) },
-          }))
-        : [];
-    const finishReason = reply.kind === 'text' ? (reply.finishReason ?? 'stop') : 'tool_calls';
-    const usage = usageFor(body, text + JSON.stringify(toolCalls));
-
-    if (!body.stream) {
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(
-        JSON.stringify({
-          id, object: 'chat.completion', created, model,
-          choices: [{ index: 0, message: { role: 'assistant', content: text, ...(toolCalls.length ? { tool_calls: toolCalls } : {}) }, finish_reason: finishReason }],
-          usage,
-        }),
-      );
-      return;
-    }
-    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
-    const send = (delta: Record<string, unknown>, finish: string | null) =>
-      res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`);
-    send({ role: 'assistant', content: '' }, null);
-    for (let i = 0; i < text.length; i += chunkChars) send({ content: text.slice(i, i + chunkChars) }, null);
-    toolCalls.forEach((call, index) => send({ tool_calls: [{ index, ...call }] }, null));
-    send({}, finishReason);
-    if (body.stream_options?.include_usage) {
-      res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [], usage })}\n\n`);
-    }
-    res.end('data: [DONE]\n\n');
+    sendReply(res, body, reply, hanging, modelName, chunkChars);
   }
 
   await new Promise<void>((resolve, reject) => {
@@ -199,115 +201,3 @@ export async function startScriptedPolicyServer(options: ScriptedPolicyServerOpt
     },
   };
 }
-
-// ---------------------------------------------------------------------------------------------
-// Ready scripts. They look at the conversation (not the call index) so that they stay right when
-// OpenCode retries a call or sends an extra one.
-
-/** Number of tool results already in the conversation. */
-export function toolResults(body: ChatRequestBody): number {
-  return (body.messages ?? []).filter((m) => m.role === 'tool').length;
-}
-
-/** All text of the user messages (the prompt, the synthetic Read lines). */
-export function userText(body: ChatRequestBody): string {
-  const parts: string[] = [];
-  for (const m of body.messages ?? []) {
-    if (m.role !== 'user') continue;
-    if (typeof m.content === 'string') parts.push(m.content);
-    else if (Array.isArray(m.content)) {
-      for (const p of m.content as Array<{ type?: string; text?: string }>) if (p.type === 'text' && p.text) parts.push(p.text);
-    }
-  }
-  return parts.join('\n');
-}
-
-/** Whether a message after the last tool result carries an image part (how `read` returns an image). */
-export function imageAfterLastToolResult(body: ChatRequestBody): boolean {
-  const messages = body.messages ?? [];
-  let last = -1;
-  messages.forEach((m, i) => {
-    if (m.role === 'tool') last = i;
-  });
-  if (last < 0) return false;
-  return messages.slice(last + 1).some(
-    (m) => Array.isArray(m.content) && (m.content as Array<{ type?: string }>).some((p) => p.type === 'image_url'),
-  );
-}
-
-/** The output of the last tool result, as text. */
-export function lastToolOutput(body: ChatRequestBody): string {
-  const tools = (body.messages ?? []).filter((m) => m.role === 'tool');
-  const content = tools[tools.length - 1]?.content;
-  return typeof content === 'string' ? content : JSON.stringify(content ?? '');
-}
-
-const PYTHON_SIZE =
-  "import glob; from PIL import Image; p = sorted(glob.glob('puzzle.*'))[0]; im = Image.open(p); print('size', im.size[0], im.size[1], im.mode)";
-
-export const scripts = {
-  /** Answer at once with `text`. */
-  answer(text: string): Script {
-    return () => ({ kind: 'text', text });
-  },
-  /** Answer without ever using `\boxed{}`. */
-  neverBox(): Script {
-    return () => ({ kind: 'text', text: 'I looked at the picture, but I am not sure which option it is.' });
-  },
-  /** Run Python with Pillow on the puzzle image via bash, then answer `\boxed{answer}`. */
-  pythonThenAnswer(answer: string): Script {
-    return (body) =>
-      toolResults(body) === 0
-        ? { kind: 'tool_calls', text: 'Let me measure the image.', calls: [{ name: 'bash', arguments: { command: `python3 -c "${PYTHON_SIZE}"`, description: 'Print the image size' } }] }
-        : { kind: 'text', text: `The tool printed: ${lastToolOutput(body).trim()}. So the answer is \\boxed{${answer}}.` };
-  },
-  /** `read` the puzzle image, note whether it came back as an image part, then answer. */
-  readImageThenAnswer(answer: string, filePath = 'puzzle.png'): Script {
-    return (body, _i, ctx) => {
-      if (toolResults(body) === 0) return { kind: 'tool_calls', calls: [{ name: 'read', arguments: { filePath } }] };
-      ctx.note(imageAfterLastToolResult(body) ? 'image-after-read' : 'no-image-after-read');
-      return { kind: 'text', text: `I have looked at it again. \\boxed{${answer}}` };
-    };
-  },
-  /** Stop on the output cap: finish_reason `length` without an answer. */
-  lengthCut(): Script {
-    return () => ({ kind: 'text', text: 'Let me think about this step by step. First, the', finishReason: 'length' });
-  },
-  /** The context window is exceeded (HTTP 400 `context_length_exceeded`). */
-  contextOverflow(): Script {
-    return () => ({
-      kind: 'error',
-      status: 400,
-      body: { error: { message: "This model's maximum context length is 1024 tokens. However, you requested 99999 tokens.", type: 'invalid_request_error', code: 'context_length_exceeded' } },
-    });
-  },
-  /** Every call fails with `status`. */
-  fail(status: number): Script {
-    return () => ({ kind: 'error', status });
-  },
-  /** Every call hangs. */
-  hang(): Script {
-    return () => ({ kind: 'hang' });
-  },
-  /** Call bash forever (a model that never stops using tools). */
-  toolLoop(): Script {
-    return (body) => ({ kind: 'tool_calls', calls: [{ name: 'bash', arguments: { command: `echo step ${toolResults(body)}` } }] });
-  },
-  /**
-   * Demo mode: answer each puzzle from a lookup table `{ questionSubstring: answer }` matched against
-   * the user's text; with `useTool` (default) first run Python on the image once, like a real agent.
-   */
-  demo(table: Record<string, string>, opts: { fallback?: string; useTool?: boolean } = {}): Script {
-    const entries = Object.entries(table);
-    return (body) => {
-      if ((opts.useTool ?? true) && toolResults(body) === 0) {
-        return { kind: 'tool_calls', text: 'I will check the image size first.', calls: [{ name: 'bash', arguments: { command: `python3 -c "${PYTHON_SIZE}"` } }] };
-      }
-      const text = userText(body);
-      const hit = entries.find(([needle]) => text.includes(needle));
-      const answer = hit?.[1] ?? opts.fallback;
-      if (answer === undefined) return { kind: 'text', text: 'I do not know this puzzle.' };
-      return { kind: 'text', text: `Looking at the picture carefully, the answer is \\boxed{${answer}}.` };
-    };
-  },
-};

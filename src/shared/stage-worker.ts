@@ -56,10 +56,45 @@ function linkedAbort(...sources: Array<AbortSignal | undefined>): { signal: Abor
   return { signal: controller.signal, dispose: () => live.forEach((source) => source.removeEventListener('abort', onAbort)) };
 }
 
-export function startStageWorker<N extends QueueName>(opts: StageWorkerOptions<N>): StageWorker<N> {
-  const shutdown = new AbortController();
-  const log = opts.logger.child({ stage: opts.queue });
-  const processor = async (job: Job<JobData<N>>, token?: string, bullSignal?: AbortSignal): Promise<void> => {
+/**
+ * The job's failure, after the stage threw: a job of a worker shutting down goes back to the queue
+ * without spending an attempt; otherwise the final failure (last attempt, or not retryable) is
+ * recorded first, then BullMQ retries or fails it.
+ */
+interface JobAttempt<N extends QueueName> {
+  job: Job<JobData<N>>;
+  token: string | undefined;
+  data: JobData<N>;
+  ctx: StageContext;
+  started: number;
+}
+
+async function failed<N extends QueueName>(opts: StageWorkerOptions<N>, log: Logger, shuttingDown: boolean, a: JobAttempt<N>, err: unknown): Promise<never> {
+  const { job, token, data, ctx, started } = a;
+  if (shuttingDown) {
+    log.info({ jobId: job.id }, 'shutting down: job handed back to the queue');
+    await job.moveToDelayed(Date.now() + 1000, token);
+    opts.onJobEnd?.('requeued', Date.now() - started);
+    throw new DelayedError();
+  }
+  const retryable = isRetryable(err);
+  log.warn({ jobId: job.id, attempt: ctx.attempt, retryable, err: errorMessage(err) }, `${opts.queue} job failed`);
+  opts.onJobEnd?.('failed', Date.now() - started, err);
+  if (!retryable || ctx.finalAttempt) {
+    try {
+      await opts.onFinalFailure?.(data, err, ctx);
+    } catch (hookErr) {
+      // The job still moves to failed, where `vcfleet retry` finds it.
+      log.error({ jobId: job.id, err: errorMessage(hookErr) }, 'could not record the final failure as a row');
+    }
+  }
+  if (!retryable) throw new UnrecoverableError(errorMessage(err));
+  throw err;
+}
+
+/** The BullMQ processor of a stage: parse first (malformed data is a poison job), then handle. */
+function processorOf<N extends QueueName>(opts: StageWorkerOptions<N>, log: Logger, shutdown: AbortSignal) {
+  return async (job: Job<JobData<N>>, token?: string, bullSignal?: AbortSignal): Promise<void> => {
     const started = Date.now();
     const parsed = parseJob(opts.queue, job.data);
     if (!parsed.ok) {
@@ -68,36 +103,23 @@ export function startStageWorker<N extends QueueName>(opts: StageWorkerOptions<N
       throw new UnrecoverableError(parsed.error);
     }
     const attempt = job.attemptsMade + 1;
-    const jobAbort = linkedAbort(shutdown.signal, bullSignal);
+    const jobAbort = linkedAbort(shutdown, bullSignal);
     const ctx: StageContext = { signal: jobAbort.signal, attempt, finalAttempt: attempt >= (job.opts.attempts ?? 1) };
     try {
       await opts.handle(parsed.data, ctx);
       opts.onJobEnd?.('completed', Date.now() - started);
     } catch (err) {
-      if (shutdown.signal.aborted) {
-        log.info({ jobId: job.id }, 'shutting down: job handed back to the queue');
-        await job.moveToDelayed(Date.now() + 1000, token);
-        opts.onJobEnd?.('requeued', Date.now() - started);
-        throw new DelayedError();
-      }
-      const retryable = isRetryable(err);
-      log.warn({ jobId: job.id, attempt, retryable, err: errorMessage(err) }, `${opts.queue} job failed`);
-      opts.onJobEnd?.('failed', Date.now() - started, err);
-      if (!retryable || ctx.finalAttempt) {
-        try {
-          await opts.onFinalFailure?.(parsed.data, err, ctx);
-        } catch (hookErr) {
-          // The job still moves to failed, where `vcfleet retry` finds it.
-          log.error({ jobId: job.id, err: errorMessage(hookErr) }, 'could not record the final failure as a row');
-        }
-      }
-      if (!retryable) throw new UnrecoverableError(errorMessage(err));
-      throw err;
+      await failed(opts, log, shutdown.aborted, { job, token, data: parsed.data, ctx, started }, err);
     } finally {
       jobAbort.dispose();
     }
   };
-  const worker = new Worker<JobData<N>>(opts.queue, processor, {
+}
+
+export function startStageWorker<N extends QueueName>(opts: StageWorkerOptions<N>): StageWorker<N> {
+  const shutdown = new AbortController();
+  const log = opts.logger.child({ stage: opts.queue });
+  const worker = new Worker<JobData<N>>(opts.queue, processorOf(opts, log, shutdown.signal), {
     connection: opts.connection,
     prefix: opts.prefix,
     concurrency: opts.concurrency,

@@ -8,6 +8,7 @@ import type { Config } from '../../shared/config.ts';
 import { fleetKeys } from '../../shared/keys.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Row } from '../../shared/rows.ts';
+import type { ResultsJob } from '../../shared/queues.ts';
 import { RunStore } from '../../shared/run-store.ts';
 import { startStageWorker, type StageWorker, type StageWorkerOptions } from '../../shared/stage-worker.ts';
 import { RunOutput, type CommitResult } from './run-output.ts';
@@ -36,91 +37,119 @@ export interface ResultsWorker {
   syncRun(runId: string): Promise<RunOutput>;
 }
 
-export function startResultsWorker(deps: ResultsWorkerDeps): ResultsWorker {
-  const { config, connection, logger } = deps;
-  const prefix = config.queues.prefix;
-  const store = new RunStore(connection, prefix);
-  const lock = new WriterLock(connection, fleetKeys(prefix).writerLock(), logger, { leaseMs: deps.leaseMs });
-  const outputs = new Map<string, Promise<RunOutput>>();
-  const transcripts = new Map<string, TranscriptWriter>();
-  const stop = new AbortController();
-  let stage: StageWorker | undefined;
-  let flushTimer: NodeJS.Timeout | undefined;
+/** A run's output on this host: its JSONL and metrics, and the writer of its transcripts. */
+interface OpenRun {
+  output: RunOutput;
+  transcripts: TranscriptWriter;
+}
 
-  const outputFor = (runId: string): Promise<RunOutput> => {
-    let pending = outputs.get(runId);
-    if (!pending) {
-      pending = (async () => {
-        const run = await store.requireRun(runId);
-        const file = resolveOutputPath(runId, run.output_jsonl_fpath, config);
-        const out = new RunOutput(runId, file, store, run.num_repeats, logger);
-        await out.open();
-        transcripts.set(runId, new TranscriptWriter(file, store, logger));
-        out.writeMetrics(true);
-        return out;
-      })();
-      pending.catch(() => outputs.delete(runId));
-      outputs.set(runId, pending);
-    }
-    return pending;
-  };
+/**
+ * The results stage: write the row's transcript (from Redis) beside the JSONL, commit the row, then
+ * drop the transcript's parts from Redis. A row delivered twice commits once.
+ */
+export async function commitRow(data: ResultsJob, run: OpenRun): Promise<{ row: Row; result: CommitResult }> {
+  const { row, pending } = await run.transcripts.attach(data.row);
+  const result = await run.output.commit(row);
+  if (pending) await run.transcripts.done(row);
+  return { row, result };
+}
 
-  const flush = async () => {
-    for (const pending of outputs.values()) {
-      try {
-        (await pending).writeMetrics();
-      } catch (err) {
-        logger.error({ err: (err as Error).message }, 'cannot write the metrics file');
-      }
-    }
-  };
+class ResultsConsumer implements ResultsWorker {
+  readonly ready: Promise<boolean>;
+  private readonly store: RunStore;
+  private readonly lock: WriterLock;
+  private readonly runs = new Map<string, Promise<OpenRun>>();
+  private readonly stop = new AbortController();
+  private stage: StageWorker<'results'> | undefined;
+  private flushTimer: NodeJS.Timeout | undefined;
+  private closing: Promise<void> | undefined;
 
-  let closing: Promise<void> | undefined;
-  const close = (graceMs = 10_000): Promise<void> => {
-    closing ??= (async () => {
-      stop.abort();
-      clearInterval(flushTimer);
-      await stage?.close(graceMs);
-      for (const pending of outputs.values()) {
+  constructor(private readonly deps: ResultsWorkerDeps) {
+    const prefix = deps.config.queues.prefix;
+    this.store = new RunStore(deps.connection, prefix);
+    this.lock = new WriterLock(deps.connection, fleetKeys(prefix).writerLock(), deps.logger, { leaseMs: deps.leaseMs });
+    this.ready = this.start();
+  }
+
+  async syncRun(runId: string): Promise<RunOutput> {
+    return (await this.open(runId)).output;
+  }
+
+  close(graceMs = 10_000): Promise<void> {
+    this.closing ??= (async () => {
+      this.stop.abort();
+      clearInterval(this.flushTimer);
+      await this.stage?.close(graceMs);
+      for (const pending of this.runs.values()) {
         try {
-          (await pending).close();
+          (await pending).output.close();
         } catch (err) {
-          logger.error({ err: (err as Error).message }, 'cannot write the metrics file at shutdown');
+          this.deps.logger.error({ err: (err as Error).message }, 'cannot write the metrics file at shutdown');
         }
       }
-      await lock.release();
+      await this.lock.release();
     })();
-    return closing;
-  };
+    return this.closing;
+  }
 
-  const ready = (async () => {
-    const got = await lock.acquire(stop.signal, () => (deps.onLockLost ? deps.onLockLost() : void close(0)));
+  /** Wait for the writer lock, then take jobs. */
+  private async start(): Promise<boolean> {
+    const { deps } = this;
+    const got = await this.lock.acquire(this.stop.signal, () => (deps.onLockLost ? deps.onLockLost() : void this.close(0)));
     if (!got) return false;
-    stage = startStageWorker({
+    this.stage = startStageWorker({
       queue: 'results',
-      connection,
-      prefix,
+      connection: deps.connection,
+      prefix: deps.config.queues.prefix,
       // Several jobs in hand let BullMQ fetch and complete jobs while a row is written; the writes
       // themselves run one at a time (RunOutput.commit).
-      concurrency: config.queues.results_concurrency,
-      lockDurationMs: config.queues.lock_duration_ms,
+      concurrency: deps.config.queues.results_concurrency,
+      lockDurationMs: deps.config.queues.lock_duration_ms,
       name: deps.workerName,
-      logger,
+      logger: deps.logger,
       onJobEnd: deps.onJobEnd,
-      async handle(data) {
-        const out = await outputFor(data.row.run_id);
-        const writer = transcripts.get(data.row.run_id)!;
-        const { row, pending } = await writer.attach(data.row);
-        const result = await out.commit(row);
-        if (pending) await writer.done(row);
+      handle: async (data) => {
+        const { row, result } = await commitRow(data, await this.open(data.row.run_id));
         deps.onCommit?.(row, result);
-        if (result === 'duplicate') logger.info({ rollout: row.rollout_id }, 'duplicate row ignored');
+        if (result === 'duplicate') deps.logger.info({ rollout: row.rollout_id }, 'duplicate row ignored');
       },
     });
-    flushTimer = setInterval(() => void flush(), 1000);
-    logger.info('results consumer is the writer');
+    this.flushTimer = setInterval(() => void this.flush(), 1000);
+    deps.logger.info('results consumer is the writer');
     return true;
-  })();
+  }
 
-  return { ready, close, syncRun: outputFor };
+  /** A run's output, opened (and reconciled with Redis) once. */
+  private open(runId: string): Promise<OpenRun> {
+    let pending = this.runs.get(runId);
+    if (!pending) {
+      pending = (async () => {
+        const { config, logger } = this.deps;
+        const run = await this.store.requireRun(runId);
+        const file = resolveOutputPath(runId, run.output_jsonl_fpath, config);
+        const output = new RunOutput(runId, file, this.store, run.num_repeats, logger);
+        await output.open();
+        output.writeMetrics(true);
+        return { output, transcripts: new TranscriptWriter(file, this.store, logger) };
+      })();
+      pending.catch(() => this.runs.delete(runId));
+      this.runs.set(runId, pending);
+    }
+    return pending;
+  }
+
+  /** Rewrite each run's metrics file when its rows changed. */
+  private async flush(): Promise<void> {
+    for (const pending of this.runs.values()) {
+      try {
+        (await pending).output.writeMetrics();
+      } catch (err) {
+        this.deps.logger.error({ err: (err as Error).message }, 'cannot write the metrics file');
+      }
+    }
+  }
+}
+
+export function startResultsWorker(deps: ResultsWorkerDeps): ResultsWorker {
+  return new ResultsConsumer(deps);
 }

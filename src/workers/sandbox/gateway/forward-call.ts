@@ -6,6 +6,7 @@
  */
 import http from 'node:http';
 import https from 'node:https';
+import type { Socket } from 'node:net';
 import { classifyUpstreamError, codedError, type UpstreamErrorKind } from './upstream-errors.ts';
 import { ResponseReader, type AssembledResponse } from './response-reader.ts';
 
@@ -48,9 +49,7 @@ function sendJson(res: http.ServerResponse, status: number, message: string, typ
   res.end(JSON.stringify({ error: { message, type } }));
 }
 
-/** Forward `payload` (an already checked and rewritten chat body) and pipe the answer to `res`. */
-export function forwardChat(up: Upstream, payload: Buffer, stream: boolean, res: http.ServerResponse, keepChunks: boolean, onOpen: (r: http.ClientRequest) => void): Promise<ForwardResult> {
-  const client = up.url.protocol === 'https:' ? https : http;
+function requestHeaders(up: Upstream, payload: Buffer, stream: boolean): http.OutgoingHttpHeaders {
   const headers: http.OutgoingHttpHeaders = {
     'content-type': 'application/json',
     accept: stream ? 'text/event-stream' : 'application/json',
@@ -59,76 +58,106 @@ export function forwardChat(up: Upstream, payload: Buffer, stream: boolean, res:
     'user-agent': 'vcfleet-policy-gateway',
   };
   if (up.apiKey) headers.authorization = `Bearer ${up.apiKey}`;
-  return new Promise<ForwardResult>((resolve) => {
-    let reader: ResponseReader = new ResponseReader(false, false);
-    let connected = false;
-    let status: number | null = null;
-    let settled = false;
-    const finish = (extra: Partial<ForwardResult>): void => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(wholeTimer);
-      clearTimeout(connectTimer);
-      resolve({ connected, status, response: reader.finish(status), chunks: reader.chunks, ...extra });
-    };
-    const fail = (err: unknown): void => {
-      if (settled) return;
-      if (res.writableEnded || res.destroyed) return finish({ clientAborted: true });
-      const { kind, reason } = classifyUpstreamError(err);
-      sendJson(res, kind === 'timeout' ? 504 : 502, `policy gateway: the policy server is unreachable: ${reason}`, 'upstream_error');
-      finish({ upstreamError: reason, upstreamErrorKind: kind });
-    };
+  return headers;
+}
+
+/** One call on its way: the upstream request, its timers, and what came back so far. */
+class ForwardedCall {
+  private reader = new ResponseReader(false, false);
+  private connected = false;
+  private status: number | null = null;
+  private settled = false;
+  private wholeTimer: NodeJS.Timeout | undefined;
+  private connectTimer: NodeJS.Timeout | undefined;
+  private upReq: http.ClientRequest | null = null;
+
+  constructor(
+    private readonly up: Upstream,
+    private readonly res: http.ServerResponse,
+    private readonly keepChunks: boolean,
+    private readonly resolve: (r: ForwardResult) => void,
+  ) {}
+
+  start(payload: Buffer, stream: boolean, onOpen: (r: http.ClientRequest) => void): void {
+    const { up } = this;
+    const client = up.url.protocol === 'https:' ? https : http;
     const upReq = client.request(
-      { protocol: up.url.protocol, hostname: up.url.hostname, port: up.url.port || undefined, method: 'POST', path: `${up.prefix}/chat/completions`, headers, agent: up.agent },
-      (upRes) => {
-        clearTimeout(connectTimer);
-        connected = true;
-        status = upRes.statusCode ?? 502;
-        const isSse = /text\/event-stream/i.test(String(upRes.headers['content-type'] ?? ''));
-        reader = new ResponseReader(isSse, keepChunks && isSse);
-        const back: http.OutgoingHttpHeaders = {};
-        for (const h of RESPONSE_HEADERS) if (upRes.headers[h] !== undefined) back[h] = upRes.headers[h];
-        res.writeHead(status, back);
-        upRes.on('data', (chunk: Buffer) => {
-          reader.push(chunk);
-          // A sandbox that reads slowly slows the stream down instead of filling the worker's memory.
-          if (!res.destroyed && !res.write(chunk)) {
-            upRes.pause();
-            res.once('drain', () => upRes.resume());
-          }
-        });
-        upRes.on('end', () => {
-          res.end();
-          finish({});
-        });
-        upRes.on('error', (err) => {
-          res.destroy();
-          const { kind, reason } = classifyUpstreamError(err);
-          finish({ upstreamError: `${reason} (mid-response)`, upstreamErrorKind: kind });
-        });
-      },
+      { protocol: up.url.protocol, hostname: up.url.hostname, port: up.url.port || undefined, method: 'POST', path: `${up.prefix}/chat/completions`, headers: requestHeaders(up, payload, stream), agent: up.agent },
+      (upRes) => this.onResponse(upRes),
     );
+    this.upReq = upReq;
     onOpen(upReq);
-    const wholeTimer = setTimeout(() => upReq.destroy(codedError('UPSTREAM_TIMEOUT', `no complete answer within ${up.requestTimeoutMs} ms`)), up.requestTimeoutMs);
-    let connectTimer: NodeJS.Timeout | undefined;
-    upReq.on('socket', (socket) => {
-      if (!(socket as { connecting?: boolean }).connecting) {
-        connected = true;
-        return;
-      }
-      connectTimer = setTimeout(() => upReq.destroy(codedError('CONNECT_TIMEOUT', `could not connect within ${up.connectTimeoutMs} ms`)), up.connectTimeoutMs);
-      socket.once('connect', () => {
-        connected = true;
-        clearTimeout(connectTimer);
-      });
-    });
-    upReq.on('error', fail);
+    this.wholeTimer = setTimeout(() => upReq.destroy(codedError('UPSTREAM_TIMEOUT', `no complete answer within ${up.requestTimeoutMs} ms`)), up.requestTimeoutMs);
+    upReq.on('socket', (socket) => this.onSocket(socket));
+    upReq.on('error', (err) => this.fail(err));
     // The sandbox hung up early (OpenCode's own request timeout, or the session was killed).
-    res.on('close', () => {
-      if (settled || res.writableFinished) return;
+    this.res.on('close', () => {
+      if (this.settled || this.res.writableFinished) return;
       upReq.destroy();
-      finish({ clientAborted: true });
+      this.finish({ clientAborted: true });
     });
     upReq.end(payload);
-  });
+  }
+
+  private onSocket(socket: Socket): void {
+    if (!(socket as { connecting?: boolean }).connecting) {
+      this.connected = true;
+      return;
+    }
+    this.connectTimer = setTimeout(() => this.upReq?.destroy(codedError('CONNECT_TIMEOUT', `could not connect within ${this.up.connectTimeoutMs} ms`)), this.up.connectTimeoutMs);
+    socket.once('connect', () => {
+      this.connected = true;
+      clearTimeout(this.connectTimer);
+    });
+  }
+
+  private onResponse(upRes: http.IncomingMessage): void {
+    const { res } = this;
+    clearTimeout(this.connectTimer);
+    this.connected = true;
+    this.status = upRes.statusCode ?? 502;
+    const isSse = /text\/event-stream/i.test(String(upRes.headers['content-type'] ?? ''));
+    this.reader = new ResponseReader(isSse, this.keepChunks && isSse);
+    const back: http.OutgoingHttpHeaders = {};
+    for (const h of RESPONSE_HEADERS) if (upRes.headers[h] !== undefined) back[h] = upRes.headers[h];
+    res.writeHead(this.status, back);
+    upRes.on('data', (chunk: Buffer) => {
+      this.reader.push(chunk);
+      // A sandbox that reads slowly slows the stream down instead of filling the worker's memory.
+      if (!res.destroyed && !res.write(chunk)) {
+        upRes.pause();
+        res.once('drain', () => upRes.resume());
+      }
+    });
+    upRes.on('end', () => {
+      res.end();
+      this.finish({});
+    });
+    upRes.on('error', (err) => {
+      res.destroy();
+      const { kind, reason } = classifyUpstreamError(err);
+      this.finish({ upstreamError: `${reason} (mid-response)`, upstreamErrorKind: kind });
+    });
+  }
+
+  private fail(err: unknown): void {
+    if (this.settled) return;
+    if (this.res.writableEnded || this.res.destroyed) return this.finish({ clientAborted: true });
+    const { kind, reason } = classifyUpstreamError(err);
+    sendJson(this.res, kind === 'timeout' ? 504 : 502, `policy gateway: the policy server is unreachable: ${reason}`, 'upstream_error');
+    this.finish({ upstreamError: reason, upstreamErrorKind: kind });
+  }
+
+  private finish(extra: Partial<ForwardResult>): void {
+    if (this.settled) return;
+    this.settled = true;
+    clearTimeout(this.wholeTimer);
+    clearTimeout(this.connectTimer);
+    this.resolve({ connected: this.connected, status: this.status, response: this.reader.finish(this.status), chunks: this.reader.chunks, ...extra });
+  }
+}
+
+/** Forward `payload` (an already checked and rewritten chat body) and pipe the answer to `res`. */
+export function forwardChat(up: Upstream, payload: Buffer, stream: boolean, res: http.ServerResponse, keepChunks: boolean, onOpen: (r: http.ClientRequest) => void): Promise<ForwardResult> {
+  return new Promise<ForwardResult>((resolve) => new ForwardedCall(up, res, keepChunks, resolve).start(payload, stream, onOpen));
 }
