@@ -1,0 +1,163 @@
+/**
+ * Each stage on its own, on a real Redis: the rollout stage (routing by stop reason, the transcript
+ * kept, a run record of another version refused), the judge stage (scored and failed gradings, the
+ * judge's part of the transcript), the results stage (new, duplicate and replaced rows, the
+ * transcript written beside the JSONL), and the adapter's poison and shutdown paths.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Judge, JudgeOutcome } from '../../src/shared/judge.ts';
+import { produceRun } from '../../src/producer/produce.ts';
+import { loadPreparedBenchmark } from '../../src/prepare/load-prepared.ts';
+import { PoisonJobError } from '../../src/shared/errors.ts';
+import { enqueue, openQueue, parseJob, rolloutId, type JudgeJob, type RolloutJob } from '../../src/shared/queues.ts';
+import { createRedis, type Redis } from '../../src/shared/redis.ts';
+import { buildRow, shouldReplace } from '../../src/shared/rows.ts';
+import { RunStore } from '../../src/shared/run-store.ts';
+import { startStageWorker } from '../../src/shared/stage-worker.ts';
+import { TranscriptRecordSchema } from '../../src/shared/transcript.ts';
+import { runJudgeStage } from '../../src/workers/judge/judge-stage.ts';
+import { RunOutput } from '../../src/workers/results/run-output.ts';
+import { TranscriptWriter } from '../../src/workers/results/transcript-writer.ts';
+import { commitRow } from '../../src/workers/results/worker.ts';
+import { rowContext, runRolloutStage, type SandboxHostSettings } from '../../src/workers/sandbox/rollout-stage.ts';
+import { createScriptedAgent } from '../../src/workers/sandbox/scripted-agent.ts';
+import { makeFleetEnv, REDIS_URL, waitFor, type FleetEnv } from '../helpers/fleet.ts';
+import { removeTmpDirs } from '../helpers/tmp.ts';
+
+const HOST: SandboxHostSettings = { policyBaseUrl: 'http://127.0.0.1:8000/v1', allowedBaseUrls: [], policyApiKey: null, captureRoot: '/nonexistent' };
+
+function stubJudge(outcome: JudgeOutcome): Judge {
+  return { modelName: 'stub-judge', grade: async () => outcome, close: async () => {} };
+}
+
+describe('stages', () => {
+  let env: FleetEnv;
+  let client: Redis;
+  let worker: Redis;
+  let store: RunStore;
+  let taskIds: string[];
+
+  beforeAll(async () => {
+    env = await makeFleetEnv({ rows: 3, judgeUrl: 'http://127.0.0.1:9/v1', overrides: ['++run_id=st'] });
+    client = createRedis(REDIS_URL, 'client');
+    worker = createRedis(REDIS_URL, 'worker');
+    store = new RunStore(client, env.prefix);
+    const config = env.config();
+    const bench = await loadPreparedBenchmark(config.data_dir, config.benchmark);
+    taskIds = bench.tasks.map((t) => t.task_id);
+    await produceRun({ config, redis: client, logger: env.logger, tasks: bench.tasks, readImage: bench.readImage });
+  });
+  afterAll(async () => {
+    client?.disconnect();
+    worker?.disconnect();
+    await env?.cleanup();
+    removeTmpDirs();
+  });
+
+  const job = (i: number, runId = 'st'): RolloutJob => ({ v: 1, run_id: runId, task_id: taskIds[i], repeat: 0, rollout_id: rolloutId(runId, taskIds[i], 0) });
+  const never = new AbortController().signal;
+
+  it('rollout stage: an answer goes to the judge, anything else to the results with reward 0; the transcript waits in Redis', async () => {
+    const agent = createScriptedAgent({ [taskIds[0]]: { answer: '@gold' }, [taskIds[1]]: { answer: null }, [taskIds[2]]: { answer: null, stop_reason: 'timeout' } });
+    const answered = await runRolloutStage(job(0), { store, agent, host: HOST }, never);
+    expect(answered).toMatchObject({ next: 'judge', job: { rollout_id: job(0).rollout_id, outcome: { stop_reason: 'answered' } } });
+    expect(await store.getOutcome('st', job(0).rollout_id)).toMatchObject({ stop_reason: 'answered' });
+    expect((await store.getTranscriptParts('st', job(0).rollout_id)).record).not.toBeNull();
+    const silent = await runRolloutStage(job(1), { store, agent, host: HOST }, never);
+    expect(silent).toMatchObject({ next: 'results', row: { stop_reason: 'no_answer', reward: 0, failure_kind: null, judge_verdict: null } });
+    const late = await runRolloutStage(job(2), { store, agent, host: HOST }, never);
+    expect(late).toMatchObject({ next: 'results', row: { stop_reason: 'timeout', reward: 0 } });
+  });
+
+  it('rollout stage: a run record of another settings version stops the job with a message that says so', async () => {
+    const run = await store.requireRun('st');
+    await store.createRun({ ...run, run_id: 'st-old', settings: { settings_version: 99 } });
+    await store.putTasks('st-old', [await store.getTask('st', taskIds[0])]);
+    const err = await runRolloutStage(job(0, 'st-old'), { store, agent: createScriptedAgent({}), host: HOST }, never).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PoisonJobError);
+    expect((err as Error).message).toMatch(/run st-old was produced by a vcfleet whose run settings are version 99; this worker reads version 1/);
+  });
+
+  it('judge stage: a verdict is a scored row, a failure a masked judge_failed row; both leave the judge\'s part of the transcript', async () => {
+    const outcome = (await store.getOutcome('st', job(0).rollout_id))!;
+    const judgeJob: JudgeJob = { ...job(0), outcome };
+    const scored = await runJudgeStage(judgeJob, { store, judge: stubJudge({ status: 'scored', verdict: 'equivalent', reason: 'same', reward: 1, cached: false }) });
+    expect(scored).toMatchObject({ reward: 1, judge_verdict: 'equivalent', judge_reason: 'same', judge_model: 'stub-judge', failure_kind: null });
+    const part = JSON.parse((await store.getTranscriptParts('st', job(0).rollout_id)).judge!);
+    expect(part).toMatchObject({ model: 'stub-judge', verdict: 'equivalent', reason: 'same' });
+    expect(part.prompt.user).toContain('"gold_answer"');
+    const failed = await runJudgeStage(judgeJob, { store, judge: stubJudge({ status: 'failed', reason: 'no valid verdict' }) });
+    expect(failed).toMatchObject({ reward: null, failure_kind: 'judge_failed', error: 'no valid verdict', judge_model: 'stub-judge' });
+  });
+
+  it('results stage: writes the transcript beside the JSONL, commits once, and a masked row is replaced by a score', async () => {
+    const file = path.join(path.dirname(env.output), 'stages.jsonl');
+    const output = new RunOutput('st', file, store, 1, env.logger);
+    await output.open();
+    const run = { output, transcripts: new TranscriptWriter(file, store, env.logger) };
+    const task = await store.getTask('st', taskIds[0]);
+    const runRecord = await store.requireRun('st');
+    const outcome = (await store.getOutcome('st', job(0).rollout_id))!;
+    const masked = buildRow(rowContext(runRecord, task, job(0)), outcome, { kind: 'masked', failure: 'judge_failed', error: 'judge down' });
+    const first = await commitRow({ v: 1, row: masked }, run);
+    expect(first.result).toBe('new');
+    expect(first.row.transcript).toBe(`stages_transcripts/${job(0).rollout_id}.json`);
+    const record = TranscriptRecordSchema.parse(JSON.parse(readFileSync(path.join(path.dirname(file), first.row.transcript!), 'utf8')));
+    expect(record.judge).toMatchObject({ verdict: null, reason: 'no valid verdict' }); // the last judge part left
+    expect(existsSync(path.join(path.dirname(file), 'stages_transcripts', 'images', `${task.image_sha256}.png`))).toBe(true);
+    expect(await store.getTranscriptParts('st', job(0).rollout_id)).toMatchObject({ record: null, judge: null });
+    expect((await commitRow({ v: 1, row: masked }, run)).result).toBe('duplicate');
+    const scored = buildRow(rowContext(runRecord, task, job(0)), outcome, { kind: 'scored', verdict: 'equivalent', reason: 'same', reward: 1 });
+    expect(shouldReplace({ ...masked, transcript: first.row.transcript }, scored)).toBe(true);
+    expect(shouldReplace({ ...scored, finished_at: 'x' }, { ...scored, reward: 0 })).toBe(false);
+    const second = await commitRow({ v: 1, row: scored }, run);
+    expect(second).toMatchObject({ result: 'replaced', row: { reward: 1, transcript: first.row.transcript } });
+    output.close();
+    const lines = readFileSync(file, 'utf8').trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(JSON.parse(lines[0])).toMatchObject({ reward: 1, judge_verdict: 'equivalent' });
+  });
+
+  it('parseJob names what is wrong with job data', () => {
+    expect(parseJob('rollout', { v: 1, run_id: 'x', task_id: 't', repeat: -1, rollout_id: 'x-t-0' })).toEqual({ ok: false, error: expect.stringMatching(/^malformed rollout job data: repeat: /) });
+    expect(parseJob('results', { v: 2, row: {} })).toMatchObject({ ok: false });
+    expect(parseJob('rollout', job(0))).toEqual({ ok: true, data: job(0) });
+  });
+
+  it('adapter: a poison job fails at once, never retried; a job running at shutdown goes back without spending an attempt', async () => {
+    const ends: string[] = [];
+    const queue = openQueue('rollout', client, env.prefix, env.config().queues);
+    await queue.drain(); // the run's own rollouts, produced above, are not this test's
+    let started!: () => void;
+    const running = new Promise<void>((r) => (started = r));
+    const stage = startStageWorker({
+      queue: 'rollout', connection: worker, prefix: env.prefix, concurrency: 2, lockDurationMs: 3000, logger: env.logger,
+      onJobEnd: (end) => ends.push(end),
+      handle: (_data, ctx) => new Promise((_resolve, reject) => {
+        started();
+        ctx.signal.addEventListener('abort', () => reject(new Error('aborted by shutdown')));
+      }),
+    });
+    try {
+      await queue.add('rollout', { v: 1, nonsense: true } as never, { jobId: 'poison-1', attempts: 3 });
+      const poison = await waitFor('the poison job to fail', async () => {
+        const j = await queue.getJob('poison-1');
+        return (await j?.getState()) === 'failed' ? j : undefined;
+      }, 10_000);
+      expect(poison!.attemptsMade).toBe(1);
+      expect(poison!.failedReason).toMatch(/malformed rollout job data/);
+      await enqueue('rollout', queue, { ...job(1), rollout_id: 'st-shutdown-0' });
+      await running;
+      await stage.close(100);
+      const back = await queue.getJob('st-shutdown-0');
+      expect(await back!.getState()).toBe('delayed');
+      expect(back!.attemptsMade).toBe(0);
+      expect(ends).toEqual(['failed', 'requeued']);
+    } finally {
+      await stage.close(100);
+      await queue.close();
+    }
+  });
+});
