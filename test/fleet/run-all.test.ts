@@ -37,7 +37,7 @@ describe('vcfleet run (in-process fleet)', () => {
   });
 
   it('writes one row per rollout with every field, and metrics by hand', async () => {
-    judge.setScript('grade' as never);
+    judge.setScript([]); // default grading for every request
     env = await makeFleetEnv({ rows: 6, judgeUrl: judge.url, overrides: ['++num_repeats=2'] });
     const [t0, t1, t2] = env.fixture.expected;
     const script = {
@@ -90,7 +90,7 @@ describe('vcfleet run (in-process fleet)', () => {
     expect(first.metrics?.['strict/reward']).toBe(0);
     expect(first.metrics?.masked_by_kind).toEqual({ judge_failed: 4 });
 
-    judge.setScript('grade' as never);
+    judge.setScript([]); // default grading for every request
     const redis = new Redis(REDIS_URL);
     const { sent } = await rejudge(redis, env.prefix, 'r2', env.logger);
     redis.disconnect();
@@ -104,7 +104,7 @@ describe('vcfleet run (in-process fleet)', () => {
   });
 
   it('retries infrastructure failures, masks them after the last attempt, and `retry` brings them back', async () => {
-    judge.setScript('grade' as never);
+    judge.setScript([]); // default grading for every request
     env = await makeFleetEnv({ rows: 3, judgeUrl: judge.url, overrides: ['++queues.rollout_attempts=2'] });
     const failing = env.fixture.expected[0].task_id;
     const config = env.config(['++run_id=r3']);
@@ -128,7 +128,7 @@ describe('vcfleet run (in-process fleet)', () => {
   });
 
   it('keeps one row per rollout when a stage delivers twice, and a resumed run redoes nothing', async () => {
-    judge.setScript('grade' as never);
+    judge.setScript([]); // default grading for every request
     env = await makeFleetEnv({ rows: 3, judgeUrl: judge.url });
     const config = env.config(['++run_id=r4']);
     const agent = createScriptedAgent({ '*': { answer: '@gold' } });
@@ -150,7 +150,7 @@ describe('vcfleet run (in-process fleet)', () => {
   });
 
   it('stops cleanly on abort and resumes with the same run id without redoing finished rollouts', async () => {
-    judge.setScript('grade' as never);
+    judge.setScript([]); // default grading for every request
     env = await makeFleetEnv({ rows: 6, judgeUrl: judge.url, overrides: ['++queues.rollout_concurrency=1'] });
     const config = env.config(['++run_id=r5']);
     const ran: string[] = [];
