@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
+import { pino } from 'pino';
 import { runAll } from '../../src/run/run-all.ts';
 import { createScriptedAgent } from '../../src/workers/sandbox/scripted-agent.ts';
 import { rejudge, retryFailed } from '../../src/ops/requeue.ts';
@@ -86,10 +87,16 @@ describe('vcfleet run (in-process fleet)', () => {
     env = await makeFleetEnv({ rows: 4, judgeUrl: judge.url });
     judge.setScript(() => ({ status: 500, body: { error: { message: 'judge down' } } }));
     const config = env.config(['++run_id=r2']);
-    const first = await runAll({ config, logger: env.logger, progress: quiet });
+    const lines: string[] = [];
+    const logger = pino({ level: 'info' }, { write: (l: string) => void lines.push(l) });
+    const first = await runAll({ config, logger, progress: quiet });
     expect(first.status).toBe('complete');
     let rows = readRows(env.output);
     expect(rows.every((r) => r.failure_kind === 'judge_failed' && r.reward === null)).toBe(true);
+    // The judge stage names the rollout on every judge line: 4 rollouts, 2 attempts each, 4 outcomes.
+    const judgeLines = lines.map((l) => JSON.parse(l)).filter((l) => l.component === 'judge');
+    expect(judgeLines).toHaveLength(12);
+    expect(new Set(judgeLines.map((l) => l.rollout_id))).toEqual(new Set(rows.map((r) => r.rollout_id)));
     expect(first.metrics?.['mean/reward']).toBeNull();
     expect(first.metrics?.['strict/reward']).toBe(0);
     expect(first.metrics?.masked_by_kind).toEqual({ judge_failed: 4 });

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ConfigSchema, type Config } from '../../src/shared/config.ts';
 import type { JudgeInput } from '../../src/shared/judge.ts';
 import { pino } from 'pino';
+import { createMemoryJudgeCache, type JudgeCache } from '../../src/workers/judge/judge-cache.ts';
 import { createJudge } from '../../src/workers/judge/openai-judge.ts';
 import { QUESTION_MAX_CHARS, RESPONSE_TAIL_CHARS } from '../../src/workers/judge/prompt.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
@@ -221,6 +222,31 @@ describe('secrets', () => {
     for (const outcome of outcomes) expect(JSON.stringify(outcome)).not.toContain(SECRET);
     expect(outcomes[0]).toMatchObject({ status: 'failed', reason: expect.stringMatching(/HTTP 401/) });
     expect(server.requests[0].headers.authorization).toBe(`Bearer ${SECRET}`);
+  });
+});
+
+describe('logs', () => {
+  it('every line of a grade carries its rollout id: calls, retries, outcomes, cache hits and cache errors', async () => {
+    server.setScript([{ status: 500 }, { verdict: 'equivalent' }]);
+    const lines: string[] = [];
+    const logger = pino({ level: 'debug' }, { write: (l: string) => void lines.push(l) });
+    const config = makeConfig({ cache: true });
+    const broken: JudgeCache = {
+      get: async () => Promise.reject(new Error('cache down')),
+      set: async () => Promise.reject(new Error('cache down')),
+    };
+    const judge = createJudge({ config, logger, cache: createMemoryJudgeCache() });
+    const brokenCacheJudge = createJudge({ config, logger, cache: broken });
+    expect(await judge.grade({ ...input, rolloutId: 'r-retried' })).toMatchObject({ status: 'scored', cached: false });
+    expect(await judge.grade({ ...input, rolloutId: 'r-cached' })).toMatchObject({ status: 'scored', cached: true });
+    expect(await brokenCacheJudge.grade({ ...input, rolloutId: 'r-broken' })).toMatchObject({ status: 'scored' });
+    const parsed = lines.map((l) => JSON.parse(l));
+    const events = (id: string) => parsed.filter((l) => l.rollout_id === id).map((l) => l.event);
+    expect(parsed.filter((l) => !['r-retried', 'r-cached', 'r-broken'].includes(l.rollout_id))).toEqual([]);
+    expect(events('r-retried')).toEqual(expect.arrayContaining(['judge_call', 'judge_call', 'judge_outcome']));
+    expect(events('r-retried').filter((e) => e === 'judge_call')).toHaveLength(2);
+    expect(events('r-cached')).toEqual(['judge_outcome']);
+    expect(events('r-broken')).toEqual(['judge_cache_error', 'judge_call', 'judge_outcome', 'judge_cache_error']);
   });
 });
 

@@ -87,9 +87,13 @@ async function writeCache(ctx: JudgeCallContext, cache: JudgeCache | undefined, 
   }
 }
 
-/** Grade one answer: cache, else the endpoint with retries. Never throws for endpoint failures. */
-export async function gradeWith(ctx: JudgeCallContext, cache: JudgeCache | undefined, input: JudgeInput, signal?: AbortSignal): Promise<JudgeOutcome> {
+/**
+ * Grade one answer: cache, else the endpoint with retries. Never throws for endpoint failures.
+ * Every line it logs carries the rollout id (`rollout_id`) when the input has one.
+ */
+export async function gradeWith(judgeCtx: JudgeCallContext, cache: JudgeCache | undefined, input: JudgeInput, signal?: AbortSignal): Promise<JudgeOutcome> {
   if (signal?.aborted) return { status: 'failed', reason: 'aborted' };
+  const ctx = { ...judgeCtx, log: judgeCtx.log.child({ rollout_id: input.rolloutId }) };
   const prompt = buildJudgePrompt(input);
   const key = judgeCacheKey(ctx.model, prompt);
   const hit = await readCache(ctx, cache, key);
