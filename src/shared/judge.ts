@@ -9,6 +9,8 @@ export interface JudgeInput {
   extractedAnswer: string | null;
   /** The model's text; the judge sees only its end. */
   responseText: string;
+  /** The rollout being graded, for logs only (never part of the prompt or the cache key). */
+  rolloutId?: string;
 }
 
 export type JudgeOutcome =

@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
+import { pino } from 'pino';
 import { runAll } from '../../src/run/run-all.ts';
 import { createScriptedAgent } from '../../src/workers/sandbox/scripted-agent.ts';
 import { rejudge, retryFailed } from '../../src/ops/requeue.ts';
@@ -37,7 +38,8 @@ describe('vcfleet run (in-process fleet)', () => {
   });
 
   it('writes one row per rollout with every field, and metrics by hand', async () => {
-    judge.setScript('grade' as never);
+    judge.setScript([]); // default grading for every request
+    judge.requests.length = 0;
     env = await makeFleetEnv({ rows: 6, judgeUrl: judge.url, overrides: ['++num_repeats=2'] });
     const [t0, t1, t2] = env.fixture.expected;
     const script = {
@@ -86,15 +88,21 @@ describe('vcfleet run (in-process fleet)', () => {
     env = await makeFleetEnv({ rows: 4, judgeUrl: judge.url });
     judge.setScript(() => ({ status: 500, body: { error: { message: 'judge down' } } }));
     const config = env.config(['++run_id=r2']);
-    const first = await runAll({ config, logger: env.logger, progress: quiet });
+    const lines: string[] = [];
+    const logger = pino({ level: 'info' }, { write: (l: string) => void lines.push(l) });
+    const first = await runAll({ config, logger, progress: quiet });
     expect(first.status).toBe('complete');
     let rows = readRows(env.output);
     expect(rows.every((r) => r.failure_kind === 'judge_failed' && r.reward === null)).toBe(true);
+    // The judge stage names the rollout on every judge line: 4 rollouts, 2 attempts each, 4 outcomes.
+    const judgeLines = lines.map((l) => JSON.parse(l)).filter((l) => l.component === 'judge');
+    expect(judgeLines).toHaveLength(12);
+    expect(new Set(judgeLines.map((l) => l.rollout_id))).toEqual(new Set(rows.map((r) => r.rollout_id)));
     expect(first.metrics?.['mean/reward']).toBeNull();
     expect(first.metrics?.['strict/reward']).toBe(0);
     expect(first.metrics?.masked_by_kind).toEqual({ judge_failed: 4 });
 
-    judge.setScript('grade' as never);
+    judge.setScript([]); // default grading for every request
     const redis = new Redis(REDIS_URL);
     const { sent } = await rejudge(redis, env.prefix, 'r2', env.logger, env.config().queues);
     redis.disconnect();
@@ -108,7 +116,7 @@ describe('vcfleet run (in-process fleet)', () => {
   });
 
   it('retries infrastructure failures, masks them after the last attempt, and `retry` brings them back', async () => {
-    judge.setScript('grade' as never);
+    judge.setScript([]); // default grading for every request
     env = await makeFleetEnv({ rows: 3, judgeUrl: judge.url, overrides: ['++queues.rollout_attempts=2'] });
     const failing = env.fixture.expected[0].task_id;
     const config = env.config(['++run_id=r3']);
@@ -132,7 +140,7 @@ describe('vcfleet run (in-process fleet)', () => {
   });
 
   it('keeps one row per rollout when a stage delivers twice, and a resumed run redoes nothing', async () => {
-    judge.setScript('grade' as never);
+    judge.setScript([]); // default grading for every request
     env = await makeFleetEnv({ rows: 3, judgeUrl: judge.url });
     const config = env.config(['++run_id=r4']);
     const agent = createScriptedAgent({ '*': { answer: '@gold' } });
@@ -154,7 +162,7 @@ describe('vcfleet run (in-process fleet)', () => {
   });
 
   it('stops cleanly on abort and resumes with the same run id without redoing finished rollouts', async () => {
-    judge.setScript('grade' as never);
+    judge.setScript([]); // default grading for every request
     env = await makeFleetEnv({ rows: 6, judgeUrl: judge.url, overrides: ['++queues.rollout_concurrency=1'] });
     const config = env.config(['++run_id=r5']);
     const ran: string[] = [];

@@ -2,8 +2,8 @@ import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortEr
 import { describe, expect, it } from 'vitest';
 import { ConfigSchema } from '../../src/shared/config.ts';
 import { ConfigError } from '../../src/shared/errors.ts';
-import { backoffMs, retryAfterMs, sleep, RETRY_AFTER_CAP_MS } from '../../src/workers/judge/backoff.ts';
-import { classifyCallError, isRetryableStatus } from '../../src/workers/judge/call-errors.ts';
+import { backoffMs, retryAfterMs, RETRY_AFTER_CAP_MS } from '../../src/workers/judge/backoff.ts';
+import { describeCallError } from '../../src/workers/judge/call-errors.ts';
 import { judgeLimiter, limiterForRate } from '../../src/workers/judge/limiter.ts';
 import { resolveJudgeApiKey, PLACEHOLDER_API_KEY } from '../../src/workers/judge/openai-judge.ts';
 
@@ -31,50 +31,37 @@ describe('backoffMs (equal jitter)', () => {
 });
 
 describe('retryAfterMs', () => {
+  const h = (init: Record<string, string>) => new Headers(init);
   it('reads retry-after-ms first, then retry-after seconds', () => {
-    expect(retryAfterMs(new Headers({ 'retry-after-ms': '250', 'retry-after': '9' }))).toBe(250);
-    expect(retryAfterMs(new Headers({ 'retry-after': '2' }))).toBe(2000);
-    expect(retryAfterMs({ 'Retry-After': '1.5' })).toBe(1500);
+    expect(retryAfterMs(h({ 'retry-after-ms': '250', 'retry-after': '9' }))).toBe(250);
+    expect(retryAfterMs(h({ 'retry-after': '2' }))).toBe(2000);
+    expect(retryAfterMs(h({ 'Retry-After': '1.5' }))).toBe(1500);
   });
   it('reads an HTTP date', () => {
     const now = Date.parse('2025-01-01T00:00:00Z');
-    expect(retryAfterMs({ 'retry-after': 'Wed, 01 Jan 2025 00:00:03 GMT' }, now)).toBe(3000);
-    expect(retryAfterMs({ 'retry-after': 'Tue, 31 Dec 2024 00:00:00 GMT' }, now)).toBe(0);
+    expect(retryAfterMs(h({ 'retry-after': 'Wed, 01 Jan 2025 00:00:03 GMT' }), now)).toBe(3000);
+    expect(retryAfterMs(h({ 'retry-after': 'Tue, 31 Dec 2024 00:00:00 GMT' }), now)).toBe(0);
   });
-  it('caps at 60 s and ignores junk', () => {
-    expect(retryAfterMs({ 'retry-after': '3600' })).toBe(RETRY_AFTER_CAP_MS);
-    expect(retryAfterMs({ 'retry-after-ms': '999999' })).toBe(RETRY_AFTER_CAP_MS);
-    expect(retryAfterMs({ 'retry-after': 'soon' })).toBeUndefined();
+  it('caps at 60 s, or at the cap given, and ignores junk', () => {
+    expect(retryAfterMs(h({ 'retry-after': '3600' }))).toBe(RETRY_AFTER_CAP_MS);
+    expect(retryAfterMs(h({ 'retry-after-ms': '999999' }))).toBe(RETRY_AFTER_CAP_MS);
+    expect(retryAfterMs(h({ 'retry-after': '3600' }), Date.now(), 200)).toBe(200);
+    expect(retryAfterMs(h({ 'retry-after': '0.1' }), Date.now(), 200)).toBe(100);
+    expect(retryAfterMs(h({ 'retry-after': 'soon' }))).toBeUndefined();
+    expect(retryAfterMs(h({ 'retry-after-ms': 'soon' }))).toBeUndefined();
     expect(retryAfterMs(new Headers())).toBeUndefined();
-    expect(retryAfterMs(undefined)).toBeUndefined();
   });
 });
 
-describe('sleep', () => {
-  it('ends early on abort', async () => {
-    const ac = new AbortController();
-    const started = Date.now();
-    setTimeout(() => ac.abort(), 20);
-    expect(await sleep(10_000, ac.signal)).toBe(false);
-    expect(Date.now() - started).toBeLessThan(2000);
-    expect(await sleep(1)).toBe(true);
-  });
-});
-
-describe('classifyCallError', () => {
-  const http = (status: number, headers: Record<string, string> = {}) =>
-    APIError.generate(status, { error: { message: 'm' } }, undefined, new Headers(headers));
-  it('retries 5xx, 408, 409, 429 and nothing else in 4xx', () => {
-    for (const s of [500, 502, 503, 408, 409, 429]) expect(isRetryableStatus(s)).toBe(true);
-    for (const s of [400, 401, 403, 404, 422]) expect(isRetryableStatus(s)).toBe(false);
-    expect(classifyCallError(http(400))).toMatchObject({ kind: 'http', retryable: false, httpStatus: 400 });
-    expect(classifyCallError(http(429, { 'retry-after': '3' }))).toMatchObject({ retryable: true, retryAfterMs: 3000 });
-  });
-  it('retries timeouts and connection errors, not aborts or unknown errors', () => {
-    expect(classifyCallError(new APIConnectionTimeoutError())).toMatchObject({ kind: 'timeout', retryable: true });
-    expect(classifyCallError(new APIConnectionError({ message: 'refused' }))).toMatchObject({ kind: 'connection', retryable: true });
-    expect(classifyCallError(new APIUserAbortError())).toMatchObject({ kind: 'aborted', retryable: false });
-    expect(classifyCallError(new TypeError('bug'))).toMatchObject({ kind: 'unexpected', retryable: false });
+describe('describeCallError', () => {
+  it('names the kind and the message of what ended a call', () => {
+    const http = APIError.generate(400, { error: { message: 'bad field' } }, undefined, new Headers());
+    expect(describeCallError(http)).toEqual({ kind: 'http', message: expect.stringMatching(/^HTTP 400: .*bad field/) });
+    expect(describeCallError(new APIConnectionTimeoutError())).toEqual({ kind: 'timeout', message: 'request timed out' });
+    const refused = new APIConnectionError({ message: 'fetch failed', cause: new Error('ECONNREFUSED') });
+    expect(describeCallError(refused)).toEqual({ kind: 'connection', message: 'connection error: fetch failed (ECONNREFUSED)' });
+    expect(describeCallError(new APIUserAbortError())).toEqual({ kind: 'aborted', message: 'aborted' });
+    expect(describeCallError(new TypeError('bug'))).toEqual({ kind: 'unexpected', message: 'unexpected error: bug' });
   });
 });
 

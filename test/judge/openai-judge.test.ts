@@ -3,7 +3,8 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ConfigSchema, type Config } from '../../src/shared/config.ts';
 import type { JudgeInput } from '../../src/shared/judge.ts';
 import { pino } from 'pino';
-import { createJudge } from '../../src/workers/judge/openai-judge.ts';
+import { createMemoryJudgeCache, type JudgeCache } from '../../src/workers/judge/judge-cache.ts';
+import { createJudge, type CreateJudgeOptions } from '../../src/workers/judge/openai-judge.ts';
 import { QUESTION_MAX_CHARS, RESPONSE_TAIL_CHARS } from '../../src/workers/judge/prompt.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
 
@@ -30,12 +31,14 @@ function makeConfig(judge: Record<string, unknown> = {}): Config {
   });
 }
 
-function makeJudge(judge: Record<string, unknown> = {}) {
+function makeJudge(judge: Record<string, unknown> = {}, options: Partial<CreateJudgeOptions> = {}) {
   const lines: string[] = [];
   // A bare pino logger (no redaction, no scrubbing), so the tests show the judge itself never emits the key.
   const logger = pino({ level: 'debug' }, { write: (l: string) => void lines.push(l) });
-  return { judge: createJudge({ config: makeConfig(judge), logger }), lines };
+  return { judge: createJudge({ config: makeConfig(judge), logger, ...options }), lines };
 }
+
+const judgeCalls = (lines: string[]) => lines.map((l) => JSON.parse(l)).filter((l) => l.event === 'judge_call');
 
 describe('verdicts', () => {
   it.each([
@@ -111,7 +114,7 @@ describe('retries', () => {
     const { judge, lines } = makeJudge();
     expect(await judge.grade(input)).toMatchObject({ status: 'scored', verdict: 'equivalent' });
     expect(server.requests).toHaveLength(3);
-    const calls = lines.map((l) => JSON.parse(l)).filter((l) => l.event === 'judge_call');
+    const calls = judgeCalls(lines);
     expect(calls.map((c) => [c.status, c.attempt, c.http_status])).toEqual([
       ['error', 1, 500],
       ['error', 2, 503],
@@ -137,12 +140,37 @@ describe('retries', () => {
     expect(Date.now() - started).toBeGreaterThanOrEqual(280);
   });
 
+  it('caps a long Retry-After: a server asking for an hour is retried after the cap', async () => {
+    server.setScript([{ status: 429, headers: { 'retry-after': '3600' } }, { verdict: 'equivalent' }]);
+    const { judge, lines } = makeJudge({ backoff_base_ms: 1, backoff_max_ms: 1 }, { retryAfterCapMs: 300 });
+    const started = Date.now();
+    expect(await judge.grade(input)).toMatchObject({ status: 'scored', verdict: 'equivalent' });
+    const elapsed = Date.now() - started;
+    expect(elapsed).toBeGreaterThanOrEqual(280);
+    expect(elapsed).toBeLessThan(10_000);
+    expect(server.requests).toHaveLength(2);
+    expect(judgeCalls(lines)[0]).toMatchObject({ attempt: 1, http_status: 429, retry_after_ms: 300 });
+    for (const line of lines) expect(line).not.toContain(SECRET);
+  });
+
+  it('waits judge.backoff_* when the server sets no readable wait (not the client default of 0.5 s, then 1 s)', async () => {
+    // random 0: each wait is half the ceiling, 1000 ms, 2000 in all; openai's own two waits add up to
+    // 1500 ms at most, and an unreadable Retry-After passed on to it would make its second wait ~0.
+    server.setScript([{ destroy: true }, { status: 429, headers: { 'retry-after': 'later' } }, { verdict: 'equivalent' }]);
+    const { judge } = makeJudge({ backoff_base_ms: 2000, backoff_max_ms: 2000 }, { random: () => 0 });
+    const started = Date.now();
+    expect(await judge.grade(input)).toMatchObject({ status: 'scored' });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1990);
+    expect(server.requests).toHaveLength(3);
+  });
+
   it('a hang past the timeout is retried, then fails', async () => {
     server.setScript(() => ({ hang: true }));
-    const { judge } = makeJudge({ timeout_s: 0.3, max_retries: 1 });
+    const { judge, lines } = makeJudge({ timeout_s: 0.3, max_retries: 1 });
     const outcome = await judge.grade(input);
     expect(outcome).toEqual({ status: 'failed', reason: expect.stringMatching(/after 2 attempt\(s\).*timed out/) });
     expect(server.requests).toHaveLength(2);
+    expect(judgeCalls(lines).map((c) => [c.attempt, c.kind])).toEqual([[1, 'timeout'], [2, 'timeout']]);
   });
 
   it('a dropped connection is retried', async () => {
@@ -186,14 +214,16 @@ describe('abort', () => {
     expect(Date.now() - started).toBeLessThan(5000);
   });
 
-  it('returns failed "aborted" when aborted during a retry wait', async () => {
+  it('returns failed "aborted" at once when aborted during a retry wait, and sends nothing after it', async () => {
+    // The client's own wait cannot be aborted: it runs out (the 1 s cap here) in the background.
     server.setScript([{ status: 429, headers: { 'retry-after': '30' } }]);
-    const { judge } = makeJudge();
+    const { judge } = makeJudge({}, { retryAfterCapMs: 1000 });
     const ac = new AbortController();
     setTimeout(() => ac.abort(), 200);
     const started = Date.now();
     expect(await judge.grade(input, ac.signal)).toEqual({ status: 'failed', reason: 'aborted' });
-    expect(Date.now() - started).toBeLessThan(5000);
+    expect(Date.now() - started).toBeLessThan(900);
+    await new Promise((resolve) => setTimeout(resolve, 1200));
     expect(server.requests).toHaveLength(1);
   });
 
@@ -221,6 +251,31 @@ describe('secrets', () => {
     for (const outcome of outcomes) expect(JSON.stringify(outcome)).not.toContain(SECRET);
     expect(outcomes[0]).toMatchObject({ status: 'failed', reason: expect.stringMatching(/HTTP 401/) });
     expect(server.requests[0].headers.authorization).toBe(`Bearer ${SECRET}`);
+  });
+});
+
+describe('logs', () => {
+  it('every line of a grade carries its rollout id: calls, retries, outcomes, cache hits and cache errors', async () => {
+    server.setScript([{ status: 500 }, { verdict: 'equivalent' }]);
+    const lines: string[] = [];
+    const logger = pino({ level: 'debug' }, { write: (l: string) => void lines.push(l) });
+    const config = makeConfig({ cache: true });
+    const broken: JudgeCache = {
+      get: async () => Promise.reject(new Error('cache down')),
+      set: async () => Promise.reject(new Error('cache down')),
+    };
+    const judge = createJudge({ config, logger, cache: createMemoryJudgeCache() });
+    const brokenCacheJudge = createJudge({ config, logger, cache: broken });
+    expect(await judge.grade({ ...input, rolloutId: 'r-retried' })).toMatchObject({ status: 'scored', cached: false });
+    expect(await judge.grade({ ...input, rolloutId: 'r-cached' })).toMatchObject({ status: 'scored', cached: true });
+    expect(await brokenCacheJudge.grade({ ...input, rolloutId: 'r-broken' })).toMatchObject({ status: 'scored' });
+    const parsed = lines.map((l) => JSON.parse(l));
+    const events = (id: string) => parsed.filter((l) => l.rollout_id === id).map((l) => l.event);
+    expect(parsed.filter((l) => !['r-retried', 'r-cached', 'r-broken'].includes(l.rollout_id))).toEqual([]);
+    expect(events('r-retried')).toEqual(expect.arrayContaining(['judge_call', 'judge_call', 'judge_outcome']));
+    expect(events('r-retried').filter((e) => e === 'judge_call')).toHaveLength(2);
+    expect(events('r-cached')).toEqual(['judge_outcome']);
+    expect(events('r-broken')).toEqual(['judge_cache_error', 'judge_call', 'judge_outcome', 'judge_cache_error']);
   });
 });
 

@@ -38,6 +38,10 @@ describe('buildJudgePrompt', () => {
     expect(p.user).not.toMatch(/was cut/);
   });
 
+  it('leaves the rollout id out of the prompt, so it cannot change the cache key', () => {
+    expect(buildJudgePrompt({ ...input, rolloutId: 'run-7-task-3-0' })).toEqual(buildJudgePrompt(input));
+  });
+
   it('keeps the first 2000 characters of the question and says so', () => {
     const question = 'Q'.repeat(QUESTION_MAX_CHARS) + 'TAIL-OF-QUESTION';
     const p = buildJudgePrompt({ ...input, question });

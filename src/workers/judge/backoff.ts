@@ -1,6 +1,10 @@
-/** Waits between judge call attempts: exponential backoff with equal jitter, and Retry-After headers. */
+/**
+ * Waits between judge call attempts: exponential backoff with equal jitter, and the server's
+ * Retry-After headers read and capped. The openai client sleeps these waits (judge-client.ts,
+ * attempt-fetch.ts).
+ */
 
-/** The longest wait a Retry-After header can impose, in milliseconds. */
+/** The longest wait a Retry-After or retry-after-ms header can impose, in milliseconds (60 s). */
 export const RETRY_AFTER_CAP_MS = 60_000;
 
 export interface BackoffOptions {
@@ -25,44 +29,20 @@ export function backoffMs(attempt: number, options: BackoffOptions): number {
   return Math.round(ceiling / 2 + (ceiling / 2) * r);
 }
 
-/** A header lookup that works for fetch `Headers` and plain objects. */
-export type HeaderSource = Headers | Record<string, string | string[] | undefined> | undefined | null;
-
-function header(headers: HeaderSource, name: string): string | undefined {
-  if (!headers) return undefined;
-  if (typeof (headers as Headers).get === 'function') return (headers as Headers).get(name) ?? undefined;
-  const key = Object.keys(headers).find((k) => k.toLowerCase() === name);
-  const value = key === undefined ? undefined : (headers as Record<string, string | string[] | undefined>)[key];
-  return Array.isArray(value) ? value[0] : value;
-}
-
 /**
- * The wait a server asked for, in milliseconds, capped at RETRY_AFTER_CAP_MS; undefined when it
- * asked for none. `retry-after-ms` (milliseconds) wins over `retry-after` (seconds or an HTTP date).
+ * The wait a server asked for, in whole milliseconds, at most `capMs`; undefined when it asked for
+ * none or wrote something unreadable. `retry-after-ms` (milliseconds) wins over `retry-after`
+ * (seconds or an HTTP date).
+ * @param now the current time, in milliseconds since the epoch (for an HTTP date); default Date.now().
+ * @param capMs default RETRY_AFTER_CAP_MS.
  */
-export function retryAfterMs(headers: HeaderSource, now: number = Date.now()): number | undefined {
-  const ms = Number.parseFloat(header(headers, 'retry-after-ms') ?? '');
-  if (Number.isFinite(ms) && ms >= 0) return Math.min(Math.ceil(ms), RETRY_AFTER_CAP_MS);
-  const raw = header(headers, 'retry-after')?.trim();
+export function retryAfterMs(headers: Headers, now: number = Date.now(), capMs: number = RETRY_AFTER_CAP_MS): number | undefined {
+  const ms = Number.parseFloat(headers.get('retry-after-ms') ?? '');
+  if (Number.isFinite(ms) && ms >= 0) return Math.min(Math.ceil(ms), capMs);
+  const raw = headers.get('retry-after')?.trim();
   if (!raw) return undefined;
-  if (/^\d+(\.\d+)?$/.test(raw)) return Math.min(Math.ceil(Number(raw) * 1000), RETRY_AFTER_CAP_MS);
+  if (/^\d+(\.\d+)?$/.test(raw)) return Math.min(Math.ceil(Number(raw) * 1000), capMs);
   const date = Date.parse(raw);
   if (Number.isNaN(date)) return undefined;
-  return Math.min(Math.max(0, date - now), RETRY_AFTER_CAP_MS);
-}
-
-/** Resolve after `ms` milliseconds; false if `signal` aborted first (then it resolves at once). */
-export function sleep(ms: number, signal?: AbortSignal): Promise<boolean> {
-  if (signal?.aborted) return Promise.resolve(false);
-  return new Promise((resolve) => {
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      resolve(false);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve(true);
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
+  return Math.min(Math.max(0, date - now), capMs);
 }

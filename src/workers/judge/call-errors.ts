@@ -1,50 +1,27 @@
 /**
- * Which failed judge calls are worth retrying. Retried: timeouts, connection errors, 5xx, 408,
- * 409 and 429 (honouring the server's Retry-After). Every other 4xx, and anything unknown, is final.
+ * Naming what ended a judge call, for its failure reason. Whether to retry is the openai client's
+ * decision (408, 409, 429, 5xx, timeouts, connection errors; see judge-client.ts), not made here.
  */
 import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
 import { errorMessage } from '../../shared/errors.ts';
-import { retryAfterMs } from './backoff.ts';
 
 export interface CallFailure {
   /** Short kind for logs and reasons: timeout, connection, http, aborted, unexpected. */
   kind: 'timeout' | 'connection' | 'http' | 'aborted' | 'unexpected';
-  retryable: boolean;
-  /** HTTP status when the server answered. */
-  httpStatus?: number;
-  /** Wait the server asked for (Retry-After), in milliseconds, capped at 60 s. */
-  retryAfterMs?: number;
   message: string;
 }
 
-/** HTTP statuses below 500 that are transient. */
-const RETRYABLE_4XX = new Set([408, 409, 429]);
-
-/** Whether an HTTP status is worth retrying. */
-export function isRetryableStatus(status: number): boolean {
-  return status >= 500 || RETRYABLE_4XX.has(status);
+/** Describe an error thrown by the openai client for one judge call (after its retries). */
+export function describeCallError(err: unknown): CallFailure {
+  if (err instanceof APIUserAbortError) return { kind: 'aborted', message: 'aborted' };
+  if (err instanceof APIConnectionTimeoutError) return { kind: 'timeout', message: 'request timed out' };
+  if (err instanceof APIConnectionError) return { kind: 'connection', message: `connection error: ${withCause(err)}` };
+  if (err instanceof APIError && typeof err.status === 'number') return { kind: 'http', message: `HTTP ${err.status}: ${errorMessage(err)}` };
+  return { kind: 'unexpected', message: `unexpected error: ${errorMessage(err)}` };
 }
 
-/** Classify an error thrown by the openai client for one judge call. */
-export function classifyCallError(err: unknown): CallFailure {
-  if (err instanceof APIUserAbortError) return { kind: 'aborted', retryable: false, message: 'aborted' };
-  if (err instanceof APIConnectionTimeoutError) return { kind: 'timeout', retryable: true, message: 'request timed out' };
-  if (err instanceof APIConnectionError) {
-    return { kind: 'connection', retryable: true, message: `connection error: ${causeMessage(err)}` };
-  }
-  if (err instanceof APIError && typeof err.status === 'number') {
-    return {
-      kind: 'http',
-      retryable: isRetryableStatus(err.status),
-      httpStatus: err.status,
-      retryAfterMs: retryAfterMs(err.headers),
-      message: `HTTP ${err.status}: ${errorMessage(err)}`,
-    };
-  }
-  return { kind: 'unexpected', retryable: false, message: `unexpected error: ${errorMessage(err)}` };
-}
-
-function causeMessage(err: Error): string {
-  const cause = (err as { cause?: unknown }).cause;
+/** An error's message and its cause's (fetch says only "fetch failed"; the cause says why). */
+export function withCause(err: unknown): string {
+  const cause = err instanceof Error ? err.cause : undefined;
   return cause ? `${errorMessage(err)} (${errorMessage(cause)})` : errorMessage(err);
 }

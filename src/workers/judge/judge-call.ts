@@ -1,38 +1,59 @@
 /**
- * One judge request with its retries: the openai client's own retries are off, so every attempt,
- * wait and final failure is decided here and logged.
+ * One judge request, retries included: the openai client retries (judge-client.ts), every attempt
+ * goes through a fetch that logs it and caps Retry-After (attempt-fetch.ts), and the result becomes
+ * an outcome here.
  */
-import OpenAI from 'openai';
+import type OpenAI from 'openai';
 import type { Config } from '../../shared/config.ts';
 import { rewardFor, type JudgeOutcome } from '../../shared/judge.ts';
 import type { Logger } from '../../shared/logger.ts';
-import { backoffMs, sleep } from './backoff.ts';
-import { classifyCallError, type CallFailure } from './call-errors.ts';
+import { createAttemptFetch, type Fetch } from './attempt-fetch.ts';
+import { describeCallError, type CallFailure } from './call-errors.ts';
 import type { JudgePrompt } from './prompt.ts';
 import { parseVerdict } from './verdict.ts';
 
-/** What one judge call needs; built once by createJudge. */
+/** What one judge call needs; built once by createJudge, its `log` narrowed per grade. */
 export interface JudgeCallContext {
-  client: OpenAI;
   model: string;
   settings: Config['judge'];
   log: Logger;
   /** Removes secrets from text that may end up in logs or rows. */
   clean: (text: string) => string;
-  /** Jitter source in [0, 1). */
-  random?: () => number;
+  /** A client (with its retries) that sends every attempt through `fetch`. */
+  newClient: (fetch: Fetch) => OpenAI;
+  /** Sends each attempt, under the attempt logging; default the global fetch. */
+  fetch?: Fetch;
+  /** Longest Retry-After honoured, in milliseconds. */
+  retryAfterCapMs: number;
 }
 
-export type CallResult = { ok: true; text: string } | { ok: false; failure: CallFailure };
+/** `attempts`: requests sent, retries included. */
+export type CallResult = { ok: true; text: string; attempts: number } | { ok: false; failure: CallFailure; attempts: number };
 
-const ABORTED: CallResult = { ok: false, failure: { kind: 'aborted', retryable: false, message: 'aborted' } };
+const ABORTED = Symbol('aborted');
 
-/** One chat-completions request; never throws. */
-export async function callOnce(ctx: JudgeCallContext, prompt: JudgePrompt, attempt: number, signal?: AbortSignal): Promise<CallResult> {
-  const started = performance.now();
-  const latency = (): number => Math.round(performance.now() - started);
+/**
+ * `promise`, or ABORTED as soon as `signal` aborts. openai heeds the signal during an attempt and
+ * before the next one, but not in its wait between attempts; this ends the grade at once anyway. That
+ * wait (at most max(Retry-After cap, judge.backoff_max_ms)) then runs out in the background and the
+ * client throws APIUserAbortError without sending another request.
+ */
+function unlessAborted<T>(promise: Promise<T>, signal?: AbortSignal): Promise<T | typeof ABORTED> {
+  if (!signal) return promise;
+  return new Promise((resolve, reject) => {
+    const onAbort = (): void => resolve(ABORTED);
+    signal.addEventListener('abort', onAbort, { once: true });
+    // Settling twice is harmless: a rejection after the abort is handled here and ignored.
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
+
+/** One chat-completions request with the client's retries; never throws. */
+export async function callJudge(ctx: JudgeCallContext, prompt: JudgePrompt, signal?: AbortSignal): Promise<CallResult> {
+  const sent = createAttemptFetch({ fetch: ctx.fetch, log: ctx.log, clean: ctx.clean, signal, retryAfterCapMs: ctx.retryAfterCapMs });
+  const aborted = (): CallResult => ({ ok: false, failure: { kind: 'aborted', message: 'aborted' }, attempts: sent.attempts });
   try {
-    const completion = await ctx.client.chat.completions.create(
+    const request = ctx.newClient(sent.fetch).chat.completions.create(
       {
         model: ctx.model,
         messages: [
@@ -44,46 +65,23 @@ export async function callOnce(ctx: JudgeCallContext, prompt: JudgePrompt, attem
       },
       { signal },
     );
-    ctx.log.info({ event: 'judge_call', status: 'ok', attempt, latency_ms: latency() }, 'judge call answered');
-    return { ok: true, text: completion.choices?.[0]?.message?.content ?? '' };
+    const completion = await unlessAborted(request, signal);
+    if (completion === ABORTED) return aborted();
+    return { ok: true, text: completion.choices?.[0]?.message?.content ?? '', attempts: sent.attempts };
   } catch (err) {
-    if (signal?.aborted) return ABORTED;
-    const failure = classifyCallError(err);
-    failure.message = ctx.clean(failure.message);
-    ctx.log.warn(
-      {
-        event: 'judge_call', status: 'error', attempt, latency_ms: latency(),
-        kind: failure.kind, http_status: failure.httpStatus, retryable: failure.retryable,
-      },
-      `judge call failed: ${failure.message}`,
-    );
-    return { ok: false, failure };
+    if (signal?.aborted) return aborted();
+    const failure = describeCallError(err);
+    return { ok: false, failure: { ...failure, message: ctx.clean(failure.message) }, attempts: sent.attempts };
   }
 }
 
-/**
- * Up to `1 + judge.max_retries` attempts. Between attempts it waits what the server asked for
- * (Retry-After, at most 60 s) or else backoffMs(); an abort ends the wait at once.
- */
-export async function callWithRetries(ctx: JudgeCallContext, prompt: JudgePrompt, signal?: AbortSignal): Promise<CallResult> {
-  const attempts = ctx.settings.max_retries + 1;
-  for (let attempt = 1; ; attempt++) {
-    const result = await callOnce(ctx, prompt, attempt, signal);
-    if (result.ok || !result.failure.retryable || attempt >= attempts) return result;
-    const waitMs =
-      result.failure.retryAfterMs ??
-      backoffMs(attempt - 1, { baseMs: ctx.settings.backoff_base_ms, maxMs: ctx.settings.backoff_max_ms, random: ctx.random });
-    ctx.log.debug({ event: 'judge_retry_wait', attempt, wait_ms: waitMs }, 'waiting before the next judge call');
-    if (!(await sleep(waitMs, signal))) return ABORTED;
-  }
-}
-
-/** Turn a call result into an outcome: a scored verdict, or a failure with its reason. */
+/** Turn a call result into an outcome: a scored verdict, or a failure naming its attempts and last error. */
 export function toOutcome(result: CallResult, maxAttempts: number, clean: (s: string) => string = (s) => s): JudgeOutcome {
   if (!result.ok) {
-    const { failure } = result;
+    const { failure, attempts } = result;
     if (failure.kind === 'aborted') return { status: 'failed', reason: 'aborted' };
-    const when = failure.retryable ? `after ${maxAttempts} attempt(s)` : '(not retryable)';
+    // Attempts to spare mean the client judged the error final (a 4xx other than 408/409/429, say).
+    const when = attempts < maxAttempts ? '(not retryable)' : `after ${attempts} attempt(s)`;
     return { status: 'failed', reason: `judge call failed ${when}: ${failure.message}` };
   }
   const parsed = parseVerdict(result.text);

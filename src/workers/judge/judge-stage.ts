@@ -34,6 +34,7 @@ export async function runJudgeStage(job: JudgeJob, deps: JudgeStageDeps, signal?
     expectedAnswer: task.gold,
     extractedAnswer: job.outcome.extracted_answer,
     responseText: job.outcome.response_tail,
+    rolloutId: job.rollout_id,
   };
   const grading = await deps.judge.grade(input, signal);
   // The judge's part of the rollout's transcript: what it was sent and what it said.

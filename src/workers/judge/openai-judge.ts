@@ -2,12 +2,14 @@
  * The real Judge: an OpenAI-compatible chat-completions endpoint, verdicts cached by judge model and
  * prompt. Endpoint failures and replies without a valid verdict come back as `{ status: 'failed' }`.
  */
-import OpenAI from 'openai';
 import type { Config } from '../../shared/config.ts';
 import { ConfigError } from '../../shared/errors.ts';
 import { rewardFor, type Judge, type JudgeInput, type JudgeOutcome } from '../../shared/judge.ts';
 import { scrub, type Logger } from '../../shared/logger.ts';
-import { callWithRetries, toOutcome, type JudgeCallContext } from './judge-call.ts';
+import type { Fetch } from './attempt-fetch.ts';
+import { RETRY_AFTER_CAP_MS } from './backoff.ts';
+import { assertRetryWaitHook, createJudgeClient } from './judge-client.ts';
+import { callJudge, toOutcome, type JudgeCallContext } from './judge-call.ts';
 import { judgeCacheKey, type JudgeCache } from './judge-cache.ts';
 import { buildJudgePrompt } from './prompt.ts';
 
@@ -22,9 +24,11 @@ export interface CreateJudgeOptions {
   /** Verdict cache; used when given and `config.judge.cache` is true. Default: none. */
   cache?: JudgeCache;
   /** fetch implementation for the openai client; default the global fetch. */
-  fetch?: (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
+  fetch?: Fetch;
   /** Jitter source in [0, 1) for the retry backoff; default Math.random. */
   random?: () => number;
+  /** Longest wait a server's Retry-After can impose, in milliseconds; default RETRY_AFTER_CAP_MS (60 s). */
+  retryAfterCapMs?: number;
 }
 
 /**
@@ -44,26 +48,17 @@ export function resolveJudgeApiKey(config: Config): string {
 }
 
 function createContext(options: CreateJudgeOptions, apiKey: string): JudgeCallContext {
+  assertRetryWaitHook();
   const { config } = options;
   const model = config.visual_coding_opencode_judge_model_name;
-  const client = new OpenAI({
-    apiKey,
-    baseURL: config.visual_coding_opencode_judge_base_url,
-    timeout: Math.round(config.judge.timeout_s * 1000),
-    maxRetries: 0, // retries are ours (judge-call.ts)
-    fetch: options.fetch,
-    logLevel: 'off',
-    // null, not undefined: keeps the client from reading OPENAI_ORG_ID / OPENAI_PROJECT_ID.
-    organization: null,
-    project: null,
-  });
   return {
-    client,
     model,
     settings: config.judge,
     log: options.logger.child({ component: 'judge', judge_model: model }),
     clean: (text) => scrub(text, [apiKey]),
-    random: options.random,
+    newClient: (fetch) => createJudgeClient(config, apiKey, fetch, options.random),
+    fetch: options.fetch,
+    retryAfterCapMs: options.retryAfterCapMs ?? RETRY_AFTER_CAP_MS,
   };
 }
 
@@ -87,9 +82,13 @@ async function writeCache(ctx: JudgeCallContext, cache: JudgeCache | undefined, 
   }
 }
 
-/** Grade one answer: cache, else the endpoint with retries. Never throws for endpoint failures. */
-export async function gradeWith(ctx: JudgeCallContext, cache: JudgeCache | undefined, input: JudgeInput, signal?: AbortSignal): Promise<JudgeOutcome> {
+/**
+ * Grade one answer: cache, else the endpoint with retries. Never throws for endpoint failures.
+ * Every line it logs carries the rollout id (`rollout_id`) when the input has one.
+ */
+export async function gradeWith(judgeCtx: JudgeCallContext, cache: JudgeCache | undefined, input: JudgeInput, signal?: AbortSignal): Promise<JudgeOutcome> {
   if (signal?.aborted) return { status: 'failed', reason: 'aborted' };
+  const ctx = { ...judgeCtx, log: judgeCtx.log.child({ rollout_id: input.rolloutId }) };
   const prompt = buildJudgePrompt(input);
   const key = judgeCacheKey(ctx.model, prompt);
   const hit = await readCache(ctx, cache, key);
@@ -97,10 +96,11 @@ export async function gradeWith(ctx: JudgeCallContext, cache: JudgeCache | undef
     ctx.log.info({ event: 'judge_outcome', status: hit.status, cached: true }, 'judge verdict from cache');
     return hit;
   }
-  const outcome = toOutcome(await callWithRetries(ctx, prompt, signal), ctx.settings.max_retries + 1, ctx.clean);
+  const result = await callJudge(ctx, prompt, signal);
+  const outcome = toOutcome(result, ctx.settings.max_retries + 1, ctx.clean);
   const scored = outcome.status === 'scored';
   ctx.log.info(
-    { event: 'judge_outcome', status: outcome.status, cached: false, verdict: scored ? outcome.verdict : undefined },
+    { event: 'judge_outcome', status: outcome.status, cached: false, verdict: scored ? outcome.verdict : undefined, attempts: result.attempts },
     scored ? 'judge verdict' : `judge failed: ${outcome.reason}`,
   );
   await writeCache(ctx, cache, key, outcome);
@@ -108,9 +108,11 @@ export async function gradeWith(ctx: JudgeCallContext, cache: JudgeCache | undef
 }
 
 /**
- * Build the Judge from the resolved config; throws ConfigError only at creation (missing key for
- * api.openai.com). grade() never throws for endpoint failures. On abort, grade() stops waiting and
- * returns `{ status: 'failed', reason: 'aborted' }` (it does not throw an AbortError).
+ * Build the Judge from the resolved config; throws only at creation (ConfigError: no key for
+ * api.openai.com; Error: an openai without the retry-wait hook, see judge-client.ts). grade() never
+ * throws for endpoint failures. On abort, grade() returns `{ status: 'failed', reason: 'aborted' }` at
+ * once (it does not throw an AbortError); a retry wait the client was in runs out in the background,
+ * at most max(retryAfterCapMs, judge.backoff_max_ms), and sends nothing more.
  */
 export function createJudge(options: CreateJudgeOptions): Judge {
   const ctx = createContext(options, resolveJudgeApiKey(options.config));
