@@ -23,8 +23,8 @@ import type { Row } from '../shared/rows.ts';
 import type { QueueName } from '../shared/queues.ts';
 import { createQueueDepthGauge, type QueueDepthSource } from './queue-depth.ts';
 
-export type JobEndOutcome = 'completed' | 'failed' | 'requeued';
-export type JobEndHook = (outcome: JobEndOutcome, durationMs: number, error?: unknown) => void;
+export type JobEnd = 'completed' | 'failed' | 'requeued';
+export type JobEndHook = (outcome: JobEnd, durationMs: number, error?: unknown) => void;
 
 /** The hooks a process wires into its stages; every method is cheap and never throws. */
 export interface FleetMetrics {

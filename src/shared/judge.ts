@@ -13,7 +13,7 @@ export interface JudgeInput {
   rolloutId?: string;
 }
 
-export type JudgeOutcome =
+export type JudgeResult =
   | { status: 'scored'; verdict: Verdict; reason: string; reward: 0 | 1; cached: boolean }
   /** Not a score: the call failed after its retries or the reply held no valid verdict. Masked, rejudgeable. */
   | { status: 'failed'; reason: string };
@@ -21,7 +21,7 @@ export type JudgeOutcome =
 export interface Judge {
   readonly modelName: string;
   /** Never throws for endpoint failures: they come back as `{ status: 'failed' }`. */
-  grade(input: JudgeInput, signal?: AbortSignal): Promise<JudgeOutcome>;
+  grade(input: JudgeInput, signal?: AbortSignal): Promise<JudgeResult>;
   close(): Promise<void>;
 }
 

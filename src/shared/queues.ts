@@ -16,8 +16,8 @@ import { randomBytes } from 'node:crypto';
 import { Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
 import { z } from 'zod';
 import type { Config } from './config-schema.ts';
-import { STOP_REASONS } from './agent.ts';
 import { RowSchema } from './rows.ts';
+import { RolloutSummarySchema } from './rollout-summary.ts';
 
 export const QUEUE_NAMES = ['rollout', 'judge', 'results'] as const;
 export type QueueName = (typeof QUEUE_NAMES)[number];
@@ -31,30 +31,14 @@ export const RolloutJobSchema = z.object({
 });
 export type RolloutJob = z.infer<typeof RolloutJobSchema>;
 
-/** What the agent produced, as the judge needs it (also kept per run for rejudging). */
-export const AgentOutcomeSchema = z.object({
-  stop_reason: z.enum(STOP_REASONS),
-  extracted_answer: z.string().nullable(),
-  /** The end of the model's text (at most 4000 characters: all the judge sees). */
-  response_tail: z.string(),
-  turns: z.number().int().min(0),
-  tool_calls: z.number().int().min(0),
-  input_tokens: z.number().int().min(0),
-  output_tokens: z.number().int().min(0),
-  wall_s: z.number().min(0),
-  error: z.string().nullable().default(null),
-  limit_hits: z.record(z.string(), z.number().int().min(0)).default({}),
-  refused_requests: z.record(z.string(), z.number().int().min(0)).default({}),
-});
-export type AgentOutcome = z.infer<typeof AgentOutcomeSchema>;
-
 export const JudgeJobSchema = z.object({
   v: z.literal(1),
   run_id: z.string().min(1),
   task_id: z.string().min(1),
   repeat: z.number().int().min(0),
   rollout_id: z.string().min(1),
-  outcome: AgentOutcomeSchema,
+  /** The rollout's summary (named `outcome` in job data, which old jobs in Redis still carry). */
+  outcome: RolloutSummarySchema,
 });
 export type JudgeJob = z.infer<typeof JudgeJobSchema>;
 

@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import { STOP_REASONS } from './agent.ts';
 import { VERDICTS } from './judge.ts';
+import type { RolloutSummary } from './rollout-summary.ts';
 
 export const FAILURE_KINDS = ['judge_failed', 'infra_failed'] as const;
 export type FailureKind = (typeof FAILURE_KINDS)[number];
@@ -70,21 +71,13 @@ export interface RowContext {
   task: { task_id: string; type: string; subtype: string; ans_type: 'choice' | 'blank'; gold: string };
 }
 
-export interface OutcomeFields {
-  stop_reason: Row['stop_reason'];
-  extracted_answer: string | null;
-  turns: number;
-  tool_calls: number;
-  input_tokens: number;
-  output_tokens: number;
-  wall_s: number;
-  error?: string | null;
-  limit_hits?: Record<string, number>;
-  refused_requests?: Record<string, number>;
-}
+/** The agent's part of a row: a rollout's summary (the end of its text is not kept in rows). */
+export type RowSummary = Omit<RolloutSummary, 'response_tail' | 'stop_reason' | 'error' | 'limit_hits' | 'refused_requests'> &
+  Partial<Pick<RolloutSummary, 'error' | 'limit_hits' | 'refused_requests'>> & { stop_reason: Row['stop_reason'] };
 
-const EMPTY_OUTCOME: OutcomeFields = {
-  stop_reason: null, extracted_answer: null, turns: 0, tool_calls: 0, input_tokens: 0, output_tokens: 0, wall_s: 0,
+const NO_SUMMARY: RowSummary = {
+  stop_reason: null, extracted_answer: null, turns: 0, tool_calls: 0, input_tokens: 0, output_tokens: 0, wall_s: 0, error: null,
+  limit_hits: {}, refused_requests: {},
 };
 
 export type Grading =
@@ -93,9 +86,9 @@ export type Grading =
   | { kind: 'unanswered' }
   | { kind: 'masked'; failure: FailureKind; error: string };
 
-/** One row from what is known of a rollout: its task, the agent's outcome, and its grading. */
-export function buildRow(ctx: RowContext, outcome: OutcomeFields | null, grading: Grading): Row {
-  const o = outcome ?? EMPTY_OUTCOME;
+/** One row from what is known of a rollout: its task, its summary, and its grading. */
+export function buildRow(ctx: RowContext, summary: RowSummary | null, grading: Grading): Row {
+  const o = summary ?? NO_SUMMARY;
   return RowSchema.parse({
     run_id: ctx.runId,
     rollout_id: ctx.rolloutId,

@@ -8,7 +8,7 @@ import { z } from 'zod';
 import type { Redis } from 'ioredis';
 import { fleetKeys, type FleetKeys } from './keys.ts';
 import { PreparedTaskSchema, type PreparedTask } from './task.ts';
-import { AgentOutcomeSchema, type AgentOutcome } from './queues.ts';
+import { RolloutSummarySchema, type RolloutSummary } from './rollout-summary.ts';
 import { RowSchema, type Row } from './rows.ts';
 import { DataError, PoisonJobError } from './errors.ts';
 import { parseRunSettings, type RunSettings } from './run-settings.ts';
@@ -186,13 +186,13 @@ export class RunStore {
     await this.redis.del(this.keys.transcript(runId, rolloutId));
   }
 
-  async putOutcome(runId: string, rolloutId: string, outcome: AgentOutcome): Promise<void> {
+  async putSummary(runId: string, rolloutId: string, outcome: RolloutSummary): Promise<void> {
     await this.redis.hset(this.keys.outcomes(runId), rolloutId, JSON.stringify(outcome));
   }
 
-  async getOutcome(runId: string, rolloutId: string): Promise<AgentOutcome | null> {
+  async getSummary(runId: string, rolloutId: string): Promise<RolloutSummary | null> {
     const raw = await this.redis.hget(this.keys.outcomes(runId), rolloutId);
-    return raw ? AgentOutcomeSchema.parse(JSON.parse(raw)) : null;
+    return raw ? RolloutSummarySchema.parse(JSON.parse(raw)) : null;
   }
 
   async getRow(runId: string, rolloutId: string): Promise<Row | null> {

@@ -7,6 +7,7 @@ import { DelayedError, UnrecoverableError, Worker, type Job, type WorkerOptions 
 import type { Redis } from 'ioredis';
 import { errorMessage, isRetryable } from './errors.ts';
 import type { Logger } from './logger.ts';
+import type { Config } from './config-schema.ts';
 import { parseJob, type JobData, type QueueName } from './queues.ts';
 
 export interface StageContext {
@@ -33,6 +34,17 @@ export interface StageWorkerOptions<N extends QueueName> {
   onFinalFailure?(data: JobData<N>, error: unknown, ctx: StageContext): Promise<void>;
   /** Called for every job that ended (for metrics). */
   onJobEnd?(outcome: 'completed' | 'failed' | 'requeued', durationMs: number, error?: unknown): void;
+}
+
+/** What every role's worker is started with. */
+export interface RoleDeps<N extends QueueName> {
+  config: Config;
+  /** A worker connection (`maxRetriesPerRequest: null`). */
+  connection: Redis;
+  logger: Logger;
+  /** This worker's registry id (worker-registry.ts), stored by BullMQ on the jobs it takes. */
+  workerName?: string;
+  onJobEnd?: StageWorkerOptions<N>['onJobEnd'];
 }
 
 export interface StageWorker<N extends QueueName = QueueName> {

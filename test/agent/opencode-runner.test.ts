@@ -19,6 +19,7 @@ import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local-bw
 import type { ExecOptions, Sandbox, SandboxProvider, SandboxSpec } from '../../src/workers/sandbox/sandboxes/types.ts';
 import { encodePng } from '../helpers/fixture-images.ts';
 import { scripts, startScriptedPolicyServer, type Script, type ScriptedPolicyServer } from '../helpers/scripted-policy-server.ts';
+import { processesWith } from '../helpers/processes.ts';
 
 const KEY = 'sk-policy-secret-7f3a9c';
 const ROOT = mkdtempSync(path.join(os.tmpdir(), 'vcfleet-oc-test-'));
@@ -50,19 +51,6 @@ function recordingProvider(inner: SandboxProvider, execs: ExecRecord[]): Sandbox
     probe: () => inner.probe(),
     close: () => inner.close(),
   };
-}
-
-function processesWith(marker: string): number[] {
-  const found: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
-    try {
-      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(marker)) found.push(Number(entry));
-    } catch {
-      // exited meanwhile
-    }
-  }
-  return found;
 }
 
 describe('OpenCode runner (real binary, local bwrap sandbox)', () => {

@@ -6,41 +6,22 @@
  */
 import { writeFileSync, readFileSync, truncateSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { Redis } from 'ioredis';
+import { describe, expect, it } from 'vitest';
 import { runAll } from '../../src/run/run-all.ts';
 import { openQueue } from '../../src/shared/queues.ts';
 import { createScriptedAgent } from '../../src/workers/sandbox/scripted-agent.ts';
 import { QUESTION_MAX_CHARS, RESPONSE_TAIL_CHARS } from '../../src/workers/judge/prompt.ts';
 import { writeFixtureParquet } from '../helpers/fixture-parquet.ts';
-import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
-import { makeFleetEnv, REDIS_URL, runCli, startCli, waitFor, type CliProcess, type FleetEnv } from '../helpers/fleet.ts';
-import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
-import { countLines, expectedRewards, expectOneRowEach, expectRewards, readJsonl, killAll } from './fault-helpers.ts';
+import { REDIS_URL, runCli, startCli, waitFor } from '../helpers/fleet.ts';
+import { createTmpDir } from '../helpers/tmp.ts';
+import { countLines, expectedRewards, expectOneRowEach, expectRewards, readJsonl } from './fault-helpers.ts';
+import { faultFleet } from './fault-fleet.ts';
 
 const quiet = { update() {}, stop() {} };
 const CONTROL = '\u0000\u0001\u0007\u001b[31m\u007f\u2028\u2029\r\u000b\ud83d\ude00';
 
 describe('bad input through the CLI and the fleet', () => {
-  let judge: ScriptedJudgeServer;
-  let env: FleetEnv | undefined;
-  let procs: CliProcess[] = [];
-  let redis: Redis;
-  beforeAll(async () => {
-    judge = await startScriptedJudgeServer();
-    redis = new Redis(REDIS_URL);
-  });
-  afterAll(async () => {
-    await judge.close();
-    redis.disconnect();
-  });
-  afterEach(async () => {
-    await killAll(procs);
-    procs = [];
-    await env?.cleanup();
-    env = undefined;
-    removeTmpDirs();
-  });
+  const f = faultFleet();
 
   /** `vcfleet <args>` pointed at a fresh folder and prefix; returns exit code and stderr. */
   async function cli(args: string[], extra: string[] = []) {
@@ -101,22 +82,20 @@ describe('bad input through the CLI and the fleet', () => {
 
   it('megabytes of text and control characters in a question and an answer: rows written, JSONL valid, judge prompt cut', async () => {
     const hugeQuestion = `Count the dots.${CONTROL}${'x'.repeat(1_000_000)}\u0000end`;
-    env = await makeFleetEnv({
-      rows: 4, judgeUrl: judge.url,
-      fixture: { mutate: (rows) => { rows[0].question = hugeQuestion; return rows; } },
+    const env = await f.env({ rows: 4, fixture: { mutate: (rows) => { rows[0].question = hugeQuestion; return rows; } },
     });
     const t1 = env.fixture.expected[1];
     const script = {
       '*': { answer: '@gold' },
       [t1.task_id]: { answer: '@gold', text: `${CONTROL}${'y'.repeat(3 * 1024 * 1024)}${CONTROL} so \\boxed{${t1.gold}}` },
     };
-    const started = judge.requests.length;
+    const started = f.judge.requests.length;
     const result = await runAll({ config: env.config(['++run_id=big']), logger: env.logger, agent: createScriptedAgent(script), progress: quiet });
     expect(result.status).toBe('complete');
     const rows = readJsonl(env.output);
     expectOneRowEach(rows, 'big', env.fixture);
     expectRewards(rows, expectedRewards(env.fixture, script));
-    const requests = judge.requests.slice(started);
+    const requests = f.judge.requests.slice(started);
     expect(requests.length).toBe(4);
     for (const r of requests) {
       expect([...(r.fields.question ?? '')].length).toBeLessThanOrEqual(QUESTION_MAX_CHARS);
@@ -130,22 +109,22 @@ describe('bad input through the CLI and the fleet', () => {
 
   it('an output path whose folder is a file: a clear error in the consumer log, nothing lost, all rows after the fix', async () => {
     const script = { '*': { answer: '@gold' }, 'bv-003': { answer: 'no' } };
-    env = await makeFleetEnv({ rows: 6, judgeUrl: judge.url, script });
+    const env = await f.env({ rows: 6, script });
     const blocker = path.join(env.dir, 'blocked');
     writeFileSync(blocker, 'a file where the output folder should be\n');
     const output = path.join(blocker, 'results.jsonl');
     const args = [...env.overrides, `++output_jsonl_fpath=${output}`];
     expect((await runCli(['produce', '--run-id', 'wr', ...args])).code).toBe(0);
-    procs.push(startCli(['worker', 'sandbox', ...args]), startCli(['worker', 'judge', ...args]));
+    f.procs.push(startCli(['worker', 'sandbox', ...args]), startCli(['worker', 'judge', ...args]));
     const consumer = startCli(['worker', 'results', ...args]);
-    procs.push(consumer);
+    f.procs.push(consumer);
     await waitFor('the write error in the consumer log', () => consumer.output().includes(`cannot write ${output}`), 60_000, 100);
     const line = consumer.output().split('\n').find((l) => l.includes(`cannot write ${output}`))!;
     expect(line).toMatch(/EEXIST|ENOTDIR/);
     expect(line).toContain('make its folder exist and be writable');
     expect(line).toContain('the rows are safe in Redis');
     // Nothing lost: every row still waits in the results queue.
-    const results = openQueue('results', redis, env.prefix);
+    const results = openQueue('results', f.redis, env.prefix);
     await waitFor('6 results jobs held', async () => {
       const c = await results.getJobCounts('waiting', 'delayed', 'active', 'failed', 'completed');
       return c.waiting + c.delayed + c.active === 6;
@@ -155,7 +134,7 @@ describe('bad input through the CLI and the fleet', () => {
     expect(await consumer.exited).toBe(0);
     rmSync(blocker);
     const again = startCli(['worker', 'results', ...args]);
-    procs.push(again);
+    f.procs.push(again);
     await waitFor('6 rows after the fix', () => countLines(output) >= 6, 90_000, 250);
     const rows = readJsonl(output);
     expectOneRowEach(rows, 'wr', env.fixture);

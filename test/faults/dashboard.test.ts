@@ -8,6 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { openQueue } from '../../src/shared/queues.ts';
 import { REDIS_URL, startCli, waitFor, type CliProcess } from '../helpers/fleet.ts';
+import { deletePrefix } from '../helpers/redis-keys.ts';
 
 const TOKEN = 'dash-token-FLEETSECRET-0003';
 
@@ -18,8 +19,7 @@ describe('exposed dashboard under attack', () => {
   afterAll(async () => {
     if (dash && dash.child.exitCode === null) dash.child.kill('SIGKILL');
     await dash?.exited;
-    const keys = await redis.keys(`${prefix}:*`);
-    if (keys.length) await redis.del(...keys);
+    await deletePrefix(redis, prefix);
     redis.disconnect();
   });
 

@@ -14,6 +14,8 @@ import type { Fixture } from '../helpers/fixture-parquet.ts';
 import { waitFor, type CliProcess } from '../helpers/fleet.ts';
 import type { z } from 'zod';
 import { readRowFile, readRowsStrict } from '../../src/workers/results/row-file.ts';
+import { processesMatching } from '../helpers/processes.ts';
+export { dumpPrefix } from '../helpers/redis-keys.ts';
 
 type AgentScript = z.input<typeof AgentScriptSchema>;
 
@@ -118,51 +120,12 @@ export function stillAlive(ids: ProcId[]): ProcId[] {
   return ids.filter((id) => statOf(id.pid)?.start === id.start);
 }
 
-/** Processes whose command line mentions `marker` (e.g. a test's temp folder). */
+/** Processes whose command line mentions `marker`, as `pid: command` lines (for a readable failure). */
 export function processesMentioning(marker: string): string[] {
-  const found: string[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
-    try {
-      const cmd = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replace(/\0/g, ' ');
-      if (cmd.includes(marker)) found.push(`${entry}: ${cmd.slice(0, 200)}`);
-    } catch {
-      // exited meanwhile
-    }
-  }
-  return found;
+  return processesMatching(marker).map((p) => `${p.pid}: ${p.cmd.slice(0, 200)}`);
 }
 
 // --- secrets --------------------------------------------------------------------------------
-
-/** Every key of a prefix with its whole value (strings, hashes, lists, sets, zsets, streams) as text. */
-export async function dumpPrefix(url: string, prefix: string): Promise<{ keys: number; text: string }> {
-  const redis = new Redis(url);
-  const parts: string[] = [];
-  let keys = 0;
-  try {
-    let cursor = '0';
-    do {
-      const [next, batch] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-      cursor = next;
-      for (const key of batch) {
-        keys++;
-        const type = await redis.type(key);
-        let value: unknown;
-        if (type === 'string') value = (await redis.getBuffer(key))?.toString('latin1');
-        else if (type === 'hash') value = await redis.hgetall(key);
-        else if (type === 'list') value = await redis.lrange(key, 0, -1);
-        else if (type === 'set') value = await redis.smembers(key);
-        else if (type === 'zset') value = await redis.zrange(key, 0, -1, 'WITHSCORES');
-        else if (type === 'stream') value = await redis.xrange(key, '-', '+');
-        parts.push(`${key} ${type} ${JSON.stringify(value)}`);
-      }
-    } while (cursor !== '0');
-  } finally {
-    redis.disconnect();
-  }
-  return { keys, text: parts.join('\n') };
-}
 
 /** Every regular file under `dir` (recursively), with its content as latin1 text. */
 export function readTree(dir: string): Array<{ file: string; text: string }> {

@@ -8,51 +8,41 @@ import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { scripts, startScriptedPolicyServer, toolResults, lastToolOutput, type ScriptedPolicyServer, type Script } from '../helpers/scripted-policy-server.ts';
-import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
-import { FAKE_JUDGE_KEY, FAKE_POLICY_KEY, makeFleetEnv, REDIS_URL, runCli, startCli, waitFor, type CliProcess, type FleetEnv } from '../helpers/fleet.ts';
-import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
-import { countLines, descendants, dumpPrefix, expectOneRowEach, processesMentioning, readJsonl, readTree, stillAlive, killAll } from './fault-helpers.ts';
+import { FAKE_JUDGE_KEY, FAKE_POLICY_KEY, REDIS_URL, runCli, startCli, waitFor, type CliProcess, type FleetEnv } from '../helpers/fleet.ts';
+import { createTmpDir } from '../helpers/tmp.ts';
+import { faultFleet } from './fault-fleet.ts';
+import { countLines, descendants, dumpPrefix, expectOneRowEach, processesMentioning, readJsonl, readTree, stillAlive } from './fault-helpers.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 const SENTINEL = 'worker-env-sentinel-5d1e';
 
 describe('real OpenCode in local sandboxes under faults', () => {
-  let judge: ScriptedJudgeServer;
+  const f = faultFleet();
   let policy: ScriptedPolicyServer;
-  let env: FleetEnv | undefined;
   let tmp: string;
-  let procs: CliProcess[] = [];
   beforeAll(async () => {
-    judge = await startScriptedJudgeServer();
     policy = await startScriptedPolicyServer();
   });
   afterAll(async () => {
-    await judge.close();
     await policy.close();
   });
-  afterEach(async () => {
-    await killAll(procs);
-    procs = [];
-    await env?.cleanup();
-    env = undefined;
+  afterEach(() => {
     policy.requests.length = 0;
-    removeTmpDirs();
   });
 
   async function setup(policyUrl: string, extra: string[] = []) {
     tmp = createTmpDir('vcfleet-oc-fault-');
-    env = await makeFleetEnv({
-      rows: 1, judgeUrl: judge.url,
+    return f.env({
+      rows: 1,
       overrides: ['++agent.kind=opencode', `++policy_base_url=${policyUrl}`, '++policy_model_name=scripted-vlm', '++policy.capture=true',
         '++policy.context_window=64000', '++policy.max_output_tokens=2048', '++task_timeout_s=150', ...extra],
     });
-    return env;
   }
 
   /** A worker process as an operator starts it: keys in the environment, its own TMPDIR. */
   function role(name: string, e: FleetEnv): CliProcess {
     const p = startCli(['worker', name, ...e.overrides], { TMPDIR: tmp, POLICY_API_KEY: FAKE_POLICY_KEY, VCFLEET_SENTINEL: SENTINEL });
-    procs.push(p);
+    f.procs.push(p);
     return p;
   }
 
@@ -65,8 +55,8 @@ describe('real OpenCode in local sandboxes under faults', () => {
   }
 
   async function stopAll(): Promise<void> {
-    for (const p of procs) if (p.child.exitCode === null) p.child.kill('SIGTERM');
-    await Promise.all(procs.map((p) => p.exited));
+    for (const p of f.procs) if (p.child.exitCode === null) p.child.kill('SIGTERM');
+    await Promise.all(f.procs.map((p) => p.exited));
   }
 
   it('sandbox-worker SIGKILLed while OpenCode runs: nothing survives, another worker reaps and finishes', async () => {
@@ -173,7 +163,7 @@ describe('real OpenCode in local sandboxes under faults', () => {
     const e = await setup(policy.url);
     const gold = e.fixture.expected[0].gold;
     const redisPort = new URL(REDIS_URL).port || '6379';
-    const judgePort = new URL(judge.url).port;
+    const judgePort = new URL(f.judge.url).port;
     const py = (label: string, host: string, port: string | number) =>
       `python3 -c "import socket; s=socket.create_connection(('${host}', ${port}), 3); print('${label}-CONNECTED')" 2>&1 | tail -1`;
     const probes = [
@@ -217,7 +207,7 @@ describe('real OpenCode in local sandboxes under faults', () => {
     const redisDump = await dumpPrefix(REDIS_URL, e.prefix);
     expect(redisDump.keys).toBeGreaterThan(5);
     const places = [
-      ...procs.map((p, i) => ({ where: `process ${i} output`, text: p.output() })),
+      ...f.procs.map((p, i) => ({ where: `process ${i} output`, text: p.output() })),
       { where: 'redis', text: redisDump.text },
       ...files.map((f) => ({ where: f.file, text: f.text })),
     ];

@@ -4,48 +4,31 @@
  * than its retries (masked, then `vcfleet rejudge`), a sandbox provider that cannot create sandboxes
  * (masked infra_failed, then `vcfleet retry`), and a poison job added straight to the rollout queue.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { Redis } from 'ioredis';
+import { describe, expect, it } from 'vitest';
 import { runAll } from '../../src/run/run-all.ts';
 import { openQueue } from '../../src/shared/queues.ts';
 import { createOpenCodeRunner } from '../../src/workers/sandbox/opencode/runner.ts';
 import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local-bwrap.ts';
 import { createScriptedAgent } from '../../src/workers/sandbox/scripted-agent.ts';
-import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
-import { makeFleetEnv, REDIS_URL, runCli, type FleetEnv } from '../helpers/fleet.ts';
-import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
+import { runCli } from '../helpers/fleet.ts';
+import { createTmpDir } from '../helpers/tmp.ts';
 import { expectedRewards, expectOneRowEach, expectRewards, readJsonl } from './fault-helpers.ts';
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
+import { faultFleet } from './fault-fleet.ts';
 
 const quiet = { update() {}, stop() {} };
 
 describe('judge and sandbox-provider outages, poison jobs', () => {
-  let judge: ScriptedJudgeServer;
-  let env: FleetEnv | undefined;
-  let redis: Redis;
-  beforeAll(async () => {
-    judge = await startScriptedJudgeServer();
-    redis = new Redis(REDIS_URL);
-  });
-  afterAll(async () => {
-    await judge.close();
-    redis.disconnect();
-  });
-  afterEach(async () => {
-    await env?.cleanup();
-    env = undefined;
-    judge.setScript([]);
-    removeTmpDirs();
-  });
+  const f = faultFleet();
 
   const script = { '*': { answer: '@gold' }, 'bv-002': { answer: 'Q' }, 'bv-004': { answer: null } };
 
   it('judge answering 500 and 429 (Retry-After) for 2.5 s: retried, every row scored, none masked', async () => {
-    env = await makeFleetEnv({ rows: 6, judgeUrl: judge.url, script, overrides: ['++judge.max_retries=4', '++judge.backoff_base_ms=400', '++judge.backoff_max_ms=2000'] });
+    const env = await f.env({ rows: 6, script, overrides: ['++judge.max_retries=4', '++judge.backoff_base_ms=400', '++judge.backoff_max_ms=2000'] });
     let outageUntil = 0;
     let failures = 0;
-    judge.setScript((_req, i) => {
+    f.judge.setScript((_req, i) => {
       if (outageUntil === 0) outageUntil = Date.now() + 2500;
       if (Date.now() >= outageUntil) return 'grade';
       failures++;
@@ -62,8 +45,8 @@ describe('judge and sandbox-provider outages, poison jobs', () => {
   });
 
   it('judge down for longer than its retries: rows masked judge_failed, then `vcfleet rejudge` scores them', async () => {
-    env = await makeFleetEnv({ rows: 6, judgeUrl: judge.url, script, overrides: ['++queues.judge_attempts=1'] });
-    judge.setScript(() => ({ status: 503 }));
+    const env = await f.env({ rows: 6, script, overrides: ['++queues.judge_attempts=1'] });
+    f.judge.setScript(() => ({ status: 503 }));
     const first = await runAll({ config: env.config(['++run_id=jd']), logger: env.logger, agent: createScriptedAgent(script), progress: quiet });
     expect(first.status).toBe('complete');
     const masked = readJsonl(env.output);
@@ -71,7 +54,7 @@ describe('judge and sandbox-provider outages, poison jobs', () => {
     // Answered rollouts are masked (not scored 0); the unanswered one needs no judge.
     expect(masked.filter((r) => r.failure_kind === 'judge_failed').length).toBe(5);
     expect(first.metrics?.num_masked).toBe(5);
-    judge.setScript([]);
+    f.judge.setScript([]);
     const sent = await runCli(['rejudge', '--run-id', 'jd', ...env.overrides]);
     expect(sent.code, sent.output).toBe(0);
     expect(sent.stdout).toContain('sent 5 judge_failed row(s)');
@@ -84,7 +67,7 @@ describe('judge and sandbox-provider outages, poison jobs', () => {
   });
 
   it('sandbox provider cannot create (bwrap missing): infra_failed rows, then `vcfleet retry` completes them', async () => {
-    env = await makeFleetEnv({ rows: 4, judgeUrl: judge.url, script });
+    const env = await f.env({ rows: 4, script });
     const sandboxRoot = createTmpDir('vcfleet-sbx-');
     const config = env.config(['++run_id=px']);
     const broken = createOpenCodeRunner({
@@ -115,8 +98,8 @@ describe('judge and sandbox-provider outages, poison jobs', () => {
   });
 
   it('poison jobs added straight to the rollout queue fail once, unrecoverable; the run completes', async () => {
-    env = await makeFleetEnv({ rows: 5, judgeUrl: judge.url, script });
-    const q = openQueue('rollout', redis, env.prefix);
+    const env = await f.env({ rows: 5, script });
+    const q = openQueue('rollout', f.redis, env.prefix);
     await q.add('rollout', { v: 1, run_id: 'pz', task_id: 42, junk: '\u0000' } as never, { jobId: 'poison-malformed', attempts: 3 });
     await q.add('rollout', { v: 1, run_id: 'pz', task_id: 'no-such-task', repeat: 0, rollout_id: 'pz-no-such-task-0' }, { jobId: 'poison-unknown-task', attempts: 3 });
     const result = await runAll({ config: env.config(['++run_id=pz']), logger: env.logger, agent: createScriptedAgent(script), progress: quiet });

@@ -9,6 +9,7 @@ import { Redis } from 'ioredis';
 import { RowSchema } from '../../src/shared/rows.ts';
 import { metricsPathFor } from '../../src/workers/results/metrics.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
+import { dumpPrefix } from '../helpers/redis-keys.ts';
 import { FAKE_JUDGE_KEY, makeFleetEnv, REDIS_URL, runCli, startCli, waitFor, type CliProcess, type FleetEnv } from '../helpers/fleet.ts';
 import { removeTmpDirs } from '../helpers/tmp.ts';
 
@@ -84,12 +85,9 @@ describe('vcfleet roles as separate processes', () => {
     const codes = await Promise.all(procs.slice(1).map((p) => p.exited));
     expect(codes).toEqual([0, 0, 0]);
     for (const p of procs) expect(p.output()).not.toContain(FAKE_JUDGE_KEY);
-    const keys = await redis.keys(`${env.prefix}:*`);
-    for (const key of keys) {
-      const type = await redis.type(key);
-      const dump = type === 'string' ? await redis.get(key) : type === 'hash' ? JSON.stringify(await redis.hgetall(key)) : '';
-      expect(dump ?? '').not.toContain(FAKE_JUDGE_KEY);
-    }
+    const dump = await dumpPrefix(REDIS_URL, env.prefix);
+    expect(dump.keys).toBeGreaterThan(0);
+    expect(dump.text).not.toContain(FAKE_JUDGE_KEY);
     redis.disconnect();
   });
 });

@@ -10,6 +10,7 @@ import { RunStore } from '../../src/shared/run-store.ts';
 import { RunOutput } from '../../src/workers/results/run-output.ts';
 import { REDIS_URL } from '../helpers/fleet.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
+import { deletePrefix } from '../helpers/redis-keys.ts';
 
 const logger = createLogger({ level: 'silent' });
 
@@ -25,8 +26,7 @@ describe('RunOutput', () => {
   const prefix = `vcftest-${randomBytes(4).toString('hex')}`;
   const store = new RunStore(redis, prefix);
   afterEach(async () => {
-    const keys = await redis.keys(`${prefix}:*`);
-    if (keys.length) await redis.del(...keys);
+    await deletePrefix(redis, prefix);
     removeTmpDirs();
   });
   afterAll(() => redis.disconnect());

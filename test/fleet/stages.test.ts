@@ -7,7 +7,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Judge, JudgeOutcome } from '../../src/shared/judge.ts';
+import type { Judge, JudgeResult } from '../../src/shared/judge.ts';
 import { produceRun } from '../../src/producer/produce.ts';
 import { loadPreparedBenchmark } from '../../src/prepare/load-prepared.ts';
 import { PoisonJobError } from '../../src/shared/errors.ts';
@@ -28,7 +28,7 @@ import { removeTmpDirs } from '../helpers/tmp.ts';
 
 const HOST: SandboxHostSettings = { policyBaseUrl: 'http://127.0.0.1:8000/v1', allowedBaseUrls: [], policyApiKey: null, captureRoot: '/nonexistent' };
 
-function stubJudge(outcome: JudgeOutcome): Judge {
+function stubJudge(outcome: JudgeResult): Judge {
   return { modelName: 'stub-judge', grade: async () => outcome, close: async () => {} };
 }
 
@@ -63,7 +63,7 @@ describe('stages', () => {
     const agent = createScriptedAgent({ [taskIds[0]]: { answer: '@gold' }, [taskIds[1]]: { answer: null }, [taskIds[2]]: { answer: null, stop_reason: 'timeout' } });
     const answered = await runRolloutStage(job(0), { store, agent, host: HOST }, never);
     expect(answered).toMatchObject({ next: 'judge', job: { rollout_id: job(0).rollout_id, outcome: { stop_reason: 'answered' } } });
-    expect(await store.getOutcome('st', job(0).rollout_id)).toMatchObject({ stop_reason: 'answered' });
+    expect(await store.getSummary('st', job(0).rollout_id)).toMatchObject({ stop_reason: 'answered' });
     expect((await store.getTranscriptParts('st', job(0).rollout_id)).record).not.toBeNull();
     const silent = await runRolloutStage(job(1), { store, agent, host: HOST }, never);
     expect(silent).toMatchObject({ next: 'results', row: { stop_reason: 'no_answer', reward: 0, failure_kind: null, judge_verdict: null } });
@@ -81,7 +81,7 @@ describe('stages', () => {
   });
 
   it('judge stage: a verdict is a scored row, a failure a masked judge_failed row; both leave the judge\'s part of the transcript', async () => {
-    const outcome = (await store.getOutcome('st', job(0).rollout_id))!;
+    const outcome = (await store.getSummary('st', job(0).rollout_id))!;
     const judgeJob: JudgeJob = { ...job(0), outcome };
     const scored = await runJudgeStage(judgeJob, { store, judge: stubJudge({ status: 'scored', verdict: 'equivalent', reason: 'same', reward: 1, cached: false }) });
     expect(scored).toMatchObject({ reward: 1, judge_verdict: 'equivalent', judge_reason: 'same', judge_model: 'stub-judge', failure_kind: null });
@@ -99,7 +99,7 @@ describe('stages', () => {
     const run = { output, transcripts: new TranscriptWriter(file, store, env.logger) };
     const task = await store.getTask('st', taskIds[0]);
     const runRecord = await store.requireRun('st');
-    const outcome = (await store.getOutcome('st', job(0).rollout_id))!;
+    const outcome = (await store.getSummary('st', job(0).rollout_id))!;
     const masked = buildRow(rowContext(runRecord, task, job(0)), outcome, { kind: 'masked', failure: 'judge_failed', error: 'judge down' });
     const first = await commitRow({ v: 1, row: masked }, run);
     expect(first.result).toBe('new');

@@ -11,6 +11,7 @@ import {
 import { createJudge } from '../../src/workers/judge/openai-judge.ts';
 import { buildJudgePrompt } from '../../src/workers/judge/prompt.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
+import { deletePrefix } from '../helpers/redis-keys.ts';
 
 const SECRET = 'sk-test-SECRET-123';
 const input: JudgeInput = { question: 'How many dots?', expectedAnswer: '4', extractedAnswer: '4', responseText: '\\boxed{4}' };
@@ -33,10 +34,7 @@ beforeEach(() => {
   server.setScript([]);
   server.requests.length = 0;
 });
-afterEach(async () => {
-  const keys = await redis.keys(`${prefix}:*`);
-  if (keys.length > 0) await redis.del(...keys);
-});
+afterEach(() => deletePrefix(redis, prefix));
 
 function makeConfig(judge: Record<string, unknown> = {}, model = 'judge-model'): Config {
   return ConfigSchema.parse({

@@ -13,23 +13,11 @@ import { detectCgroupLayout } from '../../src/workers/sandbox/sandboxes/cgroup-l
 import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local-bwrap.ts';
 import { bootId, identityOf } from '../../src/workers/sandbox/sandboxes/proc-tree.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { processesWith } from '../helpers/processes.ts';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
 const ROOT = mkdtempSync(path.join(os.tmpdir(), 'vcfleet-reap-test-'));
 const SANDBOXES = path.join(ROOT, 'sandboxes');
-
-function processesWith(marker: string): number[] {
-  return readdirSync('/proc')
-    .filter((e) => /^\d+$/.test(e) && Number(e) !== process.pid)
-    .filter((e) => {
-      try {
-        return readFileSync(`/proc/${e}/cmdline`, 'utf8').includes(marker);
-      } catch {
-        return false;
-      }
-    })
-    .map(Number);
-}
 
 /** A worker process that creates a sandbox, runs a long command in it, and says READY. */
 function startWorker(marker: string): ReturnType<typeof spawn> {

@@ -15,26 +15,13 @@ import { InfraError } from '../../src/shared/errors.ts';
 import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local-bwrap.ts';
 import type { Sandbox } from '../../src/workers/sandbox/sandboxes/types.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { processesWith } from '../helpers/processes.ts';
 
 const ROOT = mkdtempSync(path.join(os.tmpdir(), 'vcfleet-bwrap-test-'));
 const SANDBOXES = path.join(ROOT, 'sandboxes');
 const GATEWAY_SOCK = path.join(ROOT, 'gw.sock');
 const GATEWAY_PORT = 18931;
 const CANARY = `canary-${process.pid}-${Date.now()}`;
-
-/** Host pids (not zombies) whose command line contains `marker`. */
-function processesWith(marker: string): number[] {
-  const found: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
-    try {
-      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(marker)) found.push(Number(entry));
-    } catch {
-      // exited meanwhile
-    }
-  }
-  return found;
-}
 
 /** A minimal RGB PNG of the given size (so the test needs no image library on the host). */
 function png(width: number, height: number): Buffer {

@@ -3,7 +3,6 @@
  * sends (auth, image, TTL, limits, egress policy, env, owner labels), commands and files, timeout and
  * abort, and a DELETE of the sandbox on every path.
  */
-import { readFileSync, readdirSync } from 'node:fs';
 import os from 'node:os';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ConfigSchema } from '../../src/shared/config.ts';
@@ -14,6 +13,7 @@ import { OpenSandboxProvider, type OpenSandboxOptions } from '../../src/workers/
 import { identityOf } from '../../src/workers/sandbox/sandboxes/proc-tree.ts';
 import { startFakeOpenSandbox, type FakeOpenSandbox } from '../helpers/fake-opensandbox-server.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { processesWith } from '../helpers/processes.ts';
 
 const API_KEY = 'test-opensandbox-key';
 const GATEWAY = { url: 'http://gw.example.internal:43117', port: 43117 };
@@ -35,19 +35,6 @@ function provider(extra: Partial<OpenSandboxOptions> = {}): OpenSandboxProvider 
 
 function deletes(id: string): number {
   return fake.requests.filter((r) => r.method === 'DELETE' && r.path === `/v1/sandboxes/${id}`).length;
-}
-
-function processesWith(marker: string): number[] {
-  return readdirSync('/proc')
-    .filter((e) => /^\d+$/.test(e) && Number(e) !== process.pid)
-    .filter((e) => {
-      try {
-        return readFileSync(`/proc/${e}/cmdline`, 'utf8').includes(marker);
-      } catch {
-        return false;
-      }
-    })
-    .map(Number);
 }
 
 beforeEach(async () => {

@@ -5,7 +5,7 @@
  */
 import type OpenAI from 'openai';
 import type { Config } from '../../shared/config.ts';
-import { rewardFor, type JudgeOutcome } from '../../shared/judge.ts';
+import { rewardFor, type JudgeResult } from '../../shared/judge.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { createAttemptFetch, type Fetch } from './attempt-fetch.ts';
 import { describeCallError, type CallFailure } from './call-errors.ts';
@@ -76,7 +76,7 @@ export async function callJudge(ctx: JudgeCallContext, prompt: JudgePrompt, sign
 }
 
 /** Turn a call result into an outcome: a scored verdict, or a failure naming its attempts and last error. */
-export function toOutcome(result: CallResult, maxAttempts: number, clean: (s: string) => string = (s) => s): JudgeOutcome {
+export function toJudgeResult(result: CallResult, maxAttempts: number, clean: (s: string) => string = (s) => s): JudgeResult {
   if (!result.ok) {
     const { failure, attempts } = result;
     if (failure.kind === 'aborted') return { status: 'failed', reason: 'aborted' };

@@ -4,12 +4,12 @@
  */
 import type { Config } from '../../shared/config.ts';
 import { ConfigError } from '../../shared/errors.ts';
-import { rewardFor, type Judge, type JudgeInput, type JudgeOutcome } from '../../shared/judge.ts';
+import { rewardFor, type Judge, type JudgeInput, type JudgeResult } from '../../shared/judge.ts';
 import { scrub, type Logger } from '../../shared/logger.ts';
 import type { Fetch } from './attempt-fetch.ts';
 import { RETRY_AFTER_CAP_MS } from './backoff.ts';
 import { assertRetryWaitHook, createJudgeClient } from './judge-client.ts';
-import { callJudge, toOutcome, type JudgeCallContext } from './judge-call.ts';
+import { callJudge, toJudgeResult, type JudgeCallContext } from './judge-call.ts';
 import { judgeCacheKey, type JudgeCache } from './judge-cache.ts';
 import { buildJudgePrompt } from './prompt.ts';
 
@@ -62,7 +62,7 @@ function createContext(options: CreateJudgeOptions, apiKey: string): JudgeCallCo
   };
 }
 
-async function readCache(ctx: JudgeCallContext, cache: JudgeCache | undefined, key: string): Promise<JudgeOutcome | null> {
+async function readCache(ctx: JudgeCallContext, cache: JudgeCache | undefined, key: string): Promise<JudgeResult | null> {
   if (!cache) return null;
   try {
     const hit = await cache.get(key);
@@ -73,7 +73,7 @@ async function readCache(ctx: JudgeCallContext, cache: JudgeCache | undefined, k
   }
 }
 
-async function writeCache(ctx: JudgeCallContext, cache: JudgeCache | undefined, key: string, outcome: JudgeOutcome): Promise<void> {
+async function writeCache(ctx: JudgeCallContext, cache: JudgeCache | undefined, key: string, outcome: JudgeResult): Promise<void> {
   if (!cache || outcome.status !== 'scored') return; // failures are never cached: they must stay rejudgeable
   try {
     await cache.set(key, { verdict: outcome.verdict, reason: outcome.reason });
@@ -86,7 +86,7 @@ async function writeCache(ctx: JudgeCallContext, cache: JudgeCache | undefined, 
  * Grade one answer: cache, else the endpoint with retries. Never throws for endpoint failures.
  * Every line it logs carries the rollout id (`rollout_id`) when the input has one.
  */
-export async function gradeWith(judgeCtx: JudgeCallContext, cache: JudgeCache | undefined, input: JudgeInput, signal?: AbortSignal): Promise<JudgeOutcome> {
+export async function gradeWith(judgeCtx: JudgeCallContext, cache: JudgeCache | undefined, input: JudgeInput, signal?: AbortSignal): Promise<JudgeResult> {
   if (signal?.aborted) return { status: 'failed', reason: 'aborted' };
   const ctx = { ...judgeCtx, log: judgeCtx.log.child({ rollout_id: input.rolloutId }) };
   const prompt = buildJudgePrompt(input);
@@ -97,7 +97,7 @@ export async function gradeWith(judgeCtx: JudgeCallContext, cache: JudgeCache | 
     return hit;
   }
   const result = await callJudge(ctx, prompt, signal);
-  const outcome = toOutcome(result, ctx.settings.max_retries + 1, ctx.clean);
+  const outcome = toJudgeResult(result, ctx.settings.max_retries + 1, ctx.clean);
   const scored = outcome.status === 'scored';
   ctx.log.info(
     { event: 'judge_outcome', status: outcome.status, cached: false, verdict: scored ? outcome.verdict : undefined, attempts: result.attempts },

@@ -2,25 +2,16 @@
  * `vcfleet worker judge`: grades answered rollouts under a fleet-wide rate limit (BullMQ's limiter is
  * shared through Redis, so a hundred judge-workers never overrun the judge's quota).
  */
-import type { Redis } from 'ioredis';
-import type { Config } from '../../shared/config.ts';
 import { errorMessage } from '../../shared/errors.ts';
 import type { Judge } from '../../shared/judge.ts';
-import type { Logger } from '../../shared/logger.ts';
 import { enqueue, openQueue } from '../../shared/queues.ts';
 import { RunStore } from '../../shared/run-store.ts';
-import { startStageWorker, type StageWorker, type StageWorkerOptions } from '../../shared/stage-worker.ts';
+import { startStageWorker, type RoleDeps, type StageWorker } from '../../shared/stage-worker.ts';
 import { judgeFailedRow, runJudgeStage } from './judge-stage.ts';
 import { judgeLimiter } from './limiter.ts';
 
-export interface JudgeWorkerDeps {
-  /** This worker's registry id (worker-registry.ts), stored by BullMQ on the jobs it takes. */
-  workerName?: string;
-  config: Config;
-  connection: Redis;
-  logger: Logger;
+export interface JudgeWorkerDeps extends RoleDeps<'judge'> {
   judge: Judge;
-  onJobEnd?: StageWorkerOptions<'judge'>['onJobEnd'];
 }
 
 export async function startJudgeWorker(deps: JudgeWorkerDeps): Promise<StageWorker<'judge'>> {

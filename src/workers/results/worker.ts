@@ -3,26 +3,17 @@
  * for the writer lock, then commits rows one at a time, and refreshes each run's metrics
  * file at most once a second.
  */
-import type { Redis } from 'ioredis';
-import type { Config } from '../../shared/config.ts';
 import { fleetKeys } from '../../shared/keys.ts';
-import type { Logger } from '../../shared/logger.ts';
 import type { Row } from '../../shared/rows.ts';
 import type { ResultsJob } from '../../shared/queues.ts';
 import { RunStore } from '../../shared/run-store.ts';
-import { startStageWorker, type StageWorker, type StageWorkerOptions } from '../../shared/stage-worker.ts';
+import { startStageWorker, type RoleDeps, type StageWorker } from '../../shared/stage-worker.ts';
 import { RunOutput, type CommitResult } from './run-output.ts';
 import { resolveOutputPath } from './output-path.ts';
 import { TranscriptWriter } from './transcript-writer.ts';
 import { WriterLock } from './writer-lock.ts';
 
-export interface ResultsWorkerDeps {
-  /** This worker's registry id (worker-registry.ts), stored by BullMQ on the jobs it takes. */
-  workerName?: string;
-  config: Config;
-  connection: Redis;
-  logger: Logger;
-  onJobEnd?: StageWorkerOptions<'results'>['onJobEnd'];
+export interface ResultsWorkerDeps extends RoleDeps<'results'> {
   onCommit?(row: Row, result: CommitResult): void;
   /** Called when the lock is lost to another consumer; default: close. */
   onLockLost?(): void;

@@ -1,13 +1,14 @@
 /**
  * The rollout stage: load the task and its image, run the agent against the policy endpoint this
- * host allows, keep the transcript for the results host, and route the outcome. A final answer goes
+ * host allows, keep the transcript for the results host, and route the rollout by its summary. A final answer goes
  * to the judge; a model that stopped without one gets its row (reward 0) with no judge call.
  * Infrastructure errors propagate as exceptions so that the adapter retries them.
  */
 import path from 'node:path';
 import type { AgentResult, AgentRunner, PolicyEndpoint } from '../../shared/agent.ts';
 import { InfraError } from '../../shared/errors.ts';
-import type { AgentOutcome, JudgeJob, RolloutJob } from '../../shared/queues.ts';
+import type { JudgeJob, RolloutJob } from '../../shared/queues.ts';
+import type { RolloutSummary } from '../../shared/rollout-summary.ts';
 import { buildRow, type Row, type RowContext } from '../../shared/rows.ts';
 import { runSettings, type RunRecord, type RunStore } from '../../shared/run-store.ts';
 import { stripCredentials, type RunSettings } from '../../shared/run-settings.ts';
@@ -30,7 +31,7 @@ export interface SandboxHostSettings {
 }
 
 export interface RolloutStageDeps {
-  store: Pick<RunStore, 'requireRun' | 'getTask' | 'getBlob' | 'putOutcome' | 'putTranscript'>;
+  store: Pick<RunStore, 'requireRun' | 'getTask' | 'getBlob' | 'putSummary' | 'putTranscript'>;
   agent: AgentRunner;
   host: SandboxHostSettings;
 }
@@ -74,7 +75,7 @@ export function rowContext(run: RunRecord, task: PreparedTask, job: Pick<Rollout
   };
 }
 
-export function toOutcome(result: AgentResult): AgentOutcome {
+export function summarize(result: AgentResult): RolloutSummary {
   return {
     stop_reason: result.stopReason,
     extracted_answer: result.extractedAnswer,
@@ -121,12 +122,12 @@ export async function runRolloutStage(job: RolloutJob, deps: RolloutStageDeps, s
     signal,
   );
   await keepTranscript(deps, run, job, result, task.image_sha256);
-  const outcome = toOutcome(result);
-  await deps.store.putOutcome(run.run_id, job.rollout_id, outcome);
-  if (outcome.stop_reason === 'answered' && outcome.extracted_answer !== null) {
-    return { next: 'judge', job: { v: 1, run_id: run.run_id, task_id: task.task_id, repeat: job.repeat, rollout_id: job.rollout_id, outcome } };
+  const summary = summarize(result);
+  await deps.store.putSummary(run.run_id, job.rollout_id, summary);
+  if (summary.stop_reason === 'answered' && summary.extracted_answer !== null) {
+    return { next: 'judge', job: { v: 1, run_id: run.run_id, task_id: task.task_id, repeat: job.repeat, rollout_id: job.rollout_id, outcome: summary } };
   }
-  return { next: 'results', row: buildRow(rowContext(run, task, job), outcome, { kind: 'unanswered' }) };
+  return { next: 'results', row: buildRow(rowContext(run, task, job), summary, { kind: 'unanswered' }) };
 }
 
 /** The masked row of a rollout whose infrastructure failed on its last attempt. */

@@ -3,24 +3,15 @@
  * agent, and routes the outcome to the judge or straight to the results.
  */
 import path from 'node:path';
-import type { Redis } from 'ioredis';
 import type { AgentRunner } from '../../shared/agent.ts';
-import type { Config } from '../../shared/config.ts';
 import { errorMessage } from '../../shared/errors.ts';
-import type { Logger } from '../../shared/logger.ts';
 import { enqueue, openQueue } from '../../shared/queues.ts';
 import { RunStore } from '../../shared/run-store.ts';
-import { startStageWorker, type StageWorker, type StageWorkerOptions } from '../../shared/stage-worker.ts';
+import { startStageWorker, type RoleDeps, type StageWorker } from '../../shared/stage-worker.ts';
 import { infraFailedRow, runRolloutStage } from './rollout-stage.ts';
 
-export interface SandboxWorkerDeps {
-  /** This worker's registry id (worker-registry.ts), stored by BullMQ on the jobs it takes. */
-  workerName?: string;
-  config: Config;
-  connection: Redis;
-  logger: Logger;
+export interface SandboxWorkerDeps extends RoleDeps<'rollout'> {
   agent: AgentRunner;
-  onJobEnd?: StageWorkerOptions<'rollout'>['onJobEnd'];
 }
 
 export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<StageWorker<'rollout'>> {

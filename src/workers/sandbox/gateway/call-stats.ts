@@ -2,27 +2,16 @@
  * What the gateway saw of the policy server, call by call, and the running totals the runner reads.
  * `recordCall` is pure: the same calls give the same stats.
  */
-import type { AssembledResponse } from './response-reader.ts';
-import type { UpstreamErrorKind } from './upstream-errors.ts';
 import type { RequestView } from './conversation.ts';
+import type { ForwardResult } from './forward-call.ts';
 
-export interface GatewayCall {
+/** One forwarded call as the gateway saw it: what came back (forward-call.ts) and what was sent. */
+export interface GatewayCall extends Omit<ForwardResult, 'chunks'> {
   /** Position among the calls forwarded to the policy server, from 0. */
   index: number;
   startedAt: string;
   latencyMs: number;
   stream: boolean;
-  /** A connection to the policy server was open for this call (the server could accept it). */
-  connected: boolean;
-  /** Upstream HTTP status; null when the policy server was not reached or did not answer. */
-  status: number | null;
-  /** Why the policy server could not be reached or did not answer (no secrets). */
-  upstreamError?: string;
-  upstreamErrorKind?: UpstreamErrorKind;
-  /** The sandbox side hung up before the call finished (OpenCode's own request timeout, or a kill). */
-  clientAborted?: boolean;
-  /** The answer as the gateway assembled it (text, tool calls, finish reason, usage, error body). */
-  response: AssembledResponse;
   /** What was new in the request: tool results and images the model was shown. */
   request: RequestView;
 }

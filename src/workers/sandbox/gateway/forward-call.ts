@@ -21,11 +21,16 @@ export interface Upstream {
 }
 
 export interface ForwardResult {
+  /** A connection to the policy server was open for this call (the server could accept it). */
   connected: boolean;
+  /** Upstream HTTP status; null when the policy server was not reached or did not answer. */
   status: number | null;
+  /** Why the policy server could not be reached or did not answer (no secrets). */
   upstreamError?: string;
   upstreamErrorKind?: UpstreamErrorKind;
+  /** The sandbox side hung up before the call finished (OpenCode's own request timeout, or a kill). */
   clientAborted?: boolean;
+  /** The answer as the gateway assembled it (text, tool calls, finish reason, usage, error body). */
   response: AssembledResponse;
   /** Parsed SSE chunks, when asked for (capture). */
   chunks: unknown[] | null;

@@ -14,7 +14,7 @@ import { stripCredentials } from '../../../shared/run-settings.ts';
 import { imageExtension } from '../../../shared/task.ts';
 import type { ExecResult, LimitHits, Sandbox, SandboxProvider } from '../sandboxes/types.ts';
 import { upstreamGiveUpReason, type UpstreamFailureLimits } from '../gateway/health.ts';
-import { decideOutcome, type StopCause } from './outcome.ts';
+import { decideSessionEnd, type StopCause } from './session-end.ts';
 import { buildOpenCodeConfig, buildOpenCodeEnv, buildRunArgv, seedFiles, sessionPaths } from './session-config.ts';
 import { openSessionGateway, type SessionGateway, type SessionGatewayOptions } from './session-gateway.ts';
 import { buildTranscript } from './transcript-builder.ts';
@@ -172,7 +172,7 @@ export class RolloutSession {
     const calls = gateway.calls;
     const stats = gateway.stats();
     const limitHit = this.deps.describeLimitHit(limitHits);
-    const outcome = decideOutcome({
+    const outcome = decideSessionEnd({
       calls, stats, stoppedBy: this.cause, limitHit,
       exec: { exitCode: exec.exitCode, signal: exec.signal, timedOut: exec.timedOut },
       policyUrl: stripCredentials(policy.baseUrl), taskTimeoutS: this.request.timeoutS, requestTimeoutS: policy.requestTimeoutS,

@@ -25,11 +25,11 @@ export type StopCause =
   | { kind: 'tool_cap'; message: string }
   | { kind: 'call_cap'; message: string };
 
-export type Outcome =
+export type SessionEnd =
   | { kind: 'result'; stopReason: StopReason; responseText: string; extractedAnswer: string | null; error: string | null }
   | { kind: 'infra'; message: string };
 
-export interface OutcomeInput {
+export interface SessionFacts {
   /** The forwarded calls, in the order they were sent. */
   calls: readonly GatewayCall[];
   stats: GatewayStats;
@@ -70,16 +70,16 @@ function isHung(call: GatewayCall): boolean {
   return call.connected && call.status === null && (call.clientAborted === true || call.upstreamErrorKind === 'timeout');
 }
 
-function how(exec: OutcomeInput['exec']): string {
+function how(exec: SessionFacts['exec']): string {
   return exec.exitCode === null ? `signal ${exec.signal}` : `exit code ${exec.exitCode}`;
 }
 
-const result = (stopReason: StopReason, text: string, error: string | null): Outcome => ({
+const result = (stopReason: StopReason, text: string, error: string | null): SessionEnd => ({
   kind: 'result', stopReason, responseText: text, extractedAnswer: extractBoxedAnswer(text), error,
 });
 
 /** Before the model's first answer: every way it ends is the harness's or the server's, but a hang. */
-function beforeFirstAnswer(input: OutcomeInput): Outcome {
+function beforeFirstAnswer(input: SessionFacts): SessionEnd {
   const { calls, exec, policyUrl } = input;
   if (calls.length === 0) {
     if (input.limitHit) return { kind: 'infra', message: `OpenCode could not start within the sandbox's limits: ${input.limitHit}` };
@@ -101,7 +101,7 @@ function beforeFirstAnswer(input: OutcomeInput): Outcome {
 }
 
 /** After the model acted: it may have caused anything from here on, so nothing is masked. */
-function afterAnswers(input: OutcomeInput, text: string): Outcome {
+function afterAnswers(input: SessionFacts, text: string): SessionEnd {
   const { calls, exec, stoppedBy } = input;
   if (exec.timedOut) return result('timeout', text, `the task timeout (${input.taskTimeoutS} s) was reached before the session ended`);
   if (stoppedBy) return result('timeout', text, stoppedBy.message);
@@ -125,7 +125,7 @@ function afterAnswers(input: OutcomeInput, text: string): Outcome {
   return result('no_answer', text, null);
 }
 
-export function decideOutcome(input: OutcomeInput): Outcome {
+export function decideSessionEnd(input: SessionFacts): SessionEnd {
   const { calls, stoppedBy, policyUrl } = input;
   if (stoppedBy?.kind === 'upstream') return { kind: 'infra', message: stoppedBy.message };
   const refused = calls.find((c) => c.status !== null && REFUSED_STATUSES.has(c.status));

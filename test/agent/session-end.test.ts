@@ -3,7 +3,7 @@
  * every infrastructure verdict, and the line between them (the model's first answer).
  */
 import { describe, expect, it } from 'vitest';
-import { decideOutcome, type OutcomeInput } from '../../src/workers/sandbox/opencode/outcome.ts';
+import { decideSessionEnd, type SessionFacts } from '../../src/workers/sandbox/opencode/session-end.ts';
 import { emptyStats, recordCall, type GatewayCall, type GatewayStats } from '../../src/workers/sandbox/gateway/call-stats.ts';
 import { upstreamGiveUpReason } from '../../src/workers/sandbox/gateway/health.ts';
 import { buildOpenCodeConfig, buildOpenCodeEnv, sessionPaths } from '../../src/workers/sandbox/opencode/session-config.ts';
@@ -22,18 +22,18 @@ function callsOf(parts: Array<Partial<GatewayCall>>): GatewayCall[] {
   return parts.map((p, index) => ({ index, startedAt: '', latencyMs: 1, stream: true, connected: true, status: 200, request: { toolResults: [], shownImages: [] }, ...p }) as GatewayCall);
 }
 
-function outcome(parts: Array<Partial<GatewayCall>>, exec: Partial<OutcomeInput['exec']> = {}, over: Partial<OutcomeInput> = {}) {
+function outcome(parts: Array<Partial<GatewayCall>>, exec: Partial<SessionFacts['exec']> = {}, over: Partial<SessionFacts> = {}) {
   const calls = callsOf(parts);
   let stats: GatewayStats = emptyStats();
   for (const c of calls) stats = recordCall(stats, c, 1);
-  return decideOutcome({
+  return decideSessionEnd({
     calls, stats, stoppedBy: null, limitHit: null, policyUrl: 'http://policy:8000/v1', taskTimeoutS: 60, requestTimeoutS: 30, stderrTail: '',
     exec: { exitCode: 0, signal: null, timedOut: false, ...exec },
     ...over,
   });
 }
 
-describe('decideOutcome', () => {
+describe('decideSessionEnd', () => {
   it('answered: the last \\boxed over the answers, in order', () => {
     expect(outcome([tool(), answer('So it is \\boxed{B}.')])).toMatchObject({ kind: 'result', stopReason: 'answered', extractedAnswer: 'B', error: null });
     expect(outcome([answer('\\boxed{A}'), tool(), answer('Wait, \\boxed{C}')])).toMatchObject({ stopReason: 'answered', extractedAnswer: 'C' });
