@@ -70,7 +70,7 @@ export function buildDashboardApp(deps: DashboardDeps, queues: readonly Queue[])
 export async function startDashboard(deps: DashboardDeps): Promise<Dashboard> {
   const d = deps.config.dashboard;
   checkBind(d.host, { user: d.user, password: d.password, token: d.token });
-  const queues = QUEUE_NAMES.map((name) => openQueue(name, deps.redis, deps.config.queues.prefix) as unknown as Queue);
+  const queues = QUEUE_NAMES.map((name) => openQueue(name, deps.redis, deps.config.queues.prefix));
   const app = buildDashboardApp(deps, queues);
   const server = createAdaptorServer({ fetch: app.fetch });
   try {
