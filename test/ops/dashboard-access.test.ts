@@ -1,9 +1,11 @@
 /**
- * Who may use the dashboard: the pure access decisions, a `vcfleet dashboard` process that refuses a
- * non-loopback bind without credentials and answers 401/200 with them, bearer tokens, read-only
- * mode (403 on Bull Board's write API, the board itself marked read-only), cross-origin writes,
- * and job data trimmed for display.
+ * Who may use the dashboard: the access decisions (the guard in front of a one-route app), a
+ * `vcfleet dashboard` process that refuses a non-loopback bind without credentials and answers
+ * 401/200 with them on every route (the run overview, Bull Board, the rollout viewer), bearer
+ * tokens, read-only mode (403 on Bull Board's write API, the board itself marked read-only),
+ * cross-origin writes, Host headers of a loopback dashboard, and job data trimmed for display.
  */
+import http from 'node:http';
 import net from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -125,6 +127,16 @@ function dashboardUrl(p: CliProcess): string | undefined {
 
 const cleanupPrefix = deletePrefix;
 
+/** GET with a chosen Host header (fetch does not let a caller set it). */
+function statusWithHost(url: string, host: string): Promise<number | undefined> {
+  return new Promise((resolve, reject) => {
+    http.get(url, { headers: { host } }, (res) => {
+      res.resume();
+      resolve(res.statusCode);
+    }).on('error', reject);
+  });
+}
+
 describe('vcfleet dashboard access (process and server)', () => {
   const prefix = `vcftest-dash-${randomBytes(4).toString('hex')}`;
   const base = [`++redis_url=${REDIS_URL}`, `++queues.prefix=${prefix}`, '++dashboard.port=0'];
@@ -158,7 +170,7 @@ describe('vcfleet dashboard access (process and server)', () => {
     procs.push(p);
     const url = await waitFor('the dashboard URL', () => dashboardUrl(p) ?? (p.child.exitCode !== null ? Promise.reject(new Error(p.output())) : undefined), 30_000);
     expect(url).toMatch(/^http:\/\/127\.0\.0\.2:\d+\/$/);
-    for (const path of ['', 'api/runs', 'queues', 'queues/api/queues']) {
+    for (const path of ['', 'api/runs', 'queues', 'queues/api/queues', 'viewer/', 'viewer/api/runs', 'viewer/assets/viewer.js']) {
       const anon = await fetch(`${url}${path}`);
       expect(anon.status, path).toBe(401);
       expect(anon.headers.get('www-authenticate')).toMatch(/^Basic/);
@@ -200,6 +212,9 @@ describe('vcfleet dashboard access (process and server)', () => {
     dashboard = await startDashboard({ config, logger: createLogger({ level: 'silent' }), redis });
     const auth = { authorization: 'Bearer tok-DASHSECRET' };
     expect((await fetch(`${dashboard.url}api/runs`)).status).toBe(200);
+    // The rollout viewer answers only loopback names too (DNS rebinding), and only reads.
+    expect(await statusWithHost(`${dashboard.url}viewer/api/runs`, 'attacker.example')).toBe(403);
+    expect(await statusWithHost(`${dashboard.url}viewer/api/runs`, `localhost:${dashboard.port}`)).toBe(200);
     expect((await fetch(`${dashboard.url}queues/api/queues/judge/pause`, { method: 'PUT' })).status).toBe(401);
     expect((await fetch(`${dashboard.url}queues/api/queues/judge/pause`, { method: 'PUT', headers: { ...auth, origin: 'http://evil.example' } })).status).toBe(403);
     expect((await fetch(`${dashboard.url}queues/api/queues/judge/pause`, { method: 'PUT', headers: auth })).status).toBeLessThan(300);
