@@ -89,9 +89,11 @@ function credentialCheck(c: DashboardCredentials): MiddlewareHandler | null {
 }
 
 /**
- * Cross-origin writes: a write that names its origin (browsers send Origin, and Sec-Fetch-Site, on
- * every write) must come from this very host. One with neither header comes from a script, which a
- * web page cannot drive; it passes, as it did before, and the credentials decide.
+ * Cross-origin writes, as hono's csrf middleware judges them: a write with a body a web form can
+ * send (form data, text, none) must carry this host's Origin or `Sec-Fetch-Site: same-origin`, else
+ * 403. A page elsewhere can send any other write (a JSON body) only after a CORS preflight, which
+ * this dashboard never grants. A write with neither Origin nor Sec-Fetch-Site comes from a script,
+ * not a browser: it passes, and the credentials decide.
  */
 function sameOriginWrites(): MiddlewareHandler {
   // Host against host, not scheme: behind a proxy that terminates HTTPS the Origin says https.

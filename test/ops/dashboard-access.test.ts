@@ -217,6 +217,10 @@ describe('vcfleet dashboard access (process and server)', () => {
     expect(await statusWithHost(`${dashboard.url}viewer/api/runs`, `localhost:${dashboard.port}`)).toBe(200);
     expect((await fetch(`${dashboard.url}queues/api/queues/judge/pause`, { method: 'PUT' })).status).toBe(401);
     expect((await fetch(`${dashboard.url}queues/api/queues/judge/pause`, { method: 'PUT', headers: { ...auth, origin: 'http://evil.example' } })).status).toBe(403);
+    // A JSON write from a page elsewhere needs a CORS preflight first: it is never granted.
+    const preflight = await fetch(`${dashboard.url}queues/api/queues/judge/pause`, { method: 'OPTIONS', headers: { origin: 'http://evil.example', 'access-control-request-method': 'PUT', 'access-control-request-headers': 'content-type' } });
+    expect(preflight.status).toBeGreaterThanOrEqual(400);
+    expect(preflight.headers.get('access-control-allow-origin')).toBeNull();
     expect((await fetch(`${dashboard.url}queues/api/queues/judge/pause`, { method: 'PUT', headers: auth })).status).toBeLessThan(300);
     const judge = openQueue('judge', redis, prefix);
     expect(await judge.isPaused()).toBe(true);
