@@ -5,10 +5,16 @@
  * promote, clean, pause...) always needs them; `read_only` refuses every such request with 403.
  *
  * Credentials: basic auth (`dashboard.user` + `dashboard.password`, from VCFLEET_DASHBOARD_USER and
- * VCFLEET_DASHBOARD_PASSWORD) or a bearer token (`dashboard.token`, from VCFLEET_DASHBOARD_TOKEN).
+ * VCFLEET_DASHBOARD_PASSWORD) or a bearer token (`dashboard.token`, from VCFLEET_DASHBOARD_TOKEN),
+ * checked by hono's basic-auth and bearer-auth middleware (constant-time comparisons); cross-origin
+ * writes are refused by hono's csrf middleware.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
-import type { MiddlewareHandler } from 'hono';
+import type { Context, MiddlewareHandler } from 'hono';
+import { basicAuth } from 'hono/basic-auth';
+import { bearerAuth } from 'hono/bearer-auth';
+import { every, some } from 'hono/combine';
+import { csrf } from 'hono/csrf';
+import { HTTPException } from 'hono/http-exception';
 import { ConfigError } from '../shared/errors.ts';
 
 export interface DashboardCredentials {
@@ -26,16 +32,10 @@ export interface AccessPolicy {
   loopbackHostsOnly: boolean;
 }
 
-export interface AccessRequest {
-  method: string;
-  authorization?: string;
-  origin?: string;
-  host?: string;
-}
-
-export type AccessDecision = 'allow' | 'unauthorized' | 'read_only' | 'bad_origin' | 'bad_host';
-
 const LOOPBACK_NAMES = new Set(['127.0.0.1', '::1', '[::1]', 'localhost']);
+/** What an `Authorization: Bearer` value may hold (RFC 6750 b64token), as hono's bearer-auth reads it. */
+const BEARER_TOKEN = /^[A-Za-z0-9._~+/-]+=*$/;
+const REALM = 'vcfleet dashboard';
 
 /** Only these count as loopback; 127.0.0.2 and 0.0.0.0 do not (they need credentials). */
 export function isLoopback(host: string): boolean {
@@ -51,6 +51,11 @@ export function checkBind(host: string, c: DashboardCredentials): void {
   if (Boolean(c.user) !== Boolean(c.password)) {
     throw new ConfigError('dashboard basic auth needs both VCFLEET_DASHBOARD_USER and VCFLEET_DASHBOARD_PASSWORD (dashboard.user, dashboard.password)');
   }
+  // Basic auth splits "user:password" at the first colon (RFC 7617): such a user could never log in.
+  if (c.user?.includes(':')) throw new ConfigError('VCFLEET_DASHBOARD_USER (dashboard.user) may not contain ":" (basic auth splits at it)');
+  if (c.token && !BEARER_TOKEN.test(c.token)) {
+    throw new ConfigError('VCFLEET_DASHBOARD_TOKEN (dashboard.token) may hold only letters, digits and - . _ ~ + / (then = padding): a bearer token of any other form is never accepted');
+  }
   if (!isLoopback(host) && !hasCredentials(c)) {
     throw new ConfigError(
       `refusing to serve the dashboard on ${host} without credentials: set VCFLEET_DASHBOARD_USER and ` +
@@ -64,25 +69,7 @@ export function accessPolicy(host: string, credentials: DashboardCredentials, re
   return { credentials, authForReads: !loopback, readOnly, loopbackHostsOnly: loopback };
 }
 
-function sameSecret(given: string, expected: string): boolean {
-  const a = createHash('sha256').update(given).digest();
-  const b = createHash('sha256').update(expected).digest();
-  return timingSafeEqual(a, b);
-}
-
-/** True when the Authorization header carries the configured basic credentials or bearer token. */
-export function authorized(header: string | undefined, c: DashboardCredentials): boolean {
-  if (!header) return false;
-  const [scheme, value = ''] = header.trim().split(/\s+/, 2);
-  if (/^bearer$/i.test(scheme) && c.token) return sameSecret(value, c.token);
-  if (/^basic$/i.test(scheme) && c.user && c.password) {
-    const decoded = Buffer.from(value, 'base64').toString('utf8');
-    return sameSecret(decoded, `${c.user}:${c.password}`);
-  }
-  return false;
-}
-
-/** The host name of a Host header or an Origin URL, without port or brackets kept apart. */
+/** The host name of a Host header or an Origin URL (no port); '' when it is not one. */
 function hostName(value: string): string {
   try {
     return new URL(value.includes('://') ? value : `http://${value}`).hostname;
@@ -91,35 +78,58 @@ function hostName(value: string): string {
   }
 }
 
-/** Decide one request; pure, so it is tested without a server. */
-export function decide(req: AccessRequest, policy: AccessPolicy): AccessDecision {
-  const write = req.method !== 'GET' && req.method !== 'HEAD';
-  if (policy.loopbackHostsOnly && req.host && !isLoopback(hostName(req.host))) return 'bad_host';
-  const needAuth = hasCredentials(policy.credentials) && (policy.authForReads || write);
-  if (needAuth && !authorized(req.authorization, policy.credentials)) return 'unauthorized';
-  if (write && policy.readOnly) return 'read_only';
-  // Browsers send Origin on cross-site writes: a page elsewhere must not drive this dashboard.
-  if (write && req.origin && req.host && new URL(req.origin).host !== req.host) return 'bad_origin';
-  return 'allow';
+/** Either credential the policy holds; null when it holds none. Basic is tried last, so its challenge is the one a browser sees. */
+function credentialCheck(c: DashboardCredentials): MiddlewareHandler | null {
+  const checks: MiddlewareHandler[] = [];
+  if (c.token) checks.push(bearerAuth({ token: c.token, realm: REALM, noAuthenticationHeader: { message: 'credentials required\n' } }));
+  if (c.user && c.password) {
+    checks.push(basicAuth({ username: c.user, password: c.password, realm: REALM, invalidUserMessage: 'credentials required\n' }));
+  }
+  return checks.length ? some(...checks) : null;
 }
 
-/** The Hono middleware applying `decide` to every request. */
-export function accessGuard(policy: AccessPolicy): MiddlewareHandler {
-  const challenge = policy.credentials.user ? 'Basic realm="vcfleet dashboard", charset="UTF-8"' : 'Bearer realm="vcfleet dashboard"';
+/**
+ * Cross-origin writes, as hono's csrf middleware judges them: a write with a body a web form can
+ * send (form data, text, none) must carry this host's Origin or `Sec-Fetch-Site: same-origin`, else
+ * 403. A page elsewhere can send any other write (a JSON body) only after a CORS preflight, which
+ * this dashboard never grants. A write with neither Origin nor Sec-Fetch-Site comes from a script,
+ * not a browser: it passes, and the credentials decide.
+ */
+function sameOriginWrites(): MiddlewareHandler {
+  // Host against host, not scheme: behind a proxy that terminates HTTPS the Origin says https.
+  const check = csrf({ origin: (origin, c) => (URL.canParse(origin) ? new URL(origin).host === c.req.header('host') : false) });
   return async (c, next) => {
-    let decision: AccessDecision;
-    try {
-      decision = decide(
-        { method: c.req.method, authorization: c.req.header('authorization'), origin: c.req.header('origin'), host: c.req.header('host') },
-        policy,
-      );
-    } catch {
-      decision = 'bad_origin';
+    if (c.req.header('origin') === undefined && c.req.header('sec-fetch-site') === undefined) return next();
+    return check(c, next);
+  };
+}
+
+const refuseWrites: MiddlewareHandler = async (c) => c.json({ error: 'the dashboard is read-only (--read-only): no changes allowed' }, 403);
+
+function isWrite(c: Context): boolean {
+  return c.req.method !== 'GET' && c.req.method !== 'HEAD';
+}
+
+/** The Hono middleware applying the policy to every request; refusals answer 401 or 403 and go no further. */
+export function accessGuard(policy: AccessPolicy): MiddlewareHandler {
+  const credentials = credentialCheck(policy.credentials);
+  const origins = sameOriginWrites();
+  return async (c, next) => {
+    const host = c.req.header('host');
+    if (policy.loopbackHostsOnly && host !== undefined && !isLoopback(hostName(host))) {
+      return c.text('unknown Host header for a loopback dashboard\n', 403);
     }
-    if (decision === 'allow') return next();
-    if (decision === 'unauthorized') return c.text('credentials required\n', 401, { 'WWW-Authenticate': challenge });
-    if (decision === 'read_only') return c.json({ error: 'the dashboard is read-only (--read-only): no changes allowed' }, 403);
-    if (decision === 'bad_host') return c.text('unknown Host header for a loopback dashboard\n', 403);
-    return c.text('cross-origin request refused\n', 403);
+    const write = isWrite(c);
+    const steps: MiddlewareHandler[] = [];
+    if (credentials && (policy.authForReads || write)) steps.push(credentials);
+    if (write && policy.readOnly) steps.push(refuseWrites);
+    if (write) steps.push(origins);
+    try {
+      return await every(...steps)(c, next);
+    } catch (err) {
+      // hono's auth and csrf middleware refuse by throwing their response; csrf's is the only 403.
+      if (!(err instanceof HTTPException)) throw err;
+      return err.status === 403 ? c.text('cross-origin request refused\n', 403) : err.getResponse();
+    }
   };
 }

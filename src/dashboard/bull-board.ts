@@ -2,7 +2,8 @@
  * Bull Board over every queue of the fleet (rollout, judge, results under the configured prefix),
  * served by the Hono adapter. Job data holds ids, agent outcomes and rows, never keys or images
  * (images are blobs by SHA-256); long strings (`response_tail` is up to 4000 characters) are
- * shortened for display only.
+ * shortened for display only. Each job's card links to its rollout's viewer page (the board's
+ * `externalJobUrl`, drawn as a link in the card's header), and the board's menu to the viewer.
  */
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
@@ -10,6 +11,9 @@ import { HonoAdapter } from '@bull-board/hono';
 import { serveStatic } from '@hono/node-server/serve-static';
 import type { Queue } from 'bullmq';
 import type { Hono } from 'hono';
+import { jobRolloutUrl } from './viewer-links.ts';
+
+type JobUrl = NonNullable<ConstructorParameters<typeof BullMQAdapter>[1]>['externalJobUrl'];
 
 /** Strings longer than this are cut in the job views (characters). */
 export const MAX_SHOWN_CHARS = 600;
@@ -29,6 +33,8 @@ export function trimForDisplay(value: unknown, max = MAX_SHOWN_CHARS): unknown {
 export interface BullBoardOptions {
   /** Where the board is mounted, e.g. `/queues`. */
   basePath: string;
+  /** Where the rollout viewer is mounted, e.g. `/viewer`: jobs link to their rollout page under it. */
+  viewerPath: string;
   /** Bull Board hides its write actions; the access guard refuses them anyway. */
   readOnly: boolean;
   title?: string;
@@ -36,8 +42,13 @@ export interface BullBoardOptions {
 
 /** Mount Bull Board over `queues` on `app` at `basePath`. */
 export function mountBullBoard(app: Hono, queues: readonly Queue[], opts: BullBoardOptions): void {
+  // The board draws no link when this answers undefined (a job whose data names no rollout), though its type says it always answers.
+  const externalJobUrl = ((job) => {
+    const href = jobRolloutUrl(opts.viewerPath, job.data);
+    return href ? { href, displayText: 'rollout page' } : undefined;
+  }) as JobUrl;
   const adapters = queues.map((queue) => {
-    const adapter = new BullMQAdapter(queue, { readOnlyMode: opts.readOnly, allowRetries: !opts.readOnly });
+    const adapter = new BullMQAdapter(queue, { readOnlyMode: opts.readOnly, allowRetries: !opts.readOnly, externalJobUrl });
     adapter.setFormatter('data', (data) => trimForDisplay(data));
     adapter.setFormatter('returnValue', (data) => trimForDisplay(data));
     return adapter;
@@ -49,7 +60,7 @@ export function mountBullBoard(app: Hono, queues: readonly Queue[], opts: BullBo
     // @bull-board/hono 9.10.1 pins its own copy of @bull-board/api's types; at run time it only uses
     // the IServerAdapter methods, which did not change between 9.10.1 and 9.10.2.
     serverAdapter: serverAdapter as unknown as Parameters<typeof createBullBoard>[0]['serverAdapter'],
-    options: { uiConfig: { boardTitle: opts.title ?? 'vcfleet', miscLinks: [{ text: 'Runs', url: '/' }] } },
+    options: { uiConfig: { boardTitle: opts.title ?? 'vcfleet', miscLinks: [{ text: 'Runs', url: '/' }, { text: 'Rollouts', url: `${opts.viewerPath}/` }] } },
   });
   app.route(opts.basePath, serverAdapter.registerPlugin());
 }

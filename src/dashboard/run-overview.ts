@@ -8,6 +8,7 @@ import type { Redis } from 'ioredis';
 import { openQueue, QUEUE_NAMES, type QueueName } from '../shared/queues.ts';
 import { RunStore } from '../shared/run-store.ts';
 import { tallyRows } from '../ops/run-status.ts';
+import { jobIds } from './viewer-links.ts';
 
 export interface RunSummary {
   run_id: string;
@@ -30,17 +31,21 @@ export interface RunSummary {
   running: number;
   /** Failed jobs by queue (requeue them with `vcfleet retry` or the board). */
   failed: Record<QueueName, number>;
+  /** Every rollout has a row (scored or masked). */
   complete: boolean;
+  /** `failed`: complete, and every row masked (nothing was scored); `complete`: complete with scores; else `running`. */
+  state: RunState;
+}
+
+export type RunState = 'running' | 'complete' | 'failed';
+
+/** A run that ended without a single score failed, whatever its row count says. */
+export function runState(done: number, total: number, scored: number): RunState {
+  if (done < total) return 'running';
+  return done > 0 && scored === 0 ? 'failed' : 'complete';
 }
 
 type JobCountsByRun = Map<string, Record<QueueName, number>>;
-
-/** The run a job belongs to, from its unparsed data (results jobs carry it in their row). */
-function jobRunId(data: unknown): string | undefined {
-  const d = data as { run_id?: unknown; row?: { run_id?: unknown } } | null;
-  const id = d?.run_id ?? d?.row?.run_id;
-  return typeof id === 'string' ? id : undefined;
-}
 
 /** Jobs of one state in every queue, counted by run (paged, so a long queue is read in pieces). */
 async function countByRun(redis: Redis, prefix: string, state: 'active' | 'failed'): Promise<JobCountsByRun> {
@@ -51,7 +56,7 @@ async function countByRun(redis: Redis, prefix: string, state: 'active' | 'faile
       for (let start = 0; ; start += 1000) {
         const page = await queue.getJobs([state], start, start + 999, true);
         for (const job of page) {
-          const runId = job ? jobRunId(job.data) : undefined;
+          const runId = job ? jobIds(job.data).run_id : undefined;
           if (!runId) continue;
           const counts = out.get(runId) ?? { rollout: 0, judge: 0, results: 0 };
           counts[name]++;
@@ -83,6 +88,7 @@ export async function runOverview(redis: Redis, prefix: string, maxRuns = 50): P
       running: active.get(id)?.rollout ?? 0,
       failed: failed.get(id) ?? { rollout: 0, judge: 0, results: 0 },
       complete: done >= run.total,
+      state: runState(done, run.total, scored),
     });
   }
   return out;

@@ -2,7 +2,8 @@
  * `vcfleet dashboard`: one Hono app on `dashboard.{host,port}` with
  * - `/` (and `/runs`): the run overview, server-rendered HTML;
  * - `/api/runs`: the same as JSON; `/api/runs/:id`: the full `runStatus` of one run;
- * - `/queues`: Bull Board over the rollout, judge and results queues.
+ * - `/queues`: Bull Board over the rollout, judge and results queues, each job linked to its rollout;
+ * - `/viewer`: the rollout viewer (src/viewer/) over the runs in Redis (redis-viewer-source.ts).
  * Every request passes the access guard (auth.ts) first.
  */
 import type { AddressInfo } from 'node:net';
@@ -15,13 +16,20 @@ import { errorMessage, PoisonJobError } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
 import { openQueue, QUEUE_NAMES } from '../shared/queues.ts';
 import { runStatus } from '../ops/run-status.ts';
+import { RunStore } from '../shared/run-store.ts';
+import { createViewerApp } from '../viewer/app.ts';
 import { accessGuard, accessPolicy, checkBind } from './auth.ts';
 import { mountBullBoard } from './bull-board.ts';
 import { renderOverviewPage } from './overview-page.ts';
+import { createRedisViewerSource } from './redis-viewer-source.ts';
 import { runOverview } from './run-overview.ts';
 
 /** Where Bull Board lives on the dashboard. */
 export const BOARD_PATH = '/queues';
+/** Where the rollout viewer lives on the dashboard. */
+export const VIEWER_PATH = '/viewer';
+/** Puzzle images the viewer keeps in memory (bytes; each is read from Redis once). */
+const VIEWER_IMAGE_CACHE_BYTES = 64 * 1024 * 1024;
 
 export interface DashboardDeps {
   /** `dashboard.*` and `queues.prefix` are read from it. */
@@ -39,6 +47,18 @@ export interface Dashboard {
   close(): Promise<void>;
 }
 
+/** The rollout viewer over the runs in Redis, at VIEWER_PATH, with the viewer's own headers (its CSP). */
+function viewerApp({ config, logger, redis }: DashboardDeps): Hono {
+  const prefix = config.queues.prefix;
+  const store = new RunStore(redis, prefix, { cache: true, cacheImageBytes: VIEWER_IMAGE_CACHE_BYTES });
+  const source = createRedisViewerSource({ store, output: config, maxRuns: config.dashboard.max_runs });
+  return createViewerApp(source, {
+    basePath: VIEWER_PATH,
+    title: `vcfleet rollouts (${prefix})`,
+    onError: (err, path) => logger.error({ path, err: errorMessage(err) }, 'viewer request failed'),
+  });
+}
+
 /** The Hono app, without listening (tests may call `app.request`). */
 export function buildDashboardApp(deps: DashboardDeps, queues: readonly Queue[]): Hono {
   const { config, logger, redis } = deps;
@@ -47,7 +67,7 @@ export function buildDashboardApp(deps: DashboardDeps, queues: readonly Queue[])
   const app = new Hono();
   app.use('*', accessGuard(accessPolicy(d.host, { user: d.user, password: d.password, token: d.token }, d.read_only)));
   const overview = async () => runOverview(redis, prefix, d.max_runs);
-  app.get('/', async (c) => c.html(renderOverviewPage(await overview(), { boardPath: BOARD_PATH, prefix, readOnly: d.read_only })));
+  app.get('/', async (c) => c.html(renderOverviewPage(await overview(), { boardPath: BOARD_PATH, viewerPath: VIEWER_PATH, prefix, readOnly: d.read_only })));
   app.get('/runs', (c) => c.redirect('/'));
   app.get('/api/runs', async (c) => c.json({ prefix, read_only: d.read_only, runs: await overview() }));
   app.get('/api/runs/:id', async (c) => {
@@ -58,7 +78,10 @@ export function buildDashboardApp(deps: DashboardDeps, queues: readonly Queue[])
       throw err;
     }
   });
-  mountBullBoard(app, queues, { basePath: BOARD_PATH, readOnly: d.read_only, title: `vcfleet (${prefix})` });
+  mountBullBoard(app, queues, { basePath: BOARD_PATH, viewerPath: VIEWER_PATH, readOnly: d.read_only, title: `vcfleet (${prefix})` });
+  app.route('/', viewerApp(deps));
+  // Browsers ask for it on their own; an empty answer keeps a 404 out of their consoles.
+  app.get('/favicon.ico', (c) => c.body(null, 204));
   app.onError((err, c) => {
     logger.error({ path: c.req.path, err: errorMessage(err) }, 'dashboard request failed');
     return c.json({ error: errorMessage(err) }, 500);
@@ -70,7 +93,7 @@ export function buildDashboardApp(deps: DashboardDeps, queues: readonly Queue[])
 export async function startDashboard(deps: DashboardDeps): Promise<Dashboard> {
   const d = deps.config.dashboard;
   checkBind(d.host, { user: d.user, password: d.password, token: d.token });
-  const queues = QUEUE_NAMES.map((name) => openQueue(name, deps.redis, deps.config.queues.prefix) as unknown as Queue);
+  const queues = QUEUE_NAMES.map((name) => openQueue(name, deps.redis, deps.config.queues.prefix));
   const app = buildDashboardApp(deps, queues);
   const server = createAdaptorServer({ fetch: app.fetch });
   try {

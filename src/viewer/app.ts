@@ -52,13 +52,17 @@ async function serveImage(c: Context, source: ViewerSource): Promise<Response> {
 export function createViewerApp(source: ViewerSource, options: ViewerAppOptions = {}): Hono {
   const basePath = checkBasePath(options.basePath ?? '');
   const title = options.title ?? 'vcfleet rollouts';
-  const app = basePath ? new Hono().basePath(basePath) : new Hono();
+  const root = new Hono();
+  // basePath() returns a view of `root` sharing its routes, so routes added to either are served.
+  const app = basePath ? root.basePath(basePath) : root;
   // Start bundling now so the first page load does not wait for it; errors surface on that request.
   clientAssets().catch(() => undefined);
   app.use('*', securityHeaders());
 
   const shell = (c: Context) => c.html(renderPageShell(basePath, title), 200, noStore);
   app.get('/', shell);
+  // Under a base path that route is the bare `/viewer`; the runs page is also `/viewer/` (the client's own links end in '/').
+  if (basePath) root.get(`${basePath}/`, shell);
   app.get('/runs/:run', shell);
   app.get('/runs/:run/rollouts/:rollout', shell);
 

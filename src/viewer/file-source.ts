@@ -10,8 +10,9 @@ import { DataError } from '../shared/errors.ts';
 import type { Row } from '../shared/rows.ts';
 import { aggregateMetrics, metricsPathFor } from '../workers/results/metrics.ts';
 import { parseRowLines, type ParsedRows } from '../workers/results/row-file.ts';
-import type { RolloutData, RunData, RunListEntry, RunMeta, ViewerSource } from './source.ts';
-import { imagesDirFor, readImageFile, readTranscriptFile } from './transcript-files.ts';
+import { runListEntry } from './run-list.ts';
+import type { RolloutData, RunData, RunMeta, ViewerSource } from './source.ts';
+import { outputFiles } from './transcript-files.ts';
 
 interface Loaded {
   mtimeMs: number;
@@ -53,25 +54,10 @@ function runMeta(runId: string, rows: readonly Row[], loaded: Loaded, jsonlPath:
   };
 }
 
-function listEntry(runId: string, rows: readonly Row[]): RunListEntry {
-  const scored = rows.filter((r) => r.reward !== null && r.failure_kind === null);
-  const correct = scored.filter((r) => r.reward === 1).length;
-  return {
-    run_id: runId,
-    benchmark: rows[0].benchmark,
-    policy_model: rows[0].policy_model,
-    rollouts: rows.length,
-    scored: scored.length,
-    correct,
-    mean_reward: scored.length ? correct / scored.length : null,
-    last_finished_at: rows.reduce((latest, r) => (r.finished_at > latest ? r.finished_at : latest), ''),
-  };
-}
-
 /** A `ViewerSource` over one output JSONL and the folders beside it. Throws DataError when the file cannot be read. */
 export function createFileSource(jsonlPath: string): ViewerSource {
   const file = path.resolve(jsonlPath);
-  const imagesDir = imagesDirFor(file);
+  const files = outputFiles(file);
   let cache: Loaded | undefined;
 
   function load(): Loaded {
@@ -90,7 +76,7 @@ export function createFileSource(jsonlPath: string): ViewerSource {
   load();
   return {
     async runs() {
-      const entries = [...load().parsed.runs].map(([runId, run]) => listEntry(runId, run.rows));
+      const entries = [...load().parsed.runs].map(([runId, { rows }]) => runListEntry({ run_id: runId, benchmark: rows[0].benchmark, policy_model: rows[0].policy_model }, rows));
       return entries.sort((a, b) => b.last_finished_at.localeCompare(a.last_finished_at));
     },
     async run(runId): Promise<RunData | null> {
@@ -102,10 +88,10 @@ export function createFileSource(jsonlPath: string): ViewerSource {
     },
     async rollout(runId, rolloutId): Promise<RolloutData | null> {
       const row = load().parsed.runs.get(runId)?.rows.find((r) => r.rollout_id === rolloutId);
-      return row ? { row, transcript: readTranscriptFile(file, row) } : null;
+      return row ? { row, transcript: files.transcript(row) } : null;
     },
     async image(sha256) {
-      return readImageFile(imagesDir, sha256);
+      return files.image(sha256);
     },
   };
 }

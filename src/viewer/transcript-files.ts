@@ -4,7 +4,8 @@
  *   that folder, and the file (after symlinks) is still there;
  * - an image is read only by its SHA-256, checked as 64 hex digits, under a fixed set of file names
  *   in `<stem>_transcripts/images/`.
- * No text from a URL or a row is ever joined into a path unchecked.
+ * No text from a URL or a row is ever joined into a path unchecked. Every `ViewerSource` that reads
+ * output files (the file source, the dashboard's Redis source) reads them through `outputFiles`.
  */
 import { existsSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -49,7 +50,7 @@ function parseRecord(file: string, row: Row): TranscriptLookup {
 }
 
 /** The transcript record a row points to, read from the transcripts folder beside `jsonlPath`. */
-export function readTranscriptFile(jsonlPath: string, row: Row): TranscriptLookup {
+function readTranscriptFile(jsonlPath: string, row: Row): TranscriptLookup {
   if (row.transcript === null) return { status: 'not_kept' };
   const dir = transcriptDirFor(path.resolve(jsonlPath));
   const file = path.resolve(path.dirname(path.resolve(jsonlPath)), row.transcript);
@@ -61,17 +62,29 @@ export function readTranscriptFile(jsonlPath: string, row: Row): TranscriptLooku
   return parseRecord(file, row);
 }
 
-/** The images folder of the run output `jsonlPath`. */
-export function imagesDirFor(jsonlPath: string): string {
-  return path.join(transcriptDirFor(path.resolve(jsonlPath)), 'images');
-}
-
 /** The bytes of the image `sha256` in `imagesDir`; null when the name is not a SHA-256 or no file holds it. */
-export function readImageFile(imagesDir: string, sha256: string): Uint8Array | null {
+function readImageFile(imagesDir: string, sha256: string): Uint8Array | null {
   if (!SHA256_PATTERN.test(sha256)) return null;
   for (const ext of IMAGE_EXTENSIONS) {
     const file = path.join(imagesDir, `${sha256}.${ext}`);
     if (existsSync(file) && staysIn(imagesDir, file)) return new Uint8Array(readFileSync(file));
   }
   return null;
+}
+
+/** What the viewer reads beside one output JSONL, through the guards above. */
+export interface OutputFiles {
+  /** The output JSONL, absolute. */
+  readonly jsonl: string;
+  /** The transcript record `row` names, or why there is none to show. */
+  transcript(row: Row): TranscriptLookup;
+  /** An image of `<stem>_transcripts/images/` by SHA-256; null when the name is not one or no file holds it. */
+  image(sha256: string): Uint8Array | null;
+}
+
+/** The transcripts and images of the run output `jsonlPath` (the files need not exist yet). */
+export function outputFiles(jsonlPath: string): OutputFiles {
+  const jsonl = path.resolve(jsonlPath);
+  const imagesDir = path.join(transcriptDirFor(jsonl), 'images');
+  return { jsonl, transcript: (row) => readTranscriptFile(jsonl, row), image: (sha256) => readImageFile(imagesDir, sha256) };
 }

@@ -94,6 +94,10 @@ describe('docker-compose.yml', () => {
     expect(compose.services.results.volumes?.some((v) => v.endsWith(':/app/results'))).toBe(true);
   });
 
+  it('lets the dashboard read the transcripts the results consumer writes, and only read them', () => {
+    expect(compose.services.dashboard.volumes).toContain('results:/app/results:ro');
+  });
+
   it('gives the sandbox-worker what the sandbox box needs, without privileged or an unconfined seccomp', () => {
     const sw = compose.services['sandbox-worker'];
     expect(sw.privileged ?? false).toBe(false);

@@ -1,13 +1,16 @@
 /**
- * Who may use the dashboard: the pure access decisions, a `vcfleet dashboard` process that refuses a
- * non-loopback bind without credentials and answers 401/200 with them, bearer tokens, read-only
- * mode (403 on Bull Board's write API, the board itself marked read-only), cross-origin writes,
- * and job data trimmed for display.
+ * Who may use the dashboard: the access decisions (the guard in front of a one-route app), a
+ * `vcfleet dashboard` process that refuses a non-loopback bind without credentials and answers
+ * 401/200 with them on every route (the run overview, Bull Board, the rollout viewer), bearer
+ * tokens, read-only mode (403 on Bull Board's write API, the board itself marked read-only),
+ * cross-origin writes, Host headers of a loopback dashboard, and job data trimmed for display.
  */
+import http from 'node:http';
 import net from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { accessPolicy, authorized, checkBind, decide, isLoopback } from '../../src/dashboard/auth.ts';
+import { Hono } from 'hono';
+import { accessGuard, accessPolicy, checkBind, isLoopback, type AccessPolicy } from '../../src/dashboard/auth.ts';
 import { trimForDisplay } from '../../src/dashboard/bull-board.ts';
 import { startDashboard, type Dashboard } from '../../src/dashboard/server.ts';
 import { loadConfig } from '../../src/shared/config.ts';
@@ -20,6 +23,26 @@ import { deletePrefix } from '../helpers/redis-keys.ts';
 
 const creds = { user: 'ops', password: 'pw-DASHSECRET', token: null };
 const basic = (u: string, p: string) => `Basic ${Buffer.from(`${u}:${p}`).toString('base64')}`;
+
+/** A one-route app behind the guard: what the guard decides is all that can differ. */
+function guarded(policy: AccessPolicy): Hono {
+  const app = new Hono();
+  app.use('*', accessGuard(policy));
+  app.all('*', (c) => c.text('handled\n'));
+  return app;
+}
+
+/** The guard's decision on one request, named by what its answer says. */
+async function decide(app: Hono, method: string, headers: Record<string, string>): Promise<string> {
+  const res = await app.request('/x', { method, headers });
+  const body = await res.text();
+  if (res.status === 200 && body === 'handled\n') return 'allow';
+  if (res.status === 401) return 'unauthorized';
+  if (res.status === 403 && body.includes('read-only')) return 'read_only';
+  if (res.status === 403 && body.includes('Host header')) return 'bad_host';
+  if (res.status === 403 && body.includes('cross-origin')) return 'bad_origin';
+  return `HTTP ${res.status}: ${body}`;
+}
 
 describe('dashboard access decisions', () => {
   it('counts only 127.0.0.1, ::1 and localhost as loopback', () => {
@@ -36,33 +59,50 @@ describe('dashboard access decisions', () => {
     expect(() => checkBind('127.0.0.1', { user: null, password: null, token: null })).not.toThrow();
   });
 
-  it('checks basic credentials and bearer tokens', () => {
-    const both = { ...creds, token: 'tok-123' };
-    expect(authorized(basic('ops', 'pw-DASHSECRET'), both)).toBe(true);
-    expect(authorized(basic('ops', 'wrong'), both)).toBe(false);
-    expect(authorized('Bearer tok-123', both)).toBe(true);
-    expect(authorized('bearer tok-124', both)).toBe(false);
-    expect(authorized(undefined, both)).toBe(false);
-    expect(authorized('Bearer tok-123', creds)).toBe(false);
+  it('refuses a user name with a colon and a token no bearer header can carry', () => {
+    expect(() => checkBind('0.0.0.0', { user: 'ops:x', password: 'pw', token: null })).toThrow(/may not contain ":"/);
+    expect(() => checkBind('127.0.0.1', { user: null, password: null, token: 'two words' })).toThrow(/VCFLEET_DASHBOARD_TOKEN.*may hold only/);
+    expect(() => checkBind('0.0.0.0', { user: null, password: null, token: 'tok-123_~+/.==' })).not.toThrow();
   });
 
-  it('decides reads, writes, read-only and origins', () => {
-    const open = accessPolicy('127.0.0.1', { user: null, password: null, token: null }, false);
-    expect(decide({ method: 'GET', host: '127.0.0.1:3000' }, open)).toBe('allow');
-    expect(decide({ method: 'PUT', host: '127.0.0.1:3000' }, open)).toBe('allow');
-    expect(decide({ method: 'GET', host: 'evil.example:3000' }, open)).toBe('bad_host');
-    expect(decide({ method: 'PUT', host: '127.0.0.1:3000', origin: 'http://evil.example' }, open)).toBe('bad_origin');
-    expect(decide({ method: 'PUT', host: '127.0.0.1:3000', origin: 'http://127.0.0.1:3000' }, open)).toBe('allow');
+  it('checks basic credentials and bearer tokens', async () => {
+    const both = guarded(accessPolicy('0.0.0.0', { ...creds, token: 'tok-123' }, false));
+    expect(await decide(both, 'GET', { authorization: basic('ops', 'pw-DASHSECRET') })).toBe('allow');
+    expect(await decide(both, 'GET', { authorization: basic('ops', 'wrong') })).toBe('unauthorized');
+    expect(await decide(both, 'GET', { authorization: basic('OPS', 'pw-DASHSECRET') })).toBe('unauthorized');
+    expect(await decide(both, 'GET', { authorization: 'Bearer tok-123' })).toBe('allow');
+    expect(await decide(both, 'GET', { authorization: 'bearer tok-124' })).toBe('unauthorized');
+    expect(await decide(both, 'GET', {})).toBe('unauthorized');
+    expect(await decide(guarded(accessPolicy('0.0.0.0', creds, false)), 'GET', { authorization: 'Bearer tok-123' })).toBe('unauthorized');
+    // A token-only dashboard: a header of another scheme is malformed for it (400, as RFC 6750 says), never let through.
+    const tokenOnly = guarded(accessPolicy('0.0.0.0', { user: null, password: null, token: 'tok-123' }, false));
+    expect((await tokenOnly.request('/x', { headers: { authorization: basic('ops', 'pw-DASHSECRET') } })).status).toBe(400);
+    const challenge = await both.request('/x');
+    expect(challenge.headers.get('www-authenticate')).toMatch(/^Basic realm="vcfleet dashboard"/);
+    expect(await challenge.text()).not.toContain('pw-DASHSECRET');
+  });
 
-    const localWithCreds = accessPolicy('localhost', creds, false);
-    expect(decide({ method: 'GET', host: 'localhost:3000' }, localWithCreds)).toBe('allow');
-    expect(decide({ method: 'PUT', host: 'localhost:3000' }, localWithCreds)).toBe('unauthorized');
-    expect(decide({ method: 'PUT', host: 'localhost:3000', authorization: basic('ops', 'pw-DASHSECRET') }, localWithCreds)).toBe('allow');
+  it('decides reads, writes, read-only and origins', async () => {
+    const open = guarded(accessPolicy('127.0.0.1', { user: null, password: null, token: null }, false));
+    expect(await decide(open, 'GET', { host: '127.0.0.1:3000' })).toBe('allow');
+    expect(await decide(open, 'PUT', { host: '127.0.0.1:3000' })).toBe('allow');
+    expect(await decide(open, 'GET', { host: 'evil.example:3000' })).toBe('bad_host');
+    expect(await decide(open, 'PUT', { host: '127.0.0.1:3000', origin: 'http://evil.example' })).toBe('bad_origin');
+    expect(await decide(open, 'PUT', { host: '127.0.0.1:3000', origin: 'http://127.0.0.1:3000' })).toBe('allow');
+    // A form a page elsewhere posts, and a write a browser marks as cross-site with no Origin.
+    expect(await decide(open, 'POST', { host: '127.0.0.1:3000', origin: 'http://evil.example', 'content-type': 'application/x-www-form-urlencoded' })).toBe('bad_origin');
+    expect(await decide(open, 'PUT', { host: '127.0.0.1:3000', 'sec-fetch-site': 'cross-site' })).toBe('bad_origin');
+    expect(await decide(open, 'PUT', { host: '127.0.0.1:3000', 'sec-fetch-site': 'same-origin' })).toBe('allow');
 
-    const remote = accessPolicy('0.0.0.0', creds, true);
-    expect(decide({ method: 'GET', host: 'fleet.internal' }, remote)).toBe('unauthorized');
-    expect(decide({ method: 'GET', host: 'fleet.internal', authorization: basic('ops', 'pw-DASHSECRET') }, remote)).toBe('allow');
-    expect(decide({ method: 'PUT', host: 'fleet.internal', authorization: basic('ops', 'pw-DASHSECRET') }, remote)).toBe('read_only');
+    const localWithCreds = guarded(accessPolicy('localhost', creds, false));
+    expect(await decide(localWithCreds, 'GET', { host: 'localhost:3000' })).toBe('allow');
+    expect(await decide(localWithCreds, 'PUT', { host: 'localhost:3000' })).toBe('unauthorized');
+    expect(await decide(localWithCreds, 'PUT', { host: 'localhost:3000', authorization: basic('ops', 'pw-DASHSECRET') })).toBe('allow');
+
+    const remote = guarded(accessPolicy('0.0.0.0', creds, true));
+    expect(await decide(remote, 'GET', { host: 'fleet.internal' })).toBe('unauthorized');
+    expect(await decide(remote, 'GET', { host: 'fleet.internal', authorization: basic('ops', 'pw-DASHSECRET') })).toBe('allow');
+    expect(await decide(remote, 'PUT', { host: 'fleet.internal', authorization: basic('ops', 'pw-DASHSECRET') })).toBe('read_only');
   });
 
   it('trims long strings of job data for display only', () => {
@@ -86,6 +126,16 @@ function dashboardUrl(p: CliProcess): string | undefined {
 }
 
 const cleanupPrefix = deletePrefix;
+
+/** GET with a chosen Host header (fetch does not let a caller set it). */
+function statusWithHost(url: string, host: string): Promise<number | undefined> {
+  return new Promise((resolve, reject) => {
+    http.get(url, { headers: { host } }, (res) => {
+      res.resume();
+      resolve(res.statusCode);
+    }).on('error', reject);
+  });
+}
 
 describe('vcfleet dashboard access (process and server)', () => {
   const prefix = `vcftest-dash-${randomBytes(4).toString('hex')}`;
@@ -120,7 +170,7 @@ describe('vcfleet dashboard access (process and server)', () => {
     procs.push(p);
     const url = await waitFor('the dashboard URL', () => dashboardUrl(p) ?? (p.child.exitCode !== null ? Promise.reject(new Error(p.output())) : undefined), 30_000);
     expect(url).toMatch(/^http:\/\/127\.0\.0\.2:\d+\/$/);
-    for (const path of ['', 'api/runs', 'queues', 'queues/api/queues']) {
+    for (const path of ['', 'api/runs', 'queues', 'queues/api/queues', 'viewer/', 'viewer/api/runs', 'viewer/assets/viewer.js']) {
       const anon = await fetch(`${url}${path}`);
       expect(anon.status, path).toBe(401);
       expect(anon.headers.get('www-authenticate')).toMatch(/^Basic/);
@@ -162,8 +212,15 @@ describe('vcfleet dashboard access (process and server)', () => {
     dashboard = await startDashboard({ config, logger: createLogger({ level: 'silent' }), redis });
     const auth = { authorization: 'Bearer tok-DASHSECRET' };
     expect((await fetch(`${dashboard.url}api/runs`)).status).toBe(200);
+    // The rollout viewer answers only loopback names too (DNS rebinding), and only reads.
+    expect(await statusWithHost(`${dashboard.url}viewer/api/runs`, 'attacker.example')).toBe(403);
+    expect(await statusWithHost(`${dashboard.url}viewer/api/runs`, `localhost:${dashboard.port}`)).toBe(200);
     expect((await fetch(`${dashboard.url}queues/api/queues/judge/pause`, { method: 'PUT' })).status).toBe(401);
     expect((await fetch(`${dashboard.url}queues/api/queues/judge/pause`, { method: 'PUT', headers: { ...auth, origin: 'http://evil.example' } })).status).toBe(403);
+    // A JSON write from a page elsewhere needs a CORS preflight first: it is never granted.
+    const preflight = await fetch(`${dashboard.url}queues/api/queues/judge/pause`, { method: 'OPTIONS', headers: { origin: 'http://evil.example', 'access-control-request-method': 'PUT', 'access-control-request-headers': 'content-type' } });
+    expect(preflight.status).toBeGreaterThanOrEqual(400);
+    expect(preflight.headers.get('access-control-allow-origin')).toBeNull();
     expect((await fetch(`${dashboard.url}queues/api/queues/judge/pause`, { method: 'PUT', headers: auth })).status).toBeLessThan(300);
     const judge = openQueue('judge', redis, prefix);
     expect(await judge.isPaused()).toBe(true);

@@ -42,7 +42,8 @@ describe('viewer app', () => {
     expect(html).toContain('data-base="/viewer"');
     expect(html).toContain('<script type="module" src="/viewer/assets/viewer.js"></script>');
     expect(html).not.toContain('r1'); // no data in the HTML: the client fetches it
-    for (const res of [page, await get('/viewer/api/runs'), await get(`/viewer/images/${f.cropSha}`)]) {
+    for (const runs of [await get('/viewer/'), await get('/viewer')]) expect(await runs.text()).toContain('data-base="/viewer"');
+    for (const res of [page, await get('/viewer/'), await get('/viewer/api/runs'), await get(`/viewer/images/${f.cropSha}`)]) {
       expect(res.headers.get('content-security-policy')).toBe(CONTENT_SECURITY_POLICY);
       expect(res.headers.get('x-content-type-options')).toBe('nosniff');
     }

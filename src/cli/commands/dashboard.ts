@@ -1,9 +1,9 @@
-/** `vcfleet dashboard`: Bull Board over the fleet's queues plus a run overview, until stopped. */
+/** `vcfleet dashboard`: the run overview, the rollout viewer over the runs in Redis and Bull Board, until stopped. */
 import type { Command } from 'commander';
 import { ConfigError } from '../../shared/errors.ts';
 import type { Redis } from '../../shared/redis.ts';
 import { checkBind } from '../../dashboard/auth.ts';
-import { startDashboard, BOARD_PATH } from '../../dashboard/server.ts';
+import { startDashboard, BOARD_PATH, VIEWER_PATH } from '../../dashboard/server.ts';
 import { startRoleMetrics } from '../../ops/role-metrics.ts';
 import type { Cli } from '../context.ts';
 import { connect, onShutdownSignals } from '../runtime.ts';
@@ -26,7 +26,7 @@ function flagsOf(opts: DashboardFlags): Record<string, unknown> {
 export function registerDashboard(program: Command, cli: Cli): void {
   program
     .command('dashboard')
-    .description(`serve the run overview (/) and Bull Board (${BOARD_PATH}) over the fleet's queues`)
+    .description(`serve the run overview (/), the rollout viewer (${VIEWER_PATH}/) and Bull Board (${BOARD_PATH}) over the fleet's queues`)
     .option('--config <path>', 'config YAML')
     .option('--host <address>', 'address to bind (dashboard.host, default 127.0.0.1); any other address needs credentials')
     .option('--port <n>', 'port (dashboard.port, default 3000; 0 = any free port)')
@@ -56,7 +56,8 @@ export function registerDashboard(program: Command, cli: Cli): void {
       }
       const conn = redis;
       logger.info({ url: dashboard.url, prefix: config.queues.prefix, read_only: config.dashboard.read_only }, 'dashboard started');
-      process.stdout.write(`dashboard: ${dashboard.url} (queues: ${dashboard.url.replace(/\/$/, '')}${BOARD_PATH})\n`);
+      const root = dashboard.url.replace(/\/$/, '');
+      process.stdout.write(`dashboard: ${dashboard.url} (rollouts: ${root}${VIEWER_PATH}/, queues: ${root}${BOARD_PATH})\n`);
       await new Promise<void>((resolve) => {
         onShutdownSignals(logger, async () => {
           await dashboard.close();
