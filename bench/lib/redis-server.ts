@@ -4,7 +4,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { Redis } from 'ioredis';
-import { freePort } from '../../src/run/private-redis.ts';
+import { freePort } from '../../src/all-in-one/private-redis.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface BenchRedis {

@@ -7,7 +7,7 @@
 import path from 'node:path';
 import { loadConfig, type Config } from '../shared/config.ts';
 import type { Logger } from '../shared/logger.ts';
-import { runAll, type RunAllResult } from '../run/run-all.ts';
+import { runAll, type RunAllResult } from '../all-in-one/run-all.ts';
 import { newRunId } from '../producer/produce.ts';
 import { demoAnswers, demoPuzzles, writeDemoBenchmark } from './puzzles.ts';
 import { startScriptedPolicyServer } from './scripted-policy-server.ts';

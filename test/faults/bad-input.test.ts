@@ -7,7 +7,7 @@
 import { writeFileSync, readFileSync, truncateSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { runAll } from '../../src/run/run-all.ts';
+import { runAll } from '../../src/all-in-one/run-all.ts';
 import { openQueue } from '../../src/shared/queues.ts';
 import { createScriptedAgent } from '../../src/workers/sandbox/scripted-agent.ts';
 import { QUESTION_MAX_CHARS, RESPONSE_TAIL_CHARS } from '../../src/workers/judge/prompt.ts';

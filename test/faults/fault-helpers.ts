@@ -143,8 +143,8 @@ export function readTree(dir: string): Array<{ file: string; text: string }> {
 
 // --- a redis-server of our own, to restart, stop and pause ------------------------------------
 
-export { freePort } from '../../src/run/private-redis.ts';
-import { freePort } from '../../src/run/private-redis.ts';
+export { freePort } from '../../src/all-in-one/private-redis.ts';
+import { freePort } from '../../src/all-in-one/private-redis.ts';
 
 export interface OwnRedis {
   url: string;

@@ -5,7 +5,7 @@
  * (masked infra_failed, then `vcfleet retry`), and a poison job added straight to the rollout queue.
  */
 import { describe, expect, it } from 'vitest';
-import { runAll } from '../../src/run/run-all.ts';
+import { runAll } from '../../src/all-in-one/run-all.ts';
 import { openQueue } from '../../src/shared/queues.ts';
 import { createOpenCodeRunner } from '../../src/workers/sandbox/opencode/runner.ts';
 import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local-bwrap.ts';

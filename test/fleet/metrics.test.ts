@@ -84,19 +84,13 @@ describe('aggregateMetrics', () => {
     expect(m['mean/reward_ci95']).toBeNull();
   });
 
-  it('keeps the same numbers row by row: a replaced row removed, its successor added', () => {
-    const first = [row('a', 0, null), row('b', 0, 0, { type: 'T2' }), row('a', 1, 1), row('c', 1, null, { failure_kind: 'infra_failed', stop_reason: null })];
+  it('keeps the same numbers row by row as over all rows at once', () => {
+    const rows = [row('a', 0, null), row('b', 0, 0, { type: 'T2' }), row('a', 1, 1), row('c', 1, null, { failure_kind: 'infra_failed', stop_reason: null }), row('c', 0, 0, { wall_s: 2.5 })];
     const acc = new MetricsAccumulator();
-    for (const r of first) acc.add(r);
-    // a/0 is rejudged to 1, c/1 is retried to 0.
-    acc.remove(first[0]);
-    acc.add(row('a', 0, 1));
-    acc.remove(first[3]);
-    acc.add(row('c', 1, 0, { wall_s: 2.5 }));
-    const final = [row('a', 0, 1), first[1], first[2], row('c', 1, 0, { wall_s: 2.5 })];
-    expect(acc.result(2)).toEqual(aggregateMetrics(final, 2));
-    expect(acc.size).toBe(4);
-    expect(acc.result(2).masked_by_kind).toEqual({});
+    for (const r of rows) acc.add(r);
+    expect(acc.result(2)).toEqual(aggregateMetrics(rows, 2));
+    expect(acc.size).toBe(5);
+    expect(acc.result(2).masked_by_kind).toEqual({ judge_failed: 1, infra_failed: 1 });
   });
 
   it('matches a brute-force bootstrap of 0/1 rewards', () => {

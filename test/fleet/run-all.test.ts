@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
-import { runAll } from '../../src/run/run-all.ts';
+import { runAll } from '../../src/all-in-one/run-all.ts';
 import { createScriptedAgent } from '../../src/workers/sandbox/scripted-agent.ts';
 import { rejudge, retryFailed } from '../../src/ops/requeue.ts';
 import { openQueue } from '../../src/shared/queues.ts';

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser } from 'playwright-core';
 import { startDashboard, type Dashboard } from '../../src/dashboard/server.ts';
 import { produceRun } from '../../src/producer/produce.ts';
-import { loadOrPrepare } from '../../src/run/load-or-prepare.ts';
+import { loadOrPrepare } from '../../src/prepare/load-or-prepare.ts';
 import { openQueue } from '../../src/shared/queues.ts';
 import { createRedis, type Redis } from '../../src/shared/redis.ts';
 import type { Row } from '../../src/shared/rows.ts';

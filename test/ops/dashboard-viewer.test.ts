@@ -12,7 +12,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDashboard, type Dashboard } from '../../src/dashboard/server.ts';
 import { produceRun } from '../../src/producer/produce.ts';
-import { loadOrPrepare } from '../../src/run/load-or-prepare.ts';
+import { loadOrPrepare } from '../../src/prepare/load-or-prepare.ts';
 import type { Config } from '../../src/shared/config.ts';
 import { createRedis, type Redis } from '../../src/shared/redis.ts';
 import { RowSchema, type Row } from '../../src/shared/rows.ts';

@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import type { Cli } from '../context.ts';
 import { connect } from '../runtime.ts';
-import { loadOrPrepare } from '../../run/load-or-prepare.ts';
+import { loadOrPrepare } from '../../prepare/load-or-prepare.ts';
 import { produceRun } from '../../producer/produce.ts';
 
 export function registerProduce(program: Command, cli: Cli): void {

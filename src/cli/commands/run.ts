@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import type { Cli } from '../context.ts';
 import { onShutdownSignals, table } from '../runtime.ts';
-import { runAll, type RunAllResult } from '../../run/run-all.ts';
+import { runAll, type RunAllResult } from '../../all-in-one/run-all.ts';
 
 export function summaryText(r: RunAllResult): string {
   const m = r.metrics;

@@ -52,22 +52,18 @@ interface Tally {
   rollouts: number;
 }
 
-function bump<K>(map: Map<K, Tally>, key: K, row: MetricRow, sign: 1 | -1): void {
+function bump<K>(map: Map<K, Tally>, key: K, row: MetricRow): void {
   let t = map.get(key);
   if (!t) map.set(key, (t = { scored: 0, correct: 0, rollouts: 0 }));
-  t.rollouts += sign;
+  t.rollouts++;
   if (isScored(row)) {
-    t.scored += sign;
-    if (row.reward === 1) t.correct += sign;
+    t.scored++;
+    if (row.reward === 1) t.correct++;
   }
-  if (t.rollouts === 0) map.delete(key);
 }
 
-function count(map: Map<string, number>, key: string | null, sign: 1 | -1): void {
-  if (key === null) return;
-  const n = (map.get(key) ?? 0) + sign;
-  if (n === 0) map.delete(key);
-  else map.set(key, n);
+function count(map: Map<string, number>, key: string | null): void {
+  if (key !== null) map.set(key, (map.get(key) ?? 0) + 1);
 }
 
 const isScored = (r: MetricRow) => r.reward !== null && r.failure_kind === null;
@@ -133,23 +129,19 @@ export class MetricsAccumulator {
   private readonly byTask = new Map<string, Tally>();
   private readonly sums = { turns: 0, tool_calls: 0, input_tokens: 0, output_tokens: 0, wall_s: 0 };
 
-  add(row: MetricRow, sign: 1 | -1 = 1): void {
-    this.rollouts += sign;
+  add(row: MetricRow): void {
+    this.rollouts++;
     if (isScored(row)) {
-      this.all.scored += sign;
-      if (row.reward === 1) this.all.correct += sign;
+      this.all.scored++;
+      if (row.reward === 1) this.all.correct++;
     }
-    count(this.masked, row.failure_kind, sign);
-    count(this.stops, row.stop_reason, sign);
-    bump(this.byType, row.type, row, sign);
-    bump(this.bySubtype, row.subtype, row, sign);
-    bump(this.byRepeat, row.repeat, row, sign);
-    bump(this.byTask, row.task_id, row, sign);
-    for (const key of Object.keys(this.sums) as Array<keyof typeof this.sums>) this.sums[key] += sign * row[key];
-  }
-
-  remove(row: MetricRow): void {
-    this.add(row, -1);
+    count(this.masked, row.failure_kind);
+    count(this.stops, row.stop_reason);
+    bump(this.byType, row.type, row);
+    bump(this.bySubtype, row.subtype, row);
+    bump(this.byRepeat, row.repeat, row);
+    bump(this.byTask, row.task_id, row);
+    for (const key of Object.keys(this.sums) as Array<keyof typeof this.sums>) this.sums[key] += row[key];
   }
 
   get size(): number {

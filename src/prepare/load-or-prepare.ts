@@ -4,8 +4,8 @@
  */
 import type { Config } from '../shared/config.ts';
 import type { Logger } from '../shared/logger.ts';
-import { loadPreparedBenchmark, readManifest, type PreparedBenchmark } from '../prepare/load-prepared.ts';
-import { prepareBenchmark } from '../prepare/prepare.ts';
+import { loadPreparedBenchmark, readManifest, type PreparedBenchmark } from './load-prepared.ts';
+import { prepareBenchmark } from './prepare.ts';
 import path from 'node:path';
 
 export async function loadOrPrepare(config: Config, logger: Logger): Promise<PreparedBenchmark> {

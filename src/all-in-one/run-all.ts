@@ -13,7 +13,7 @@ import type { Logger } from '../shared/logger.ts';
 import { openQueue, QUEUE_NAMES } from '../shared/queues.ts';
 import { checkRedisServer, createRedis, waitForRedis, type Redis } from '../shared/redis.ts';
 import { RunStore } from '../shared/run-store.ts';
-import { loadOrPrepare } from './load-or-prepare.ts';
+import { loadOrPrepare } from '../prepare/load-or-prepare.ts';
 import { produceRun } from '../producer/produce.ts';
 import { startSandboxWorker } from '../workers/sandbox/worker.ts';
 import { createFleetJudge } from '../workers/judge/judge-factory.ts';
