@@ -164,8 +164,8 @@ describe('vcfleet dashboard access (process and server)', () => {
     expect(r.output).toContain('VCFLEET_DASHBOARD_TOKEN');
   });
 
-  it('answers 401 without credentials and 200 with them on a non-loopback address', async () => {
-    if (!(await freeHost('127.0.0.2'))) return; // no 127.0.0.2 on this host's loopback
+  it('answers 401 without credentials and 200 with them on a non-loopback address', async (ctx) => {
+    if (!(await freeHost('127.0.0.2'))) ctx.skip('127.0.0.2 is not on this host\'s loopback');
     const p = startCli(['dashboard', '--host', '127.0.0.2', ...base], { VCFLEET_DASHBOARD_USER: 'ops', VCFLEET_DASHBOARD_PASSWORD: 'pw-DASHSECRET' });
     procs.push(p);
     const url = await waitFor('the dashboard URL', () => dashboardUrl(p) ?? (p.child.exitCode !== null ? Promise.reject(new Error(p.output())) : undefined), 30_000);
