@@ -61,7 +61,8 @@ export async function startPrivateRedis(options: PrivateRedisOptions): Promise<P
     '--appendonly', 'yes', '--appendfsync', 'everysec', '--maxmemory-policy', 'noeviction', '--save', '',
     '--logfile', 'redis.log', '--daemonize', 'no',
   ];
-  const child = spawn(options.redisServerPath ?? 'redis-server', args, { stdio: 'ignore' });
+  // Its own process group: a terminal's Ctrl-C must not stop Redis under the run that is handing its jobs back.
+  const child = spawn(options.redisServerPath ?? 'redis-server', args, { stdio: 'ignore', detached: true });
   const spawned = await new Promise<Error | null>((resolve) => {
     child.once('spawn', () => resolve(null));
     child.once('error', resolve);
@@ -69,6 +70,9 @@ export async function startPrivateRedis(options: PrivateRedisOptions): Promise<P
   if (spawned) {
     throw new InfraError(`cannot start redis-server (${spawned.message}): install it (apt-get install redis-server) or set REDIS_URL`);
   }
+  // A process that exits at once (a second Ctrl-C) still stops its private Redis, which it detached.
+  const onExit = () => void child.kill('SIGTERM');
+  process.once('exit', onExit);
   await waitForPort(port, child, 10_000);
   options.logger.info({ port, dir: options.dir }, 'started a private redis-server (appendonly, noeviction)');
   let stopping: Promise<void> | undefined;
@@ -76,6 +80,7 @@ export async function startPrivateRedis(options: PrivateRedisOptions): Promise<P
     url: `redis://127.0.0.1:${port}`,
     port,
     stop() {
+      process.off('exit', onExit);
       stopping ??= new Promise<void>((resolve) => {
         if (child.exitCode !== null) return resolve();
         child.once('exit', () => resolve());

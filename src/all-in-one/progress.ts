@@ -16,12 +16,32 @@ export function accuracyText(c: Pick<TallyCounts, 'scored' | 'correct'>): string
   return a === null ? '-' : `${(100 * a).toFixed(1)}%`;
 }
 
-function etaText(c: ProgressCounts, startedAt: number, doneAtStart: number): string {
-  const doneHere = c.done - doneAtStart;
-  if (doneHere <= 0) return '?';
-  const perRollout = (Date.now() - startedAt) / doneHere;
-  const s = Math.round((perRollout * (c.total - c.done)) / 1000);
+function duration(s: number): string {
   return s >= 3600 ? `${Math.floor(s / 3600)}h${Math.floor((s % 3600) / 60)}m` : s >= 60 ? `${Math.floor(s / 60)}m${s % 60}s` : `${s}s`;
+}
+
+/**
+ * The ETA from recent throughput (the rows of the last `windowMs`, so a run that slows down says so)
+ * and "stalled" when no row came for `stalledAfterMs`.
+ */
+export class Eta {
+  private readonly samples: Array<{ at: number; done: number }> = [];
+
+  constructor(private readonly windowMs = 5 * 60_000, private readonly stalledAfterMs = 3 * 60_000, private readonly now = () => Date.now()) {}
+
+  text(c: Pick<ProgressCounts, 'done' | 'total'>): string {
+    const now = this.now();
+    const last = this.samples.at(-1);
+    if (!last || last.done !== c.done) this.samples.push({ at: now, done: c.done });
+    while (this.samples.length > 2 && now - this.samples[1].at > this.windowMs) this.samples.shift();
+    if (c.done >= c.total) return '0s';
+    const latest = this.samples.at(-1)!;
+    const first = this.samples[0];
+    if (this.samples.length > 1 && now - latest.at > this.stalledAfterMs) return `stalled (no row for ${duration(Math.round((now - latest.at) / 1000))})`;
+    if (latest.done === first.done) return '?';
+    const perRow = (latest.at - first.at) / (latest.done - first.done);
+    return duration(Math.round((perRow * (c.total - c.done)) / 1000));
+  }
 }
 
 export interface ProgressView {
@@ -30,8 +50,7 @@ export interface ProgressView {
 }
 
 export function createProgressView(stream: NodeJS.WriteStream = process.stderr, intervalMs = 10_000): ProgressView {
-  const startedAt = Date.now();
-  let doneAtStart: number | null = null;
+  const eta = new Eta();
   if (stream.isTTY) {
     const bar = new cliProgress.SingleBar(
       {
@@ -44,8 +63,7 @@ export function createProgressView(stream: NodeJS.WriteStream = process.stderr, 
     let started = false;
     return {
       update(c) {
-        doneAtStart ??= c.done;
-        const payload = { running: c.running, masked: c.masked, acc: accuracyText(c), remaining: etaText(c, startedAt, doneAtStart) };
+        const payload = { running: c.running, masked: c.masked, acc: accuracyText(c), remaining: eta.text(c) };
         if (!started) {
           bar.start(c.total, c.done, payload);
           started = true;
@@ -58,14 +76,14 @@ export function createProgressView(stream: NodeJS.WriteStream = process.stderr, 
   let lastDone = -1;
   return {
     update(c) {
-      doneAtStart ??= c.done;
+      const remaining = eta.text(c);
       const now = Date.now();
       if (now - last < intervalMs && c.done !== c.total) return;
       if (c.done === lastDone && now - last < intervalMs) return;
       last = now;
       lastDone = c.done;
       stream.write(
-        `progress: ${c.done}/${c.total} done, ${c.running} running, ${c.masked} masked, accuracy ${accuracyText(c)}, ETA ${etaText(c, startedAt, doneAtStart)}\n`,
+        `progress: ${c.done}/${c.total} done, ${c.running} running, ${c.masked} masked, accuracy ${accuracyText(c)}, ETA ${remaining}\n`,
       );
     },
     stop() {},

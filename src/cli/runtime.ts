@@ -22,19 +22,22 @@ export async function connect(config: Config, logger: Logger, role: ConnectionRo
 }
 
 /**
- * Run `stop` on the first SIGINT or SIGTERM (graceful); a second signal exits at once.
- * Returns an AbortSignal that fires on the first signal.
+ * The first SIGINT or SIGTERM (a terminal's Ctrl-C) aborts the returned signal and runs `stop`: the
+ * command stops taking jobs and hands running ones back to the queue, attempts kept. A second one
+ * exits at once (exit 130): jobs still held come back when their locks expire, attempts kept, and
+ * every sandbox dies with this process. `hint` is printed with the first (how to resume).
  */
-export function onShutdownSignals(logger: Logger, stop: () => Promise<void>): AbortSignal {
+export function onShutdownSignals(logger: Logger, stop: () => Promise<void>, hint: () => string = () => ''): AbortSignal {
   const controller = new AbortController();
   let count = 0;
   const handler = (sig: NodeJS.Signals) => {
     count++;
     if (count > 1) {
-      logger.warn(`second ${sig}: exiting now`);
+      logger.warn(`second ${sig}: exiting now; jobs still held go back to the queue when their locks expire`);
       process.exit(130);
     }
-    logger.info(`${sig} received: finishing cleanly (press Ctrl-C again to exit at once)`);
+    const more = hint();
+    process.stderr.write(`\n${sig}: stopping; running rollouts go back to the queue with their attempts kept${more ? `; ${more}` : ''} (Ctrl-C again to quit at once)\n`);
     controller.abort();
     stop().then(
       () => undefined,

@@ -40,27 +40,28 @@ export interface BullBoardOptions {
   title?: string;
 }
 
-/** Mount Bull Board over `queues` on `app` at `basePath`. */
-export function mountBullBoard(app: Hono, queues: readonly Queue[], opts: BullBoardOptions): void {
+/** Mount Bull Board over `queues` on `app` at `basePath`; returns how to change the queues it shows. */
+export function mountBullBoard(app: Hono, queues: readonly Queue[], opts: BullBoardOptions): (queues: readonly Queue[]) => void {
   // The board draws no link when this answers undefined (a job whose data names no rollout), though its type says it always answers.
   const externalJobUrl = ((job) => {
     const href = jobRolloutUrl(opts.viewerPath, job.data);
     return href ? { href, displayText: 'rollout page' } : undefined;
   }) as JobUrl;
-  const adapters = queues.map((queue) => {
+  const adapt = (queue: Queue) => {
     const adapter = new BullMQAdapter(queue, { readOnlyMode: opts.readOnly, allowRetries: !opts.readOnly, externalJobUrl });
     adapter.setFormatter('data', (data) => trimForDisplay(data));
     adapter.setFormatter('returnValue', (data) => trimForDisplay(data));
     return adapter;
-  });
+  };
   const serverAdapter = new HonoAdapter(serveStatic);
   serverAdapter.setBasePath(opts.basePath);
-  createBullBoard({
-    queues: adapters,
+  const board = createBullBoard({
+    queues: queues.map(adapt),
     // @bull-board/hono 9.10.1 pins its own copy of @bull-board/api's types; at run time it only uses
     // the IServerAdapter methods, which did not change between 9.10.1 and 9.10.2.
     serverAdapter: serverAdapter as unknown as Parameters<typeof createBullBoard>[0]['serverAdapter'],
     options: { uiConfig: { boardTitle: opts.title ?? 'vcfleet', miscLinks: [{ text: 'Runs', url: '/' }, { text: 'Rollouts', url: `${opts.viewerPath}/` }] } },
   });
   app.route(opts.basePath, serverAdapter.registerPlugin());
+  return (next) => board.replaceQueues(next.map(adapt));
 }

@@ -1,14 +1,13 @@
 /**
  * The run overview of the dashboard: per run, rows done out of the total, rollouts running now,
- * accuracy so far, masked rows by kind and failed jobs. Lighter than `runStatus` (which reads every
- * job state of every queue per run): the active and failed jobs of each queue are read once and
- * grouped by run, and the rows of each run are counted with HSCAN.
+ * accuracy so far, masked rows by kind and failed jobs. The fleet's queues are read once and grouped
+ * by run (run-jobs.ts, the one reader of a run's jobs); the rows of each run are counted with HSCAN.
  */
 import type { Redis } from 'ioredis';
-import { openQueue, QUEUE_NAMES, type QueueName } from '../shared/queues.ts';
+import type { QueueName } from '../shared/queues.ts';
 import { RunStore } from '../shared/run-store.ts';
+import { emptyJobCounts, readRunJobs } from '../ops/run-jobs.ts';
 import { tallyRows } from '../ops/run-status.ts';
-import { jobIds } from './viewer-links.ts';
 
 export interface RunSummary {
   run_id: string;
@@ -45,48 +44,24 @@ export function runState(done: number, total: number, scored: number): RunState 
   return done > 0 && scored === 0 ? 'failed' : 'complete';
 }
 
-type JobCountsByRun = Map<string, Record<QueueName, number>>;
-
-/** Jobs of one state in every queue, counted by run (paged, so a long queue is read in pieces). */
-async function countByRun(redis: Redis, prefix: string, state: 'active' | 'failed'): Promise<JobCountsByRun> {
-  const out: JobCountsByRun = new Map();
-  for (const name of QUEUE_NAMES) {
-    const queue = openQueue(name, redis, prefix);
-    try {
-      for (let start = 0; ; start += 1000) {
-        const page = await queue.getJobs([state], start, start + 999, true);
-        for (const job of page) {
-          const runId = job ? jobIds(job.data).run_id : undefined;
-          if (!runId) continue;
-          const counts = out.get(runId) ?? { rollout: 0, judge: 0, results: 0 };
-          counts[name]++;
-          out.set(runId, counts);
-        }
-        if (page.length < 1000) break;
-      }
-    } finally {
-      await queue.close();
-    }
-  }
-  return out;
-}
-
 /** The most recent `maxRuns` runs, newest first. */
 export async function runOverview(redis: Redis, prefix: string, maxRuns = 50): Promise<RunSummary[]> {
   const store = new RunStore(redis, prefix);
   const ids = await redis.zrevrange(store.keys.runs(), 0, maxRuns - 1);
-  const [active, failed] = await Promise.all([countByRun(redis, prefix, 'active'), countByRun(redis, prefix, 'failed')]);
+  // The fleet's queues are read once for every run in them; a run with queues of its own, in those.
+  const fleetJobs = await readRunJobs(redis, prefix);
   const out: RunSummary[] = [];
   for (const id of ids) {
     const run = await store.getRun(id);
     if (!run) continue;
+    const jobs = (run.queue_scope === null ? fleetJobs : await readRunJobs(redis, prefix, id, run.queue_scope)).get(id)?.counts ?? emptyJobCounts();
     const { done, scored, correct, maskedByKind: masked } = await tallyRows(store, id);
     out.push({
       run_id: id, benchmark: run.benchmark, policy_model: run.policy_model, judge_model: run.judge_model,
       created_at: run.created_at, output_jsonl_fpath: run.output_jsonl_fpath, total: run.total,
       done, scored, correct, accuracy: scored ? correct / scored : null, masked,
-      running: active.get(id)?.rollout ?? 0,
-      failed: failed.get(id) ?? { rollout: 0, judge: 0, results: 0 },
+      running: jobs.rollout.active,
+      failed: { rollout: jobs.rollout.failed, judge: jobs.judge.failed, results: jobs.results.failed },
       complete: done >= run.total,
       state: runState(done, run.total, scored),
     });

@@ -14,18 +14,20 @@ import type { Redis } from 'ioredis';
 import type { Config } from '../shared/config.ts';
 import { errorMessage, PoisonJobError } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
-import { openQueue, QUEUE_NAMES } from '../shared/queues.ts';
 import { runStatus } from '../ops/run-status.ts';
 import { RunStore } from '../shared/run-store.ts';
 import { createViewerApp } from '../viewer/app.ts';
 import { accessGuard, accessPolicy, checkBind } from './auth.ts';
 import { mountBullBoard } from './bull-board.ts';
+import { BoardQueues } from './board-queues.ts';
 import { renderOverviewPage } from './overview-page.ts';
 import { createRedisViewerSource } from './redis-viewer-source.ts';
 import { runOverview } from './run-overview.ts';
 
 /** Where Bull Board lives on the dashboard. */
 export const BOARD_PATH = '/queues';
+/** How often the board looks for the queues of new runs (ms). */
+const BOARD_REFRESH_MS = 15_000;
 /** Where the rollout viewer lives on the dashboard. */
 export const VIEWER_PATH = '/viewer';
 /** Puzzle images the viewer keeps in memory (bytes; each is read from Redis once). */
@@ -59,8 +61,8 @@ function viewerApp({ config, logger, redis }: DashboardDeps): Hono {
   });
 }
 
-/** The Hono app, without listening (tests may call `app.request`). */
-export function buildDashboardApp(deps: DashboardDeps, queues: readonly Queue[]): Hono {
+/** The Hono app, without listening (tests may call `app.request`); `setQueues` changes the queues the board shows. */
+export function buildDashboardApp(deps: DashboardDeps, queues: readonly Queue[]): { app: Hono; setQueues(queues: readonly Queue[]): void } {
   const { config, logger, redis } = deps;
   const d = config.dashboard;
   const prefix = config.queues.prefix;
@@ -78,7 +80,7 @@ export function buildDashboardApp(deps: DashboardDeps, queues: readonly Queue[])
       throw err;
     }
   });
-  mountBullBoard(app, queues, { basePath: BOARD_PATH, viewerPath: VIEWER_PATH, readOnly: d.read_only, title: `vcfleet (${prefix})` });
+  const setQueues = mountBullBoard(app, queues, { basePath: BOARD_PATH, viewerPath: VIEWER_PATH, readOnly: d.read_only, title: `vcfleet (${prefix})` });
   app.route('/', viewerApp(deps));
   // Browsers ask for it on their own; an empty answer keeps a 404 out of their consoles.
   app.get('/favicon.ico', (c) => c.body(null, 204));
@@ -86,15 +88,18 @@ export function buildDashboardApp(deps: DashboardDeps, queues: readonly Queue[])
     logger.error({ path: c.req.path, err: errorMessage(err) }, 'dashboard request failed');
     return c.json({ error: errorMessage(err) }, 500);
   });
-  return app;
+  return { app, setQueues };
 }
 
 /** Check the bind address against the credentials, then listen. Throws ConfigError when refused. */
 export async function startDashboard(deps: DashboardDeps): Promise<Dashboard> {
   const d = deps.config.dashboard;
   checkBind(d.host, { user: d.user, password: d.password, token: d.token });
-  const queues = QUEUE_NAMES.map((name) => openQueue(name, deps.redis, deps.config.queues.prefix));
-  const app = buildDashboardApp(deps, queues);
+  const board = new BoardQueues(deps.redis, deps.config.queues.prefix, d.max_runs);
+  const { app, setQueues } = buildDashboardApp(deps, await board.refresh());
+  // Runs with queues of their own come and go: the board follows the recent ones.
+  const refresh = setInterval(() => void board.refresh().then(setQueues, (err: unknown) => deps.logger.warn({ err: errorMessage(err) }, 'cannot refresh the board\'s queues')), BOARD_REFRESH_MS);
+  refresh.unref();
   const server = createAdaptorServer({ fetch: app.fetch });
   try {
     await new Promise<void>((resolve, reject) => {
@@ -102,7 +107,8 @@ export async function startDashboard(deps: DashboardDeps): Promise<Dashboard> {
       server.listen(d.port, d.host, () => resolve());
     });
   } catch (err) {
-    await Promise.allSettled(queues.map((q) => q.close()));
+    clearInterval(refresh);
+    await board.close();
     throw err;
   }
   const port = (server.address() as AddressInfo).port;
@@ -117,7 +123,8 @@ export async function startDashboard(deps: DashboardDeps): Promise<Dashboard> {
           server.close(() => resolve());
           (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
         });
-        await Promise.allSettled(queues.map((q) => q.close()));
+        clearInterval(refresh);
+        await board.close();
       })();
       return closing;
     },

@@ -2,7 +2,8 @@
  * `vcfleet demo`: a self-contained run on the bundled synthetic puzzles. The project's scripted
  * policy and judge servers start in-process on loopback, a private Redis (unless REDIS_URL is set),
  * the real OpenCode in real `local` sandboxes, the progress bar, the JSONL and metrics at the end.
- * No model, no key, no network.
+ * No model, no key, no network. The run has queues of its own (so a shared Redis is fine) and is
+ * marked a demo, so that `vcfleet run --run-id` or `vcfleet demo --run-id` resumes it as one.
  */
 import path from 'node:path';
 import { loadConfig, type Config } from '../shared/config.ts';
@@ -20,12 +21,14 @@ export interface DemoOptions {
   logger: Logger;
   signal?: AbortSignal;
   onStart?(runId: string, total: number, created: boolean): void;
+  /** Resume this demo run (from what Redis holds) instead of starting a new one. */
+  runId?: string;
 }
 
 /** The demo's settings; `++key=value` overrides still apply on top. */
 function demoConfig(base: Config, policyUrl: string, judgeUrl: string, options: DemoOptions): Config {
   const dir = path.join(base.state_dir, 'demo');
-  const runId = newRunId('demo');
+  const runId = options.runId ?? newRunId('demo');
   return loadConfig({
     configPath: options.configPath,
     flags: {
@@ -46,7 +49,6 @@ function demoConfig(base: Config, policyUrl: string, judgeUrl: string, options: 
       'judge.api_key': 'demo-judge-key',
       'agent.kind': 'opencode',
       sandbox_provider: 'local',
-      'queues.prefix': 'vcfleet-demo',
       'queues.rollout_concurrency': 2,
     },
     overrides: options.overrides,
@@ -62,7 +64,7 @@ export async function runDemo(options: DemoOptions): Promise<{ result: RunAllRes
     const config = demoConfig(base, policy.url, judge.url, options);
     await writeDemoBenchmark(config.data_dir, config.benchmark, puzzles);
     options.logger.info({ puzzles: puzzles.length, policy: policy.url, judge: judge.url }, 'demo: scripted policy and judge servers started on loopback');
-    const result = await runAll({ config, logger: options.logger, signal: options.signal, onStart: options.onStart });
+    const result = await runAll({ config, logger: options.logger, signal: options.signal, onStart: options.onStart, origin: 'demo' });
     return { result, config };
   } finally {
     await policy.close();

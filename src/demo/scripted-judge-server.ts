@@ -72,6 +72,10 @@ export type JudgeScript =
 export interface ScriptedJudgeServerOptions {
   /** Default: `'grade'` for every request. */
   script?: JudgeScript;
+  /** Address to listen on; default 127.0.0.1 (a test host's own address in a network namespace). */
+  host?: string;
+  /** Port; default 0, any free port. */
+  port?: number;
 }
 
 export interface ScriptedJudgeServer {
@@ -190,7 +194,7 @@ function record(req: http.IncomingMessage, rawBody: string, index: number): Reco
   return { index, method: req.method ?? '', path: req.url ?? '', headers: req.headers, rawBody, body, user, fields: parsePromptFields(user) };
 }
 
-/** Start the server on 127.0.0.1 and an ephemeral port. */
+/** Start the server (default: 127.0.0.1, an ephemeral port). */
 export async function startScriptedJudgeServer(options: ScriptedJudgeServerOptions = {}): Promise<ScriptedJudgeServer> {
   const requests: RecordedJudgeRequest[] = [];
   const sockets = new Set<Socket>();
@@ -206,6 +210,12 @@ export async function startScriptedJudgeServer(options: ScriptedJudgeServerOptio
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
+      // The endpoint check of preflight: answered, not recorded (tests count grading requests).
+      if (req.method === 'GET' && /\/models$/.test((req.url ?? '').split('?')[0])) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ object: 'list', data: [{ id: 'scripted-judge', object: 'model', owned_by: 'scripted' }] }));
+        return;
+      }
       const rec = record(req, Buffer.concat(chunks).toString('utf8'), requests.length);
       requests.push(rec);
       if (req.method !== 'POST' || !/\/chat\/completions$/.test((req.url ?? '').split('?')[0])) {
@@ -222,11 +232,12 @@ export async function startScriptedJudgeServer(options: ScriptedJudgeServerOptio
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const host = options.host ?? '127.0.0.1';
+  await new Promise<void>((resolve) => server.listen(options.port ?? 0, host, resolve));
   const { port } = server.address() as AddressInfo;
 
   return {
-    url: `http://127.0.0.1:${port}/v1`,
+    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}/v1`,
     requests,
     setScript(s) {
       script = s;

@@ -8,10 +8,10 @@ import { forEachJob } from './run-jobs.ts';
 
 /** Retry the failed jobs of a run in the given stages; returns how many were requeued. */
 export async function retryFailed(redis: Redis, prefix: string, runId: string, stages: readonly QueueName[], logger: Logger): Promise<number> {
-  await new RunStore(redis, prefix).requireRun(runId);
+  const run = await new RunStore(redis, prefix).requireRun(runId);
   // Collected first: retrying moves a job out of the failed list, which would shift the pages.
   const failed: Job[] = [];
-  await forEachJob(redis, prefix, ['failed'], (_queue, _state, job) => void failed.push(job), { queues: stages, runId });
+  await forEachJob(redis, prefix, ['failed'], (_queue, _state, job) => void failed.push(job), { queues: stages, runId, scope: run.queue_scope });
   let n = 0;
   for (const job of failed) {
     try {
@@ -30,8 +30,8 @@ export async function retryFailed(redis: Redis, prefix: string, runId: string, s
  */
 export async function rejudge(redis: Redis, prefix: string, runId: string, logger: Logger, policy: QueuePolicy): Promise<{ sent: number; missing: number }> {
   const store = new RunStore(redis, prefix);
-  await store.requireRun(runId);
-  const judge = openQueue('judge', redis, prefix, policy);
+  const run = await store.requireRun(runId);
+  const judge = openQueue('judge', redis, prefix, { policy, scope: run.queue_scope });
   let sent = 0;
   let missing = 0;
   try {

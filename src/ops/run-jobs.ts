@@ -5,7 +5,7 @@
  */
 import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { openQueue, QUEUE_NAMES, type QueueName } from '../shared/queues.ts';
+import { openQueue, QUEUE_NAMES, type QueueName, type QueueScope } from '../shared/queues.ts';
 
 export const JOB_STATES = ['waiting', 'prioritized', 'delayed', 'active', 'failed'] as const;
 export type JobState = (typeof JOB_STATES)[number];
@@ -25,10 +25,10 @@ export async function forEachJob(
   prefix: string,
   states: readonly JobState[],
   visit: (queue: QueueName, state: JobState, job: Job, runId: string) => void | Promise<void>,
-  options: { queues?: readonly QueueName[]; runId?: string } = {},
+  options: { queues?: readonly QueueName[]; runId?: string; scope?: QueueScope } = {},
 ): Promise<void> {
   for (const name of options.queues ?? QUEUE_NAMES) {
-    const queue = openQueue(name, redis, prefix);
+    const queue = openQueue(name, redis, prefix, { scope: options.scope ?? null });
     try {
       for (const state of states) {
         for (let start = 0; ; start += PAGE) {
@@ -59,8 +59,8 @@ export interface RunJobs {
   heldBy: Map<string, string[]>;
 }
 
-/** Job counts by run (of one run with `runId`), and who holds the active ones. */
-export async function readRunJobs(redis: Redis, prefix: string, runId?: string): Promise<Map<string, RunJobs>> {
+/** Job counts by run (of one run with `runId`), and who holds the active ones, in the queues of `scope`. */
+export async function readRunJobs(redis: Redis, prefix: string, runId?: string, scope: QueueScope = null): Promise<Map<string, RunJobs>> {
   const out = new Map<string, RunJobs>();
   await forEachJob(
     redis, prefix, JOB_STATES,
@@ -70,7 +70,7 @@ export async function readRunJobs(redis: Redis, prefix: string, runId?: string):
       r.counts[queue][state]++;
       if (state === 'active' && job.processedBy) r.heldBy.set(job.processedBy, [...(r.heldBy.get(job.processedBy) ?? []), `${queue}/${job.id}`]);
     },
-    { runId },
+    { runId, scope },
   );
   return out;
 }

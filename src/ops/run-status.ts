@@ -1,6 +1,6 @@
 /** What `vcfleet status` and the dashboard show of a run: rows by outcome, jobs by state, workers. */
 import type { Redis } from 'ioredis';
-import type { QueueName } from '../shared/queues.ts';
+import { QUEUE_NAMES, type QueueName } from '../shared/queues.ts';
 import { RunStore, type RunRecord } from '../shared/run-store.ts';
 import { accuracyOf, policySilenceWarning, RowTally, type TallyCounts } from '../shared/row-tally.ts';
 import { listWorkers, type WorkerRecord } from '../shared/worker-registry.ts';
@@ -18,7 +18,10 @@ export interface RunStatus {
   warnings: string[];
   /** Jobs of this run by queue and state (completed jobs are trimmed; their rows count instead). */
   jobs: Record<QueueName, Record<JobState, number>>;
+  /** Every rollout has its row and no job of the run (a retry, a rejudge) is still waiting or running. */
   complete: boolean;
+  /** Jobs of the run still waiting, delayed or running in any queue. */
+  pending: number;
   /** The fleet's workers (of the prefix): live ones, and those that stopped heartbeating with the jobs of this run they held. */
   workers: { live: WorkerRecord[]; stale: Array<WorkerRecord & { held: string[] }> };
 }
@@ -34,14 +37,15 @@ export async function runStatus(redis: Redis, prefix: string, runId: string, now
   const store = new RunStore(redis, prefix);
   const run = await store.requireRun(runId);
   const t = await tallyRows(store, runId);
-  const jobs = (await readRunJobs(redis, prefix, runId)).get(runId) ?? { counts: emptyJobCounts(), heldBy: new Map<string, string[]>() };
+  const jobs = (await readRunJobs(redis, prefix, runId, run.queue_scope)).get(runId) ?? { counts: emptyJobCounts(), heldBy: new Map<string, string[]>() };
   const fleet = await listWorkers(redis, prefix, now);
   const stale = fleet.stale.map((w) => ({ ...w, held: jobs.heldBy.get(w.id) ?? [] }));
+  const pending = QUEUE_NAMES.reduce((n, q) => n + jobs.counts[q].waiting + jobs.counts[q].prioritized + jobs.counts[q].delayed + jobs.counts[q].active, 0);
   const silence = policySilenceWarning(t);
   const warnings = [...(silence ? [silence] : []), ...fleet.live.flatMap((w) => w.notices)];
   return {
     run, rows: t.done, scored: t.scored, correct: t.correct, accuracy: accuracyOf(t),
-    masked: t.maskedByKind, stop_reasons: t.stopReasons, warnings, jobs: jobs.counts, complete: t.done >= run.total,
+    masked: t.maskedByKind, stop_reasons: t.stopReasons, warnings, jobs: jobs.counts, pending, complete: t.done >= run.total && pending === 0,
     workers: { live: fleet.live, stale },
   };
 }

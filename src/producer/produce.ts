@@ -10,7 +10,7 @@ import { runSettingsFrom } from '../shared/run-settings.ts';
 import { ConfigError } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
 import { enqueueBulk, openQueue, rolloutId, type RolloutJob } from '../shared/queues.ts';
-import { RunStore, type RunRecord } from '../shared/run-store.ts';
+import { RunStore, type RunOrigin, type RunRecord } from '../shared/run-store.ts';
 import type { PreparedTask } from '../shared/task.ts';
 
 export interface ProduceInput {
@@ -24,6 +24,13 @@ export interface ProduceInput {
   readImage(task: PreparedTask): Promise<Buffer>;
   /** Called as rollouts are enqueued: (done, total). */
   onProgress?(done: number, total: number): void;
+  /**
+   * Give a new run queues of its own (`vcfleet run`, `demo`): only workers started for it take its
+   * jobs. Default: the fleet's shared queues, served by every `vcfleet worker`.
+   */
+  ownQueues?: boolean;
+  /** What makes the run (kept in its record); default `produce`. */
+  origin?: RunOrigin;
 }
 
 export interface ProduceResult {
@@ -39,7 +46,7 @@ export function newRunId(benchmark: string, now = new Date()): string {
   return `${benchmark.replace(/_/g, '-')}-${stamp}-${randomBytes(2).toString('hex')}`;
 }
 
-function runRecord(config: Config, runId: string, tasks: readonly PreparedTask[]): RunRecord {
+function runRecord(config: Config, runId: string, tasks: readonly PreparedTask[], ownQueues: boolean, origin: RunOrigin): RunRecord {
   return {
     run_id: runId,
     benchmark: config.benchmark,
@@ -51,6 +58,8 @@ function runRecord(config: Config, runId: string, tasks: readonly PreparedTask[]
     policy_model: config.policy_model_name,
     judge_model: config.visual_coding_opencode_judge_model_name,
     settings: runSettingsFrom(config),
+    queue_scope: ownQueues ? runId : null,
+    origin,
   };
 }
 
@@ -60,7 +69,7 @@ export async function produceRun(input: ProduceInput): Promise<ProduceResult> {
   if (tasks.length === 0) throw new ConfigError('no tasks to run: the prepared benchmark is empty or limit is 0');
   const runId = config.run_id ?? newRunId(config.benchmark);
   const store = new RunStore(redis, config.queues.prefix);
-  const record = runRecord(config, runId, tasks);
+  const record = runRecord(config, runId, tasks, input.ownQueues ?? false, input.origin ?? 'produce');
   const existing = await store.getRun(runId);
   if (existing && (existing.total !== record.total || existing.benchmark !== record.benchmark)) {
     throw new ConfigError(
@@ -76,20 +85,35 @@ export async function produceRun(input: ProduceInput): Promise<ProduceResult> {
     if (await store.hasBlob(task.image_sha256)) continue;
     if (await store.putBlob(task.image_sha256, await input.readImage(task))) newImages++;
   }
-  const enqueued = await enqueueRollouts(input, store, run, tasks);
+  const enqueued = await enqueueRollouts(input, store, run, tasks.map((t) => t.task_id));
   logger.info({ run: runId, total: run.total, enqueued, newImages, created }, created ? 'run created' : 'run exists; enqueued what was missing');
   return { runId, total: run.total, enqueued, created };
 }
 
-async function enqueueRollouts(input: ProduceInput, store: RunStore, run: RunRecord, tasks: readonly PreparedTask[]): Promise<number> {
+/**
+ * Resume a run from what Redis holds (its record and tasks): enqueue the rollouts it lacks. Nothing
+ * is prepared or read from disk, so any host can resume any run, demo runs included.
+ */
+export async function resumeRun(input: Omit<ProduceInput, 'tasks' | 'readImage' | 'ownQueues' | 'origin'> & { runId: string }): Promise<ProduceResult> {
+  const store = new RunStore(input.redis, input.config.queues.prefix);
+  const run = await store.getRun(input.runId);
+  if (!run) throw new ConfigError(`run ${input.runId} does not exist under the prefix ${input.config.queues.prefix} of this Redis; check --run-id, REDIS_URL and queues.prefix (VCFLEET_PREFIX)`);
+  const enqueued = await enqueueRollouts(input, store, run, await store.taskIds(run.run_id));
+  input.logger.info({ run: run.run_id, total: run.total, enqueued }, 'run resumed; enqueued what was missing');
+  return { runId: run.run_id, total: run.total, enqueued, created: false };
+}
+
+async function enqueueRollouts(input: Pick<ProduceInput, 'config' | 'redis' | 'onProgress'>, store: RunStore, run: RunRecord, taskIds: readonly string[]): Promise<number> {
   const { config, redis } = input;
-  const queue = openQueue('rollout', redis, config.queues.prefix, config.queues);
+  const queue = openQueue('rollout', redis, config.queues.prefix, { policy: config.queues, scope: run.queue_scope });
   const all: RolloutJob[] = [];
   for (let repeat = 0; repeat < run.num_repeats; repeat++) {
-    for (const task of tasks) all.push({ v: 1, run_id: run.run_id, task_id: task.task_id, repeat, rollout_id: rolloutId(run.run_id, task.task_id, repeat) });
+    for (const taskId of taskIds) all.push({ v: 1, run_id: run.run_id, task_id: taskId, repeat, rollout_id: rolloutId(run.run_id, taskId, repeat) });
   }
   let enqueued = 0;
   try {
+    // The cap on rollouts running at once over all workers of these queues (protects the policy server).
+    await queue.setGlobalConcurrency(config.queues.rollout_global_concurrency);
     for (let i = 0; i < all.length; i += 500) {
       const chunk = all.slice(i, i + 500);
       const seen = await redis.smismember(store.keys.enqueued(run.run_id), ...chunk.map((j) => j.rollout_id));

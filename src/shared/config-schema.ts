@@ -146,8 +146,22 @@ const QueuesSchema = z
     judge_attempts: positiveInt.default(2),
     /** Base of the exponential backoff between judge job attempts, in milliseconds. */
     judge_backoff_ms: positiveInt.default(2000),
+    /**
+     * `vcfleet run` pauses its run when this many rollouts failed on the policy server before any
+     * policy call was answered (0: never); resume it with `vcfleet run --run-id`.
+     */
+    fail_fast_after: z.number().int().min(0).default(3),
     /** How long a job lock lives without renewal before a stalled job is taken by another worker (ms). */
     lock_duration_ms: positiveInt.default(30000),
+  })
+  .strict();
+
+const PreflightSchema = z
+  .object({
+    /** Check endpoints, keys, sandboxes and Redis before a run enqueues anything (`--skip-preflight` turns it off). */
+    enabled: z.boolean().default(true),
+    /** Refuse a Redis that persists nothing (a restart would lose the run). */
+    require_redis_persistence: z.boolean().default(true),
   })
   .strict();
 
@@ -239,6 +253,7 @@ export const ConfigSchema = z
     redis_url: nullableString,
     /** Folder for the private Redis of `vcfleet run` and other local state. */
     state_dir: z.string().default('.vcfleet'),
+    preflight: PreflightSchema.prefault({}),
     metrics_server: MetricsServerSchema.prefault({}),
     dashboard: DashboardSchema.prefault({}),
     log_level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),

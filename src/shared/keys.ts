@@ -10,7 +10,8 @@ export interface FleetKeys {
   enqueued(runId: string): string;
   /** A rollout's transcript on its way to the results host (record, images, the judge's part). */
   transcript(runId: string, rolloutId: string): string;
-  writerLock(): string;
+  /** The results writer's lock of the fleet's queues (null) or of one run's own. */
+  writerLock(scope?: string | null): string;
 }
 
 export function fleetKeys(prefix: string): FleetKeys {
@@ -23,6 +24,6 @@ export function fleetKeys(prefix: string): FleetKeys {
     outcomes: (id) => `${prefix}:run:${id}:outcomes`,
     enqueued: (id) => `${prefix}:run:${id}:enqueued`,
     transcript: (id, rollout) => `${prefix}:run:${id}:transcript:${rollout}`,
-    writerLock: () => `${prefix}:results-writer-lock`,
+    writerLock: (scope = null) => (scope === null ? `${prefix}:results-writer-lock` : `${prefix}:results-writer-lock:${scope}`),
   };
 }

@@ -94,11 +94,27 @@ export const QUEUES: { [N in QueueName]: QueueSpec<N> } = {
 const REMOVAL: JobsOptions = { removeOnComplete: { count: 1000 }, removeOnFail: false };
 
 /**
- * A queue of the fleet. With `policy`, jobs added to it get the queue's attempts and backoff; a
- * queue opened only to read or to move jobs (status, retry) needs none.
+ * Whose queues: `null` for the fleet's shared queues (runs made by `vcfleet produce`, served by every
+ * `vcfleet worker`), or a run id for the run's own queues (`vcfleet run` and `demo`: its workers take
+ * its jobs only, and `vcfleet worker <role> --run-id ID` joins them).
  */
-export function openQueue<N extends QueueName>(name: N, connection: ConnectionOptions, prefix: string, policy?: QueuePolicy): Queue<JobData<N>> {
-  return new Queue<JobData<N>>(name, { connection, prefix, defaultJobOptions: { ...REMOVAL, ...(policy ? QUEUES[name].options(policy) : {}) } });
+export type QueueScope = string | null;
+
+/** The BullMQ name of queue `name` in `scope`: `rollout`, or `rollout.<runId>` for a run's own. */
+export function bullQueueName(name: QueueName, scope: QueueScope = null): string {
+  return scope === null ? name : `${name}.${scope}`;
+}
+
+export interface OpenQueueOptions {
+  /** Jobs added get the queue's attempts and backoff; a queue opened only to read or move jobs needs none. */
+  policy?: QueuePolicy;
+  scope?: QueueScope;
+}
+
+/** A queue of the fleet. */
+export function openQueue<N extends QueueName>(name: N, connection: ConnectionOptions, prefix: string, options: OpenQueueOptions = {}): Queue<JobData<N>> {
+  const defaults = { ...REMOVAL, ...(options.policy ? QUEUES[name].options(options.policy) : {}) };
+  return new Queue<JobData<N>>(bullQueueName(name, options.scope), { connection, prefix, defaultJobOptions: defaults });
 }
 
 function jobOf<N extends QueueName>(name: N, data: JobData<N>) {

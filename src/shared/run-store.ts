@@ -13,6 +13,9 @@ import { RowSchema, type Row } from './rows.ts';
 import { DataError, PoisonJobError } from './errors.ts';
 import { parseRunSettings, type RunSettings } from './run-settings.ts';
 
+export const RUN_ORIGINS = ['produce', 'run', 'demo'] as const;
+export type RunOrigin = (typeof RUN_ORIGINS)[number];
+
 export const RunRecordSchema = z.object({
   run_id: z.string(),
   benchmark: z.string(),
@@ -26,6 +29,10 @@ export const RunRecordSchema = z.object({
   judge_model: z.string(),
   /** The run's settings (run-settings.ts), versioned; read them with `runSettings(record)`. */
   settings: z.unknown(),
+  /** Whose queues hold the run's jobs: the fleet's (null) or its own (its run id; `vcfleet run`, `demo`). */
+  queue_scope: z.string().nullable().default(null),
+  /** What made the run: `produce`, `run` or `demo` (a demo is resumed as a demo). */
+  origin: z.enum(RUN_ORIGINS).default('produce'),
 });
 export type RunRecord = z.infer<typeof RunRecordSchema>;
 
@@ -131,6 +138,11 @@ export class RunStore {
       const chunk = tasks.slice(i, i + 500).flatMap((t) => [t.task_id, JSON.stringify(t)]);
       await this.redis.hset(this.keys.tasks(runId), ...chunk);
     }
+  }
+
+  /** Every task id of a run. */
+  async taskIds(runId: string): Promise<string[]> {
+    return this.redis.hkeys(this.keys.tasks(runId));
   }
 
   async getTask(runId: string, taskId: string): Promise<PreparedTask> {

@@ -8,7 +8,7 @@ import type { Redis } from 'ioredis';
 import { errorMessage, isRetryable } from './errors.ts';
 import type { Logger } from './logger.ts';
 import type { Config } from './config-schema.ts';
-import { parseJob, type JobData, type QueueName } from './queues.ts';
+import { bullQueueName, parseJob, type JobData, type QueueName, type QueueScope } from './queues.ts';
 
 export interface StageContext {
   signal: AbortSignal;
@@ -27,6 +27,8 @@ export interface StageWorkerOptions<N extends QueueName> {
   lockDurationMs: number;
   /** The worker's name (its worker-registry id): BullMQ stores it on every job it takes (`processedBy`). */
   name?: string;
+  /** Whose queue: the fleet's (null) or one run's own. */
+  scope?: QueueScope;
   limiter?: WorkerOptions['limiter'];
   logger: Logger;
   handle(data: JobData<N>, ctx: StageContext): Promise<void>;
@@ -45,6 +47,8 @@ export interface RoleDeps<N extends QueueName> {
   /** This worker's registry id (worker-registry.ts), stored by BullMQ on the jobs it takes. */
   workerName?: string;
   onJobEnd?: StageWorkerOptions<N>['onJobEnd'];
+  /** Whose queues this worker serves: the fleet's (null, the default) or one run's own. */
+  scope?: QueueScope;
 }
 
 export interface StageWorker<N extends QueueName = QueueName> {
@@ -131,7 +135,7 @@ function processorOf<N extends QueueName>(opts: StageWorkerOptions<N>, log: Logg
 export function startStageWorker<N extends QueueName>(opts: StageWorkerOptions<N>): StageWorker<N> {
   const shutdown = new AbortController();
   const log = opts.logger.child({ stage: opts.queue });
-  const worker = new Worker<JobData<N>>(opts.queue, processorOf(opts, log, shutdown.signal), {
+  const worker = new Worker<JobData<N>>(bullQueueName(opts.queue, opts.scope), processorOf(opts, log, shutdown.signal), {
     connection: opts.connection,
     prefix: opts.prefix,
     concurrency: opts.concurrency,

@@ -24,6 +24,8 @@ export const WorkerRecordSchema = z.object({
   last_seen: z.number(),
   /** Things an operator must know about this worker (repeated by `vcfleet status`). */
   notices: z.array(z.string()).default([]),
+  /** Whose queues it serves: the fleet's (null) or one run's own (its run id). */
+  scope: z.string().nullable().default(null),
 });
 export type WorkerRecord = z.infer<typeof WorkerRecordSchema>;
 
@@ -45,8 +47,8 @@ export interface WorkerPresence {
 }
 
 /** Announce this process as a worker of `role` and keep its heartbeat until `stop()`. */
-export async function announceWorker(redis: Redis, prefix: string, role: string, id = workerId(role)): Promise<WorkerPresence> {
-  const record: WorkerRecord = { id, role, host: os.hostname(), pid: process.pid, started_at: new Date().toISOString(), last_seen: Date.now(), notices: [] };
+export async function announceWorker(redis: Redis, prefix: string, role: string, scope: string | null = null, id = workerId(role)): Promise<WorkerPresence> {
+  const record: WorkerRecord = { id, role, host: os.hostname(), pid: process.pid, started_at: new Date().toISOString(), last_seen: Date.now(), notices: [], scope };
   const write = () => redis.hset(workersKey(prefix), id, JSON.stringify({ ...record, last_seen: Date.now() }));
   await write();
   const timer = setInterval(() => void write().catch(() => undefined), HEARTBEAT_MS);

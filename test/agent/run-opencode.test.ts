@@ -41,7 +41,7 @@ describe('vcfleet run with the real OpenCode', () => {
     const args = [
       'run', '--benchmark', 'babyvision_opencode',
       `++babyvision_parquet=${fixture.path}`, `++data_dir=${path.join(dir, 'data')}`, `++state_dir=${path.join(dir, 'state')}`,
-      `++output_jsonl_fpath=${output}`, `++policy_base_url=${policy.url}`, `++visual_coding_opencode_judge_base_url=${judge.url}`,
+      `++output_jsonl_fpath=${output}`, `++policy_base_url=${policy.url}`, '++policy_model_name=scripted-vlm', `++visual_coding_opencode_judge_base_url=${judge.url}`,
       '++task_timeout_s=240', '++queues.prefix=vcftest-runoc',
     ];
     const result = await runCli(args, { POLICY_API_KEY: POLICY_KEY, OPENAI_API_KEY: JUDGE_KEY });

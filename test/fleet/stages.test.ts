@@ -128,7 +128,7 @@ describe('stages', () => {
 
   it('adapter: a poison job fails at once, never retried; a job running at shutdown goes back without spending an attempt', async () => {
     const ends: string[] = [];
-    const queue = openQueue('rollout', client, env.prefix, env.config().queues);
+    const queue = openQueue('rollout', client, env.prefix, { policy: env.config().queues });
     await queue.drain(); // the run's own rollouts, produced above, are not this test's
     let started!: () => void;
     const running = new Promise<void>((r) => (started = r));

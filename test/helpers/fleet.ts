@@ -69,6 +69,8 @@ export async function makeFleetEnv(options: FleetEnvOptions): Promise<FleetEnv> 
     `++queues.rollout_backoff_ms=100`,
     `++queues.lock_duration_ms=3000`,
     `++state_dir=${path.join(dir, 'state')}`,
+    // The session's Redis keeps nothing on disk; tests accept that (preflight would refuse it).
+    '++preflight.require_redis_persistence=false',
     ...(options.overrides ?? []),
   ];
   const logger = createLogger({ level: 'warn', secrets: [FAKE_JUDGE_KEY, FAKE_POLICY_KEY] });

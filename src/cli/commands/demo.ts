@@ -3,24 +3,29 @@ import type { Command } from 'commander';
 import type { Cli } from '../context.ts';
 import { onShutdownSignals } from '../runtime.ts';
 import { runDemo, NEXT_STEPS } from '../../demo/run-demo.ts';
-import { summaryText } from './run.ts';
+import { finish } from './run.ts';
 
 export function registerDemo(program: Command, cli: Cli): void {
   program
     .command('demo')
     .description('a self-contained run on bundled synthetic puzzles: scripted policy and judge, real OpenCode in local sandboxes, no network')
     .option('--config <path>', 'config YAML')
-    .action(async (opts: { config?: string }) => {
+    .option('--run-id <id>', 'resume this demo run')
+    .action(async (opts: { config?: string; runId?: string }) => {
       const { logger } = cli.context(opts, {}, true);
-      const signal = onShutdownSignals(logger, async () => {});
+      let runId = opts.runId ?? '';
+      const signal = onShutdownSignals(logger, async () => {}, () => (runId ? `resume with: vcfleet run --run-id ${runId}` : ''));
       const { result } = await runDemo({
         configPath: opts.config,
         overrides: cli.overrides,
         logger,
         signal,
-        onStart: (runId, total) => process.stderr.write(`demo run ${runId}: ${total} synthetic puzzles through the real OpenCode\n`),
+        runId: opts.runId,
+        onStart: (id, total, created) => {
+          runId = id;
+          process.stderr.write(`${created ? 'demo run' : 'resuming demo run'} ${id}: ${total} synthetic puzzles through the real OpenCode (stop with Ctrl-C; resume with \`vcfleet run --run-id ${id}\`)\n`);
+        },
       });
-      process.stdout.write(`\n${summaryText(result)}\n${NEXT_STEPS}`);
-      if (result.status !== 'complete') process.exitCode = result.status === 'stopped' ? 130 : 1;
+      finish(result, result.status === 'complete' ? NEXT_STEPS : '');
     });
 }

@@ -2,6 +2,9 @@
 import type { Command } from 'commander';
 import { ConfigError } from '../../shared/errors.ts';
 import { QUEUE_NAMES, type QueueName } from '../../shared/queues.ts';
+import type { Redis } from '../../shared/redis.ts';
+import { RunStore } from '../../shared/run-store.ts';
+import { listWorkers } from '../../shared/worker-registry.ts';
 import type { Cli } from '../context.ts';
 import { connect, table } from '../runtime.ts';
 import { runStatus, type RunStatus } from '../../ops/run-status.ts';
@@ -17,7 +20,7 @@ function formatStatus(s: RunStatus): string {
   const stale = s.workers.stale.map((w) => `  ${w.id} (last seen ${new Date(w.last_seen).toISOString()})${w.held.length ? `: held ${w.held.join(', ')} (they come back when their lock expires)` : ''}`);
   return [
     `run ${s.run.run_id} (${s.run.benchmark}, policy ${s.run.policy_model}, judge ${s.run.judge_model})`,
-    `rows ${s.rows}/${s.run.total}${s.complete ? ' (complete)' : ''}; scored ${s.scored}, correct ${s.correct}, accuracy ${acc}`,
+    `rows ${s.rows}/${s.run.total}${s.complete ? ' (complete)' : s.pending ? `; ${s.pending} job(s) still waiting or running` : ''}; scored ${s.scored}, correct ${s.correct}, accuracy ${acc}`,
     `masked: ${masked}`,
     `stop reasons: ${stops}`,
     ...s.warnings.map((w) => `WARNING: ${w}`),
@@ -27,6 +30,16 @@ function formatStatus(s: RunStatus): string {
     '',
     jobs,
   ].join('\n');
+}
+
+/** Whether any worker will take the requeued jobs, and if not, how to start one. */
+async function whoPicksThemUp(redis: Redis, prefix: string, runId: string): Promise<string> {
+  const run = await new RunStore(redis, prefix).requireRun(runId);
+  const { live } = await listWorkers(redis, prefix);
+  const roles = [...new Set(live.filter((w) => w.scope === run.queue_scope).map((w) => w.role))];
+  if (roles.length) return `live workers (${roles.join(', ')}) pick them up now`;
+  const how = run.queue_scope === null ? 'vcfleet worker sandbox|judge|results' : `vcfleet run --run-id ${runId}`;
+  return `no worker is running: start one (${how})`;
 }
 
 export function registerOps(program: Command, cli: Cli): void {
@@ -63,7 +76,7 @@ export function registerOps(program: Command, cli: Cli): void {
       const redis = await connect(config, logger, 'client');
       try {
         const n = await retryFailed(redis, config.queues.prefix, opts.runId, stages, logger);
-        process.stdout.write(`requeued ${n} failed job(s) of run ${opts.runId}; workers pick them up now\n`);
+        process.stdout.write(`requeued ${n} failed job(s) of run ${opts.runId}; ${await whoPicksThemUp(redis, config.queues.prefix, opts.runId)}\n`);
       } finally {
         redis.disconnect();
       }

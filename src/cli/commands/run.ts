@@ -2,7 +2,33 @@
 import type { Command } from 'commander';
 import type { Cli } from '../context.ts';
 import { onShutdownSignals, table } from '../runtime.ts';
-import { runAll, type RunAllResult } from '../../all-in-one/run-all.ts';
+import { DemoRunToResume, runAll, type RunAllResult } from '../../all-in-one/run-all.ts';
+import { runDemo } from '../../demo/run-demo.ts';
+
+/** Exit codes of `run` and `demo`: every rollout scored, some masked, some missing (stopped, stuck, paused). */
+export const EXIT = { allScored: 0, someMasked: 3, incomplete: 4 } as const;
+
+export function exitCodeOf(r: Pick<RunAllResult, 'status' | 'masked'>): number {
+  if (r.status !== 'complete') return EXIT.incomplete;
+  return r.masked > 0 ? EXIT.someMasked : EXIT.allScored;
+}
+
+/** One line that says how the run ended and what to do next. */
+export function endingText(r: RunAllResult): string {
+  const id = r.runId;
+  switch (r.status) {
+    case 'complete':
+      return r.masked === 0
+        ? `complete: all ${r.total} rollouts scored`
+        : `complete, but ${r.masked} of ${r.total} rollouts are masked (left out of mean/reward): see \`vcfleet status --run-id ${id}\`, then \`vcfleet rejudge --run-id ${id}\` or \`vcfleet retry --run-id ${id}\``;
+    case 'paused':
+      return `paused: ${r.reason ?? 'the policy server fails every call'}. Fix it, then resume with \`vcfleet run --run-id ${id}\``;
+    case 'stopped':
+      return `stopped at ${r.done}/${r.total} rows; resume with \`vcfleet run --run-id ${id}\``;
+    case 'stuck':
+      return `incomplete: ${r.done}/${r.total} rows and nothing queued: see \`vcfleet status --run-id ${id}\`, then \`vcfleet retry --run-id ${id}\``;
+  }
+}
 
 export function summaryText(r: RunAllResult): string {
   const m = r.metrics;
@@ -29,24 +55,37 @@ export function announceRun(runId: string, total: number, created: boolean): voi
   process.stderr.write(`${created ? 'run' : 'resuming run'} ${runId}: ${total} rollouts (stop with Ctrl-C; resume with \`vcfleet run --run-id ${runId}\`)\n`);
 }
 
+/** Print the summary and how the run ended; set the exit code. */
+export function finish(result: RunAllResult, after = ''): void {
+  process.stdout.write(`\n${summaryText(result)}\n\n${endingText(result)}\n${after}`);
+  process.exitCode = exitCodeOf(result);
+}
+
 export function registerRun(program: Command, cli: Cli): void {
   program
     .command('run')
-    .description('run the whole fleet on this machine: prepare, produce, every worker, progress, summary')
+    .description('run the whole fleet on this machine: preflight, prepare, produce, every worker, progress, summary')
     .option('--config <path>', 'config YAML')
     .option('--benchmark <name>', 'babyvision_opencode or babyvision_opencode_question_only')
-    .option('--run-id <id>', 'resume this run (or name a new one)')
-    .action(async (opts: { config?: string; benchmark?: string; runId?: string }) => {
-      const { config, logger } = cli.context(opts, { benchmark: opts.benchmark, run_id: opts.runId }, true);
-      const signal = onShutdownSignals(logger, async () => {});
-      const result = await runAll({ config, logger, signal, onStart: announceRun });
-      process.stdout.write(`\n${summaryText(result)}\n`);
-      if (result.status === 'stopped') {
-        process.stdout.write(`\nstopped; resume with: vcfleet run --run-id ${result.runId}\n`);
-        process.exitCode = 130;
-      } else if (result.status === 'stuck') {
-        process.stdout.write(`\nrows are missing and nothing is queued: see \`vcfleet status --run-id ${result.runId}\`, then \`vcfleet retry --run-id ${result.runId}\`\n`);
-        process.exitCode = 1;
+    .option('--run-id <id>', 'resume this run from Redis (or name a new one)')
+    .option('--skip-preflight', 'do not check endpoints, keys, sandboxes and Redis first')
+    .addHelpText('after', '\nExit codes: 0 every rollout scored, 3 some rollouts masked, 4 incomplete (stopped, stuck or paused), 2 bad config or a failed preflight.')
+    .action(async (opts: { config?: string; benchmark?: string; runId?: string; skipPreflight?: boolean }) => {
+      const flags = { benchmark: opts.benchmark, run_id: opts.runId, 'preflight.enabled': opts.skipPreflight ? false : undefined };
+      const { config, logger } = cli.context(opts, flags, true);
+      let runId = config.run_id ?? '';
+      const onStart = (id: string, total: number, created: boolean) => {
+        runId = id;
+        announceRun(id, total, created);
+      };
+      const signal = onShutdownSignals(logger, async () => {}, () => (runId ? `resume with: vcfleet run --run-id ${runId}` : ''));
+      let result: RunAllResult;
+      try {
+        result = await runAll({ config, logger, signal, onStart });
+      } catch (err) {
+        if (!(err instanceof DemoRunToResume)) throw err;
+        result = (await runDemo({ configPath: opts.config, overrides: cli.overrides, logger, signal, onStart, runId: err.runId })).result;
       }
+      finish(result);
     });
 }

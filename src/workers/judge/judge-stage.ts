@@ -2,6 +2,7 @@
  * The judge stage: grade an answered rollout. A grading that fails (after the judge's own retries, or
  * a reply without a valid verdict) is not a score: the row is masked as `judge_failed`, rejudgeable.
  */
+import { InfraError } from '../../shared/errors.ts';
 import type { Judge, JudgeInput } from '../../shared/judge.ts';
 import type { JudgeJob } from '../../shared/queues.ts';
 import { buildRow, type Row, type RowContext } from '../../shared/rows.ts';
@@ -37,6 +38,8 @@ export async function runJudgeStage(job: JudgeJob, deps: JudgeStageDeps, signal?
     rolloutId: job.rollout_id,
   };
   const grading = await deps.judge.grade(input, signal);
+  // Cut short by the worker stopping: not a grading. The job goes back to the queue, no row is made.
+  if (signal?.aborted) throw new InfraError('the grading was aborted (worker shutting down)', { cause: signal.reason });
   // The judge's part of the rollout's transcript: what it was sent and what it said.
   const { system, user } = buildJudgePrompt(input);
   const scored = grading.status === 'scored';

@@ -17,9 +17,10 @@ export interface JudgeWorkerDeps extends RoleDeps<'judge'> {
 export async function startJudgeWorker(deps: JudgeWorkerDeps): Promise<StageWorker<'judge'>> {
   const { config, connection, logger } = deps;
   const prefix = config.queues.prefix;
+  const scope = deps.scope ?? null;
   // Runs, tasks and images never change once produced: read each once per process.
   const store = new RunStore(connection, prefix, { cache: true });
-  const results = openQueue('results', connection, prefix, config.queues);
+  const results = openQueue('results', connection, prefix, { policy: config.queues, scope });
   const stage = startStageWorker({
     queue: 'judge',
     connection,
@@ -27,6 +28,7 @@ export async function startJudgeWorker(deps: JudgeWorkerDeps): Promise<StageWork
     concurrency: config.judge.concurrency,
     lockDurationMs: Math.max(config.queues.lock_duration_ms, 10_000),
     name: deps.workerName,
+    scope,
     limiter: judgeLimiter(config),
     logger,
     onJobEnd: deps.onJobEnd,

@@ -58,7 +58,7 @@ class ResultsConsumer implements ResultsWorker {
   constructor(private readonly deps: ResultsWorkerDeps) {
     const prefix = deps.config.queues.prefix;
     this.store = new RunStore(deps.connection, prefix);
-    this.lock = new WriterLock(deps.connection, fleetKeys(prefix).writerLock(), deps.logger, { leaseMs: deps.leaseMs });
+    this.lock = new WriterLock(deps.connection, fleetKeys(prefix).writerLock(deps.scope ?? null), deps.logger, { leaseMs: deps.leaseMs });
     this.ready = this.start();
   }
 
@@ -97,6 +97,7 @@ class ResultsConsumer implements ResultsWorker {
       concurrency: deps.config.queues.results_concurrency,
       lockDurationMs: deps.config.queues.lock_duration_ms,
       name: deps.workerName,
+      scope: deps.scope ?? null,
       logger: deps.logger,
       onJobEnd: deps.onJobEnd,
       handle: async (data) => {

@@ -3,7 +3,7 @@ import os from 'node:os';
 import type { AgentRunner } from '../../shared/agent.ts';
 import type { Config } from '../../shared/config.ts';
 import type { Logger } from '../../shared/logger.ts';
-import { checkSandboxBox } from './box-check.ts';
+import { checkSandboxBox, trySandbox } from './box-check.ts';
 import { opencodeRoBinds } from './opencode/binary.ts';
 import { reapOrphanGatewayDirs } from './opencode/gateway-dirs.ts';
 import { createOpenCodeRunner } from './opencode/runner.ts';
@@ -22,7 +22,8 @@ export interface AgentRunnerDeps {
 /**
  * Builds the runner. With a sandbox provider, first checks what its sandboxes are held to
  * (box-check.ts: throws ConfigError when a limit cannot be enforced and `enforce_resources` is
- * true), then removes what dead workers of this host left behind.
+ * true) and, with `preflight.enabled`, starts one trial sandbox; then removes what dead workers of
+ * this host left behind.
  */
 export async function createAgentRunner(config: Config, logger: Logger, deps: AgentRunnerDeps = {}): Promise<AgentRunner> {
   if (config.agent.kind === 'scripted') return createScriptedAgent(loadAgentScript(config.agent.script_path));
@@ -31,15 +32,21 @@ export async function createAgentRunner(config: Config, logger: Logger, deps: Ag
   try {
     const report = await checkSandboxBox(provider, config, logger);
     deps.onBoxReport?.(report);
+    await reapLeftovers(provider, logger);
+    if (config.preflight.enabled) await trySandbox(provider, config.sandbox_config.gateway_port);
   } catch (err) {
     await provider.close();
     throw err;
   }
+  return createOpenCodeRunner({ config, logger, provider });
+}
+
+/** What dead workers of this host left behind: sandboxes (cgroups, mounts, folders) and gateway sockets. */
+async function reapLeftovers(provider: SandboxProvider, logger: Logger): Promise<void> {
   const reaped = await provider.reapOrphans();
   if (reaped > 0) logger.warn({ reaped }, 'removed sandboxes left behind by a dead worker of this host');
   if (provider.name === 'local') {
     const gateways = await reapOrphanGatewayDirs(os.tmpdir());
     if (gateways > 0) logger.warn({ gateways }, 'removed gateway socket folders left behind by a dead worker of this host');
   }
-  return createOpenCodeRunner({ config, logger, provider });
 }

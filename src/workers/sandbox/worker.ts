@@ -17,19 +17,18 @@ export interface SandboxWorkerDeps extends RoleDeps<'rollout'> {
 export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<StageWorker<'rollout'>> {
   const { config, connection, logger } = deps;
   const prefix = config.queues.prefix;
+  const scope = deps.scope ?? null;
   // Runs, tasks and images never change once produced: read each once per process.
   const store = new RunStore(connection, prefix, { cache: true });
-  const rollout = openQueue('rollout', connection, prefix);
-  const judge = openQueue('judge', connection, prefix, config.queues);
-  const results = openQueue('results', connection, prefix, config.queues);
+  const rollout = openQueue('rollout', connection, prefix, { scope });
+  const judge = openQueue('judge', connection, prefix, { policy: config.queues, scope });
+  const results = openQueue('results', connection, prefix, { policy: config.queues, scope });
   const host = {
     policyBaseUrl: config.policy_base_url,
     allowedBaseUrls: config.policy.allowed_base_urls,
     policyApiKey: config.policy_api_key,
     captureRoot: path.resolve(config.state_dir, 'captures'),
   };
-  // The fleet-wide cap lives in Redis: every worker sets the same value from its config.
-  await rollout.setGlobalConcurrency(config.queues.rollout_global_concurrency);
   const stage = startStageWorker({
     queue: 'rollout',
     connection,
@@ -37,6 +36,7 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Stage
     concurrency: config.queues.rollout_concurrency,
     lockDurationMs: config.queues.lock_duration_ms,
     name: deps.workerName,
+    scope,
     logger,
     onJobEnd: deps.onJobEnd,
     async handle(data, ctx) {

@@ -36,7 +36,9 @@ export function runProcess(opts: RunProcessOptions): Promise<ExecResult> {
   if (opts.signal?.aborted) return Promise.resolve(emptyResult(true));
   const started = Date.now();
   const extra = opts.extraFds ?? [];
-  const child = spawn(opts.command, opts.args, { env: opts.env, stdio: ['pipe', 'pipe', 'pipe', ...extra.map(() => 'pipe' as const)] });
+  // Its own session and process group: a terminal's Ctrl-C (SIGINT to the foreground process group)
+  // reaches vcfleet only, which hands the rollout back; the sandbox still dies with its parent.
+  const child = spawn(opts.command, opts.args, { env: opts.env, detached: true, stdio: ['pipe', 'pipe', 'pipe', ...extra.map(() => 'pipe' as const)] });
   extra.forEach((bytes, i) => {
     const fd = child.stdio[3 + i] as NodeJS.WritableStream;
     // The reader may exit without reading it all: EPIPE is expected then.

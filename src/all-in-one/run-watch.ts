@@ -1,0 +1,111 @@
+/**
+ * The progress loop of `vcfleet run`: it watches its own run only (its rows, and the jobs in its own
+ * queues or, for a run in the fleet's queues, its jobs there), and ends when every rollout has its
+ * row and nothing of the run is in flight, when the run is stopped, stuck, or paused because the
+ * policy server fails every call of the first rollouts. It reads Redis through a connection that
+ * waits out outages, so a Redis restart pauses the loop, not the run.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Queue } from 'bullmq';
+import type { Logger } from '../shared/logger.ts';
+import { openQueue, QUEUE_NAMES, type JobData, type QueueName } from '../shared/queues.ts';
+import type { Redis } from '../shared/redis.ts';
+import { policySilenceWarning, type RowTally } from '../shared/row-tally.ts';
+import type { RunRecord } from '../shared/run-store.ts';
+import { readRunJobs } from '../ops/run-jobs.ts';
+import type { ProgressView } from './progress.ts';
+
+export type WatchStatus = 'complete' | 'stopped' | 'stuck' | 'paused';
+
+export interface WatchOptions {
+  connection: Redis;
+  prefix: string;
+  run: RunRecord;
+  tally: RowTally;
+  view: ProgressView;
+  logger: Logger;
+  signal?: AbortSignal;
+  /** The policy endpoint of this host (for messages). */
+  policyUrl: string;
+  /** Give up when nothing of the run is queued or running for this long and rows are missing (ms). */
+  stuckAfterMs: number;
+  /** Pause after this many rollouts failed on the policy server before any answered call (0: never). */
+  failFastAfter: number;
+}
+
+export interface WatchResult {
+  status: WatchStatus;
+  /** Why the run was paused. */
+  reason?: string;
+}
+
+const POLICY_FAILURE = /policy server/i;
+
+interface Pending {
+  running: number;
+  pending: number;
+}
+
+/** Jobs of the run not yet ended: its own queues' counts, or its jobs in the fleet's queues. */
+async function pendingOf(o: WatchOptions, queues: Array<Queue<JobData<QueueName>>> | null): Promise<Pending> {
+  if (queues) {
+    const counts = await Promise.all(queues.map((q) => q.getJobCounts('active', 'waiting', 'delayed', 'prioritized')));
+    return { running: counts[0].active ?? 0, pending: counts.reduce((n, c) => n + Object.values(c).reduce((a, b) => a + b, 0), 0) };
+  }
+  const jobs = (await readRunJobs(o.connection, o.prefix, o.run.run_id)).get(o.run.run_id);
+  if (!jobs) return { running: 0, pending: 0 };
+  const open = (q: QueueName) => jobs.counts[q].active + jobs.counts[q].waiting + jobs.counts[q].delayed + jobs.counts[q].prioritized;
+  return { running: jobs.counts.rollout.active, pending: QUEUE_NAMES.reduce((n, q) => n + open(q), 0) };
+}
+
+/** The reason of the first policy failure, when `n` rollouts failed on the policy server and none was answered. */
+async function policyDown(rollouts: Queue<JobData<'rollout'>>, tally: RowTally, n: number): Promise<string | null> {
+  if (n <= 0 || tally.counts.answeredCalls > 0) return null;
+  const tried = await rollouts.getJobs(['delayed', 'failed', 'waiting'], 0, 200);
+  const failed = tried.filter((j) => j && j.attemptsMade > 0 && POLICY_FAILURE.test(j.failedReason ?? ''));
+  return failed.length >= n ? failed[0].failedReason : null;
+}
+
+export async function watchRun(o: WatchOptions): Promise<WatchResult> {
+  const own = o.run.queue_scope;
+  const queues = own === null ? null : QUEUE_NAMES.map((name) => openQueue(name, o.connection, o.prefix, { scope: own }));
+  const rollouts = queues?.[0] as Queue<JobData<'rollout'>> | undefined;
+  let idleSince: number | null = null;
+  let warned = false;
+  let tick = 0;
+  // Until first read, the run counts as busy (never complete or stuck before Redis was asked).
+  let state: Pending = { running: 0, pending: 1 };
+  try {
+    for (;; tick++) {
+      if (o.signal?.aborted) return { status: 'stopped' };
+      try {
+        // A run in the fleet's queues is counted by reading its jobs: every few seconds only.
+        if (queues || tick % 10 === 0) state = await pendingOf(o, queues);
+        const down = rollouts && tick % 4 === 0 ? await policyDown(rollouts, o.tally, o.failFastAfter) : null;
+        if (down && rollouts) {
+          await rollouts.pause();
+          return { status: 'paused', reason: down };
+        }
+      } catch (err) {
+        o.logger.warn({ err: (err as Error).message }, 'cannot read the queues (Redis unreachable?); waiting');
+        await sleep(1000);
+        continue;
+      }
+      o.view.update({ ...o.tally.counts, total: o.run.total, running: state.running });
+      const silence = warned ? null : policySilenceWarning(o.tally.counts);
+      if (silence) {
+        warned = true;
+        o.logger.warn(`${silence} Policy endpoint: ${o.policyUrl}`);
+      }
+      if (o.tally.counts.done >= o.run.total && state.pending === 0) return { status: 'complete' };
+      if (state.pending === 0) {
+        idleSince ??= Date.now();
+        if (Date.now() - idleSince > o.stuckAfterMs) return { status: 'stuck' };
+      } else idleSince = null;
+      await sleep(500);
+    }
+  } finally {
+    o.view.stop();
+    await Promise.allSettled((queues ?? []).map((q) => q.close()));
+  }
+}
