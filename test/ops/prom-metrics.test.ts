@@ -3,7 +3,6 @@
  * `/metrics` of `vcfleet worker` processes scraped while a run goes through them (counters climb
  * to the number of rollouts, judge verdicts, committed rows, queue depths), and `runAll`'s hooks.
  */
-import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { register as globalRegistry } from 'prom-client';
 import { createFleetMetrics } from '../../src/ops/prom-metrics.ts';
@@ -11,6 +10,7 @@ import { listenMetrics } from '../../src/ops/metrics-server.ts';
 import { produceRun } from '../../src/producer/produce.ts';
 import { loadOrPrepare } from '../../src/prepare/load-or-prepare.ts';
 import { runAll } from '../../src/all-in-one/run-all.ts';
+import { freePort } from '../../src/all-in-one/private-redis.ts';
 import type { AgentRunner } from '../../src/shared/agent.ts';
 import type { Judge } from '../../src/shared/judge.ts';
 import { createRedis } from '../../src/shared/redis.ts';
@@ -29,15 +29,6 @@ function sample(text: string, name: string, labels: Record<string, string> = {})
     if (Object.entries(labels).every(([k, v]) => have[k] === v)) return Number(m[3]);
   }
   return undefined;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 async function scrape(port: number): Promise<string> {
