@@ -30,6 +30,7 @@ import { startRoleMetrics } from '../ops/role-metrics.ts';
 import { startPrivateRedis } from './private-redis.ts';
 import { createProgressView, type ProgressView } from './progress.ts';
 import { startRoles } from './run-roles.ts';
+import type { InFlightJobs } from '../shared/in-flight-jobs.ts';
 import { watchRun, type WatchStatus } from './run-watch.ts';
 
 export interface RunAllOptions {
@@ -40,6 +41,8 @@ export interface RunAllOptions {
   judge?: Judge;
   /** The first Ctrl-C: stop taking jobs and hand running rollouts back to the queue, attempts kept. */
   signal?: AbortSignal;
+  /** This process's held jobs, handed back when a second Ctrl-C exits at once. */
+  inFlight?: InFlightJobs;
   progress?: ProgressView;
   /** Called once the run exists (its id, and how many rollouts it has). */
   onStart?(runId: string, total: number, created: boolean): void;

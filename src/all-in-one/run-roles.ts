@@ -15,6 +15,7 @@ import type { FleetMetrics } from '../ops/prom-metrics.ts';
 import { startJudgeWorker } from '../workers/judge/worker.ts';
 import { startResultsWorker } from '../workers/results/worker.ts';
 import { startSandboxWorker } from '../workers/sandbox/worker.ts';
+import type { InFlightJobs } from '../shared/in-flight-jobs.ts';
 
 export interface RunRoles {
   tally: RowTally;
@@ -33,11 +34,11 @@ interface Registry {
   add(close: () => Promise<unknown>): void;
 }
 
-export async function startRoles(options: { config: Config; logger: Logger }, connection: Redis, run: RunRecord, parts: Parts, closers: Registry): Promise<RunRoles> {
+export async function startRoles(options: { config: Config; logger: Logger; inFlight?: InFlightJobs }, connection: Redis, run: RunRecord, parts: Parts, closers: Registry): Promise<RunRoles> {
   const { config, logger } = options;
   const { prom, workerName } = parts;
   const scope = run.queue_scope;
-  const common = { config, connection, logger, workerName, scope };
+  const common = { config, connection, logger, workerName, scope, inFlight: options.inFlight };
   const store = new RunStore(connection, config.queues.prefix);
   const tally = new RowTally();
   const count = async () => {

@@ -1,5 +1,7 @@
 /** Process plumbing shared by the long-running commands: Redis from config, signals, stdout tables. */
 import type { Config } from '../shared/config.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { InFlightJobs } from '../shared/in-flight-jobs.ts';
 import type { Logger } from '../shared/logger.ts';
 import { checkRedisServer, createRedis, DEFAULT_REDIS_URL, waitForRedis, type ConnectionRole, type Redis } from '../shared/redis.ts';
 
@@ -21,22 +23,31 @@ export async function connect(config: Config, logger: Logger, role: ConnectionRo
   return redis;
 }
 
+export interface ShutdownOptions {
+  /** How to resume, printed with the first signal. */
+  hint?(): string;
+  /** The jobs this process holds: handed back to their queues before a second signal exits. */
+  inFlight?: InFlightJobs;
+}
+
 /**
  * The first SIGINT or SIGTERM (a terminal's Ctrl-C) aborts the returned signal and runs `stop`: the
  * command stops taking jobs and hands running ones back to the queue, attempts kept. A second one
- * exits at once (exit 130): jobs still held come back when their locks expire, attempts kept, and
- * every sandbox dies with this process. `hint` is printed with the first (how to resume).
+ * exits at once (exit 130) after handing every held job back the same way (at most 3 s; a job it
+ * could not move comes back when its lock expires, still without spending an attempt); every sandbox
+ * dies with this process (bwrap's --die-with-parent).
  */
-export function onShutdownSignals(logger: Logger, stop: () => Promise<void>, hint: () => string = () => ''): AbortSignal {
+export function onShutdownSignals(logger: Logger, stop: () => Promise<void>, options: ShutdownOptions = {}): AbortSignal {
   const controller = new AbortController();
   let count = 0;
   const handler = (sig: NodeJS.Signals) => {
     count++;
-    if (count > 1) {
-      logger.warn(`second ${sig}: exiting now; jobs still held go back to the queue when their locks expire`);
-      process.exit(130);
+    if (count === 2) {
+      void exitNow(logger, sig, options.inFlight);
+      return;
     }
-    const more = hint();
+    if (count > 2) return;
+    const more = options.hint?.() ?? '';
     process.stderr.write(`\n${sig}: stopping; running rollouts go back to the queue with their attempts kept${more ? `; ${more}` : ''} (Ctrl-C again to quit at once)\n`);
     controller.abort();
     stop().then(
@@ -47,6 +58,14 @@ export function onShutdownSignals(logger: Logger, stop: () => Promise<void>, hin
   process.on('SIGINT', handler);
   process.on('SIGTERM', handler);
   return controller.signal;
+}
+
+async function exitNow(logger: Logger, sig: NodeJS.Signals, inFlight: InFlightJobs | undefined): Promise<never> {
+  const held = inFlight?.size ?? 0;
+  const moved = inFlight ? await Promise.race([inFlight.handBack(logger), sleep(3000).then(() => -1)]) : 0;
+  const rest = moved < 0 ? `; the ${held} held jobs come back when their locks expire` : moved < held ? `; ${held - moved} ended meanwhile` : '';
+  process.stderr.write(`second ${sig}: exiting now; ${Math.max(moved, 0)} running jobs handed back to the queue, attempts kept${rest}\n`);
+  process.exit(130);
 }
 
 /** A plain aligned table for the terminal. */

@@ -14,16 +14,22 @@ import { demoAnswers, demoPuzzles, writeDemoBenchmark } from './puzzles.ts';
 import { startScriptedPolicyServer } from './scripted-policy-server.ts';
 import { scripts } from './scripted-policy-scripts.ts';
 import { startScriptedJudgeServer } from './scripted-judge-server.ts';
+import type { InFlightJobs } from '../shared/in-flight-jobs.ts';
 
 export interface DemoOptions {
   configPath?: string;
   overrides: readonly string[];
   logger: Logger;
   signal?: AbortSignal;
+  /** This process's held jobs, handed back when a second Ctrl-C exits at once. */
+  inFlight?: InFlightJobs;
   onStart?(runId: string, total: number, created: boolean): void;
   /** Resume this demo run (from what Redis holds) instead of starting a new one. */
   runId?: string;
 }
+
+/** The model the demo's scripted policy server serves (and preflight finds listed). */
+const DEMO_POLICY_MODEL = 'scripted-demo-vlm';
 
 /** The demo's settings; `++key=value` overrides still apply on top. */
 function demoConfig(base: Config, policyUrl: string, judgeUrl: string, options: DemoOptions): Config {
@@ -43,7 +49,7 @@ function demoConfig(base: Config, policyUrl: string, judgeUrl: string, options: 
       task_timeout_s: 300,
       policy_base_url: policyUrl,
       policy_api_key: 'demo-policy-key',
-      policy_model_name: 'scripted-demo-vlm',
+      policy_model_name: DEMO_POLICY_MODEL,
       visual_coding_opencode_judge_base_url: judgeUrl,
       visual_coding_opencode_judge_model_name: 'scripted-demo-judge',
       'judge.api_key': 'demo-judge-key',
@@ -58,13 +64,13 @@ function demoConfig(base: Config, policyUrl: string, judgeUrl: string, options: 
 export async function runDemo(options: DemoOptions): Promise<{ result: RunAllResult; config: Config }> {
   const base = loadConfig({ configPath: options.configPath, overrides: options.overrides });
   const puzzles = demoPuzzles();
-  const policy = await startScriptedPolicyServer({ script: scripts.demo(demoAnswers(puzzles)) });
+  const policy = await startScriptedPolicyServer({ script: scripts.demo(demoAnswers(puzzles)), modelName: DEMO_POLICY_MODEL });
   const judge = await startScriptedJudgeServer();
   try {
     const config = demoConfig(base, policy.url, judge.url, options);
     await writeDemoBenchmark(config.data_dir, config.benchmark, puzzles);
     options.logger.info({ puzzles: puzzles.length, policy: policy.url, judge: judge.url }, 'demo: scripted policy and judge servers started on loopback');
-    const result = await runAll({ config, logger: options.logger, signal: options.signal, onStart: options.onStart, origin: 'demo' });
+    const result = await runAll({ config, logger: options.logger, signal: options.signal, inFlight: options.inFlight, onStart: options.onStart, origin: 'demo' });
     return { result, config };
   } finally {
     await policy.close();

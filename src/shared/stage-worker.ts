@@ -9,6 +9,7 @@ import { errorMessage, isRetryable } from './errors.ts';
 import type { Logger } from './logger.ts';
 import type { Config } from './config-schema.ts';
 import { bullQueueName, parseJob, type JobData, type QueueName, type QueueScope } from './queues.ts';
+import { InFlightJobs } from './in-flight-jobs.ts';
 
 export interface StageContext {
   signal: AbortSignal;
@@ -31,6 +32,8 @@ export interface StageWorkerOptions<N extends QueueName> {
   scope?: QueueScope;
   limiter?: WorkerOptions['limiter'];
   logger: Logger;
+  /** The process's held jobs (a second Ctrl-C hands them back before exiting); default: the worker's own. */
+  inFlight?: InFlightJobs;
   handle(data: JobData<N>, ctx: StageContext): Promise<void>;
   /** Called once when a job fails for good (last attempt, or not retryable), before it moves to failed. */
   onFinalFailure?(data: JobData<N>, error: unknown, ctx: StageContext): Promise<void>;
@@ -49,6 +52,8 @@ export interface RoleDeps<N extends QueueName> {
   onJobEnd?: StageWorkerOptions<N>['onJobEnd'];
   /** Whose queues this worker serves: the fleet's (null, the default) or one run's own. */
   scope?: QueueScope;
+  /** The process's held jobs, handed back when it must exit at once. */
+  inFlight?: InFlightJobs;
 }
 
 export interface StageWorker<N extends QueueName = QueueName> {
@@ -89,7 +94,8 @@ async function failed<N extends QueueName>(opts: StageWorkerOptions<N>, log: Log
   const { job, token, data, ctx, started } = a;
   if (shuttingDown) {
     log.info({ jobId: job.id }, 'shutting down: job handed back to the queue');
-    await job.moveToDelayed(Date.now() + 1000, token);
+    // Already handed back (InFlightJobs.handBack) when the lock is gone; either way it is not failed.
+    await job.moveToDelayed(Date.now() + 1000, token).catch((moveErr) => log.debug({ jobId: job.id, err: errorMessage(moveErr) }, 'job was already handed back'));
     opts.onJobEnd?.('requeued', Date.now() - started);
     throw new DelayedError();
   }
@@ -109,7 +115,7 @@ async function failed<N extends QueueName>(opts: StageWorkerOptions<N>, log: Log
 }
 
 /** The BullMQ processor of a stage: parse first (malformed data is a poison job), then handle. */
-function processorOf<N extends QueueName>(opts: StageWorkerOptions<N>, log: Logger, shutdown: AbortSignal) {
+function processorOf<N extends QueueName>(opts: StageWorkerOptions<N>, log: Logger, shutdown: AbortSignal, inFlight: InFlightJobs) {
   return async (job: Job<JobData<N>>, token?: string, bullSignal?: AbortSignal): Promise<void> => {
     const started = Date.now();
     const parsed = parseJob(opts.queue, job.data);
@@ -119,6 +125,7 @@ function processorOf<N extends QueueName>(opts: StageWorkerOptions<N>, log: Logg
       throw new UnrecoverableError(parsed.error);
     }
     const attempt = job.attemptsMade + 1;
+    const release = inFlight.hold(job, token);
     const jobAbort = linkedAbort(shutdown, bullSignal);
     const ctx: StageContext = { signal: jobAbort.signal, attempt, finalAttempt: attempt >= (job.opts.attempts ?? 1) };
     try {
@@ -128,6 +135,7 @@ function processorOf<N extends QueueName>(opts: StageWorkerOptions<N>, log: Logg
       await failed(opts, log, shutdown.aborted, { job, token, data: parsed.data, ctx, started }, err);
     } finally {
       jobAbort.dispose();
+      release();
     }
   };
 }
@@ -135,7 +143,7 @@ function processorOf<N extends QueueName>(opts: StageWorkerOptions<N>, log: Logg
 export function startStageWorker<N extends QueueName>(opts: StageWorkerOptions<N>): StageWorker<N> {
   const shutdown = new AbortController();
   const log = opts.logger.child({ stage: opts.queue });
-  const worker = new Worker<JobData<N>>(bullQueueName(opts.queue, opts.scope), processorOf(opts, log, shutdown.signal), {
+  const worker = new Worker<JobData<N>>(bullQueueName(opts.queue, opts.scope), processorOf(opts, log, shutdown.signal, opts.inFlight ?? new InFlightJobs()), {
     connection: opts.connection,
     prefix: opts.prefix,
     concurrency: opts.concurrency,

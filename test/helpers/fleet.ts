@@ -112,6 +112,34 @@ export function startCli(args: string[], env: Record<string, string> = {}): CliP
   return { child, output: () => out, stdout: () => stdout, exited };
 }
 
+/** A `vcfleet` process in a terminal of its own (a pseudo-terminal made by util-linux `script`). */
+export interface TerminalCliProcess extends CliProcess {
+  /** Type Ctrl-C: the terminal sends SIGINT to its whole foreground process group. */
+  ctrlC(): void;
+}
+
+/**
+ * Run `vcfleet <args>` as a user does in a terminal: `script` gives it a pseudo-terminal, where it is
+ * the foreground process group, so a typed Ctrl-C reaches every process of that group (not only
+ * vcfleet, as `kill -INT` would). The exit code is vcfleet's (`script -e`); stdout and stderr arrive
+ * together, with CRLF line ends.
+ */
+export function startCliInTerminal(args: string[], env: Record<string, string> = {}): TerminalCliProcess {
+  const quote = (a: string) => `'${a.replace(/'/g, `'\\''`)}'`;
+  // `exec`: vcfleet replaces script's shell, as in a terminal (a waiting dash would exit 130 on the SIGINT too).
+  const command = `exec ${[process.execPath, path.join(ROOT, 'bin/vcfleet.js'), ...args].map(quote).join(' ')}`;
+  const child = spawn('script', ['-qfec', command, '/dev/null'], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', VCFLEET_LOG_JSON: '1', TERM: 'xterm', ...env },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (out += d));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, output: () => out, stdout: () => out, exited, ctrlC: () => void child.stdin!.write('\x03') };
+}
+
 export async function runCli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; output: string; stdout: string }> {
   const p = startCli(args, env);
   const code = await p.exited;

@@ -1,6 +1,7 @@
 /** `vcfleet demo`: the first command a newcomer runs. */
 import type { Command } from 'commander';
 import type { Cli } from '../context.ts';
+import { InFlightJobs } from '../../shared/in-flight-jobs.ts';
 import { onShutdownSignals } from '../runtime.ts';
 import { runDemo, NEXT_STEPS } from '../../demo/run-demo.ts';
 import { finish } from './run.ts';
@@ -14,12 +15,14 @@ export function registerDemo(program: Command, cli: Cli): void {
     .action(async (opts: { config?: string; runId?: string }) => {
       const { logger } = cli.context(opts, {}, true);
       let runId = opts.runId ?? '';
-      const signal = onShutdownSignals(logger, async () => {}, () => (runId ? `resume with: vcfleet run --run-id ${runId}` : ''));
+      const inFlight = new InFlightJobs();
+      const signal = onShutdownSignals(logger, async () => {}, { hint: () => (runId ? `resume with: vcfleet run --run-id ${runId}` : ''), inFlight });
       const { result } = await runDemo({
         configPath: opts.config,
         overrides: cli.overrides,
         logger,
         signal,
+        inFlight,
         runId: opts.runId,
         onStart: (id, total, created) => {
           runId = id;

@@ -1,6 +1,7 @@
 /** `vcfleet run`: the whole evaluation on one machine, in one command. */
 import type { Command } from 'commander';
 import type { Cli } from '../context.ts';
+import { InFlightJobs } from '../../shared/in-flight-jobs.ts';
 import { onShutdownSignals, table } from '../runtime.ts';
 import { DemoRunToResume, runAll, type RunAllResult } from '../../all-in-one/run-all.ts';
 import { runDemo } from '../../demo/run-demo.ts';
@@ -78,13 +79,14 @@ export function registerRun(program: Command, cli: Cli): void {
         runId = id;
         announceRun(id, total, created);
       };
-      const signal = onShutdownSignals(logger, async () => {}, () => (runId ? `resume with: vcfleet run --run-id ${runId}` : ''));
+      const inFlight = new InFlightJobs();
+      const signal = onShutdownSignals(logger, async () => {}, { hint: () => (runId ? `resume with: vcfleet run --run-id ${runId}` : ''), inFlight });
       let result: RunAllResult;
       try {
-        result = await runAll({ config, logger, signal, onStart });
+        result = await runAll({ config, logger, signal, onStart, inFlight });
       } catch (err) {
         if (!(err instanceof DemoRunToResume)) throw err;
-        result = (await runDemo({ configPath: opts.config, overrides: cli.overrides, logger, signal, onStart, runId: err.runId })).result;
+        result = (await runDemo({ configPath: opts.config, overrides: cli.overrides, logger, signal, onStart, runId: err.runId, inFlight })).result;
       }
       finish(result);
     });

@@ -4,6 +4,7 @@ import type { Config } from '../../shared/config.ts';
 import { ConfigError } from '../../shared/errors.ts';
 import type { Redis } from '../../shared/redis.ts';
 import type { Cli } from '../context.ts';
+import { InFlightJobs } from '../../shared/in-flight-jobs.ts';
 import { connect, onShutdownSignals } from '../runtime.ts';
 import { createAgentRunner } from '../../workers/sandbox/agent-factory.ts';
 import { startSandboxWorker } from '../../workers/sandbox/worker.ts';
@@ -42,6 +43,7 @@ export function registerWorker(program: Command, cli: Cli): void {
       if (opts.concurrency) flags[role === 'judge' ? 'judge.concurrency' : 'queues.rollout_concurrency'] = Number(opts.concurrency);
       const { config, logger } = cli.context(opts, flags);
       const roleMetrics = await startRoleMetrics(config, logger, role);
+      const inFlight = new InFlightJobs();
       let connection: Redis | undefined;
       let presence: WorkerPresence | undefined;
       let close: () => Promise<void>;
@@ -51,7 +53,7 @@ export function registerWorker(program: Command, cli: Cli): void {
         roleMetrics.metrics.watchQueues(connection, config.queues.prefix);
         const scope = opts.runId ? await ownQueuesOf(connection, config, opts.runId) : null;
         presence = await announceWorker(connection, config.queues.prefix, role, scope);
-        close = await startRole(role as Role, { config, logger, connection, workerName: presence.id, scope }, roleMetrics.metrics, presence);
+        close = await startRole(role as Role, { config, logger, connection, workerName: presence.id, scope, inFlight }, roleMetrics.metrics, presence);
       } catch (err) {
         // An open server or connection would keep a failed process alive.
         await presence?.stop();
@@ -69,7 +71,7 @@ export function registerWorker(program: Command, cli: Cli): void {
           await roleMetrics.close();
           conn.disconnect();
           resolve();
-        });
+        }, { inFlight });
       });
       logger.info({ role }, `${role} worker stopped`);
     });

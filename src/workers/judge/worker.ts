@@ -28,6 +28,7 @@ export async function startJudgeWorker(deps: JudgeWorkerDeps): Promise<StageWork
     concurrency: config.judge.concurrency,
     lockDurationMs: Math.max(config.queues.lock_duration_ms, 10_000),
     name: deps.workerName,
+    inFlight: deps.inFlight,
     scope,
     limiter: judgeLimiter(config),
     logger,

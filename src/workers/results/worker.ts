@@ -97,6 +97,7 @@ class ResultsConsumer implements ResultsWorker {
       concurrency: deps.config.queues.results_concurrency,
       lockDurationMs: deps.config.queues.lock_duration_ms,
       name: deps.workerName,
+      inFlight: deps.inFlight,
       scope: deps.scope ?? null,
       logger: deps.logger,
       onJobEnd: deps.onJobEnd,

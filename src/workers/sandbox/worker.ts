@@ -36,6 +36,7 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Stage
     concurrency: config.queues.rollout_concurrency,
     lockDurationMs: config.queues.lock_duration_ms,
     name: deps.workerName,
+    inFlight: deps.inFlight,
     scope,
     logger,
     onJobEnd: deps.onJobEnd,
