@@ -9,6 +9,7 @@ import YAML from 'yaml';
 import type { z } from 'zod';
 import { ConfigError } from './errors.ts';
 import { ConfigSchema, SECRET_PATHS, type Config } from './config-schema.ts';
+import { nearestKey } from './config-keys.ts';
 
 export { BENCHMARKS, ConfigSchema, SECRET_PATHS, type BenchmarkName, type Config } from './config-schema.ts';
 
@@ -167,14 +168,18 @@ function describeIssues(error: z.ZodError, prov: Provenance, file: string): stri
     const keys = issue.code === 'unrecognized_keys' ? issue.keys.map((k) => [...issue.path, k].join('.')) : [];
     const key = issue.path.join('.');
     if (keys.length > 0) {
-      return keys
-        .map((k) => `unknown config key "${k}" (from ${findSource(prov, k) ?? file}); check its spelling against ${DEFAULT_CONFIG_PATH}`)
-        .join('\n');
+      return keys.map((k) => `unknown config key "${k}" (from ${findSource(prov, k) ?? file}); ${spellingHint(k)}`).join('\n');
     }
     const source = findSource(prov, key) ?? 'the built-in default';
     return `config key "${key}": ${issue.message} (value from ${source})`;
   });
   return `invalid configuration:\n  ${lines.join('\n  ')}`;
+}
+
+/** The nearest known key when the unknown one looks like its typo, else where the keys are listed. */
+function spellingHint(key: string): string {
+  const near = nearestKey(key);
+  return near ? `did you mean "${near}"?` : `check its spelling against ${DEFAULT_CONFIG_PATH}`;
 }
 
 function findSource(prov: Provenance, key: string): string | undefined {
