@@ -108,7 +108,7 @@ describe('unknown config keys', () => {
     expect(errorOf(() => loadConfig({ env: {}, overrides: ['++judge.rate_limit_per_sec=2'] }))).toContain('did you mean "judge.rate_limit_per_s"?');
     expect(errorOf(() => loadConfig({ env: {}, overrides: ['++sandbox_config.resources.memroy_mib=2'] }))).toContain('did you mean "sandbox_config.resources.memory_mib"?');
     // A whole unknown section is one unknown key; a dot written as "_" is one edit.
-    expect(errorOf(() => loadConfig({ env: {}, overrides: ['++judgee.cache=false'] }))).toMatch(/unknown config key "judgee" \(from .*\); did you mean "judge"\?/);
+    expect(errorOf(() => loadConfig({ env: {}, overrides: ['++judgee.cache=false'] }))).toContain('unknown config key "judgee" (from command line ++judgee.cache=false); did you mean "judge"?');
     expect(errorOf(() => loadConfig({ env: {}, overrides: ['++judge_rate_limit_per_s=2'] }))).toContain('did you mean "judge.rate_limit_per_s"?');
     const file = path.join(createTmpDir(), 'typo.yaml');
     writeFileSync(file, 'num_repeat: 3\n');

@@ -182,11 +182,13 @@ function spellingHint(key: string): string {
   return near ? `did you mean "${near}"?` : `check its spelling against ${DEFAULT_CONFIG_PATH}`;
 }
 
+/** Where a key's value came from: its own entry or its nearest parent's, else a key set under it (`++judgee.cache=1` for `judgee`). */
 function findSource(prov: Provenance, key: string): string | undefined {
   for (let parts = key.split('.'); parts.length > 0; parts = parts.slice(0, -1)) {
     const hit = prov.get(parts.join('.'));
     if (hit) return hit;
   }
+  for (const [at, source] of prov) if (at.startsWith(`${key}.`)) return source;
   return undefined;
 }
 
