@@ -2,7 +2,8 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { loadConfig, redactConfig, secretValues } from '../src/shared/config.ts';
+import { ConfigSchema, loadConfig, redactConfig, secretValues } from '../src/shared/config.ts';
+import { configKeyPaths, editDistance, nearestKey } from '../src/shared/config-keys.ts';
 import { ConfigError } from '../src/shared/errors.ts';
 import { createTmpDir, removeTmpDirs } from './helpers/tmp.ts';
 
@@ -98,3 +99,47 @@ describe('++overrides of long digit strings', () => {
     expect(loadConfig({ env: {}, overrides: ['++limit=12'] }).limit).toBe(12);
   });
 });
+
+describe('unknown config keys', () => {
+  it('suggest the nearest known key, nested keys too, from the command line or a file', () => {
+    expect(errorOf(() => loadConfig({ env: {}, overrides: ['++polcy_model_name=x'] }))).toMatch(
+      /unknown config key "polcy_model_name" \(from command line \+\+polcy_model_name=x\); did you mean "policy_model_name"\?/,
+    );
+    expect(errorOf(() => loadConfig({ env: {}, overrides: ['++judge.rate_limit_per_sec=2'] }))).toContain('did you mean "judge.rate_limit_per_s"?');
+    expect(errorOf(() => loadConfig({ env: {}, overrides: ['++sandbox_config.resources.memroy_mib=2'] }))).toContain('did you mean "sandbox_config.resources.memory_mib"?');
+    // A whole unknown section is one unknown key; a dot written as "_" is one edit.
+    expect(errorOf(() => loadConfig({ env: {}, overrides: ['++judgee.cache=false'] }))).toContain('unknown config key "judgee" (from command line ++judgee.cache=false); did you mean "judge"?');
+    expect(errorOf(() => loadConfig({ env: {}, overrides: ['++judge_rate_limit_per_s=2'] }))).toContain('did you mean "judge.rate_limit_per_s"?');
+    const file = path.join(createTmpDir(), 'typo.yaml');
+    writeFileSync(file, 'num_repeat: 3\n');
+    expect(errorOf(() => loadConfig({ configPath: file, env: {} }))).toMatch(/unknown config key "num_repeat" \(from .*typo\.yaml\); did you mean "num_repeats"\?/);
+  });
+
+  it('suggest nothing for a key that is no near miss, and point at the config file instead', () => {
+    for (const key of ['zzzzzz', 'sandbox_config.resources.swap_mib', 'judge.rate_limit']) {
+      const message = errorOf(() => loadConfig({ env: {}, overrides: [`++${key}=1`] }));
+      expect(message).toContain(`unknown config key "${key}"`);
+      expect(message).not.toContain('did you mean');
+      expect(message).toContain('check its spelling against');
+    }
+  });
+
+  it('knows every key path of the schema, read off the schema itself', () => {
+    const paths = configKeyPaths();
+    expect(paths).toEqual(expect.arrayContaining(Object.keys(ConfigSchema.shape)));
+    expect(paths).toEqual(expect.arrayContaining(['judge.rate_limit_per_s', 'sandbox_config.resources.memory_mib', 'babyvision.sha256', 'log_json', 'policy.max_calls_per_rollout']));
+    // Every leaf path can be set: an override of it is never an unknown key.
+    expect(new Set(paths).size).toBe(paths.length);
+    expect(paths).not.toContain('policy.allowed_base_urls.0');
+  });
+
+  it('measures edits, counting a swap of neighbours as one, and keeps to small distances', () => {
+    expect(editDistance('policy', 'polciy')).toBe(1);
+    expect(editDistance('rate_limit_per_sec', 'rate_limit_per_s')).toBe(2);
+    expect(editDistance('', 'abc')).toBe(3);
+    expect(nearestKey('abcdef_x', ['abcdef_yyy'])).toBeNull(); // 3 edits: more than 2, and than a third of 8
+    expect(nearestKey('abcdefghijkl_x', ['abcdefghijkl_yyy'])).toBe('abcdefghijkl_yyy'); // 3 edits: no more than a third of 14
+    expect(nearestKey('known', ['known'])).toBeNull();
+  });
+});
+

@@ -9,6 +9,7 @@ import type { Config } from '../shared/config.ts';
 import { ConfigError, InfraError, errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
 import { createProgress, type Progress, type ProgressOptions } from './download-progress.ts';
+import { networkFailure } from './network-failure.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** `${endpoint}/datasets/${hf_repo}/resolve/${revision}/${file}`. */
@@ -25,7 +26,10 @@ export function downloadPath(dataDir: string, source: Config['babyvision']): str
 
 export interface DownloadOptions {
   logger: Logger;
-  /** Attempts before giving up; each one resumes where the last stopped. Default 5. */
+  /**
+   * Attempts before giving up on server errors and connections cut mid-download; each one resumes
+   * where the last stopped. Default 5. A server that cannot be reached at all is not retried.
+   */
   attempts?: number;
   /** Wait between attempts, in milliseconds; default 2000. */
   retryDelayMs?: number;
@@ -54,10 +58,28 @@ function contentRangeStart(header: string | null): number | null {
   return m ? Number(m[1]) : null;
 }
 
-async function request(url: string, offset: number): Promise<Response> {
+/** What to do when the pinned parquet cannot be downloaded here. */
+export const OFFLINE_HINT =
+  'download the parquet on a machine with internet access (from that URL), copy it here, and pass --parquet PATH or set BABYVISION_PARQUET';
+
+/** Where a partial download stands, for messages (empty when nothing was kept). */
+function keptNote(part: string, bytes: number): string {
+  return bytes > 0 ? `; the ${bytes} bytes downloaded so far stay in ${part}, and the next prepare resumes from them` : '';
+}
+
+/**
+ * The request for the rest of the file. A request that never reached the server (no DNS, refused,
+ * unreachable, TLS) fails at once with a ConfigError saying how to work offline: retrying cannot help.
+ * Anything else is an InfraError, retried.
+ */
+async function request(url: string, part: string, offset: number): Promise<Response> {
   try {
     return await fetch(url, { headers: offset > 0 ? { Range: `bytes=${offset}-` } : {}, redirect: 'follow' });
   } catch (err) {
+    const unreachable = networkFailure(err);
+    if (unreachable) {
+      throw new ConfigError(`cannot reach ${url}: ${unreachable}; this machine looks offline or cut off from it: ${OFFLINE_HINT}${keptNote(part, offset)}`, { cause: err });
+    }
     throw new InfraError(`cannot reach ${url}: ${errorMessage(err)}`, { cause: err });
   }
 }
@@ -77,7 +99,7 @@ async function startOffset(res: Response, url: string, part: string, offset: num
     return offset;
   }
   if (res.status === 200) return 0;
-  const hint = 'check babyvision.endpoint, hf_repo, revision and file, or set BABYVISION_PARQUET to a local copy';
+  const hint = 'check babyvision.endpoint, hf_repo, revision and file, or pass --parquet PATH (or set BABYVISION_PARQUET) to a local copy';
   if (res.status >= 400 && res.status < 500 && res.status !== 408 && res.status !== 429) {
     throw new ConfigError(`download of ${url} failed: HTTP ${res.status}; ${hint}`);
   }
@@ -93,7 +115,7 @@ function expectedTotal(res: Response, start: number): number | null {
 /** One attempt: append the response body to `part` from wherever it stands. */
 async function attempt(url: string, part: string, progress: Progress): Promise<void> {
   const offset = (await fileSize(part)) ?? 0;
-  const res = await request(url, offset);
+  const res = await request(url, part, offset);
   const start = await startOffset(res, url, part, offset);
   if (start === null) return;
   const total = expectedTotal(res, start);
@@ -121,7 +143,9 @@ async function attempt(url: string, part: string, progress: Progress): Promise<v
 
 /**
  * Download `url` to `dest` unless `dest` exists. Resumes a `.part` left by an earlier attempt or
- * run; retries InfraErrors `attempts` times; renames the `.part` to `dest` only once complete.
+ * run; retries InfraErrors (server errors, a connection cut mid-body) `attempts` times; renames the
+ * `.part` to `dest` only once complete. A server that cannot be reached at all (no DNS, refused,
+ * unreachable, TLS) is a ConfigError at once, naming the URL and `--parquet` / `BABYVISION_PARQUET`.
  */
 export async function downloadFile(url: string, dest: string, options: DownloadOptions): Promise<DownloadResult> {
   const existing = await fileSize(dest);
@@ -139,7 +163,11 @@ export async function downloadFile(url: string, dest: string, options: DownloadO
       await rename(part, dest);
       return { path: dest, resumedFromBytes };
     } catch (err) {
-      if (!(err instanceof InfraError) || i >= attempts) throw err;
+      if (!(err instanceof InfraError)) throw err;
+      if (i >= attempts) {
+        const kept = (await fileSize(part)) ?? 0;
+        throw new InfraError(`${err.message} (gave up after ${attempts} attempts${keptNote(part, kept)}); or ${OFFLINE_HINT}`, { cause: err });
+      }
       options.logger.warn({ url, attempt: i, err: errorMessage(err) }, 'download interrupted; resuming');
       await sleep(options.retryDelayMs ?? 2000);
     }

@@ -9,6 +9,7 @@ import YAML from 'yaml';
 import type { z } from 'zod';
 import { ConfigError } from './errors.ts';
 import { ConfigSchema, SECRET_PATHS, type Config } from './config-schema.ts';
+import { nearestKey } from './config-keys.ts';
 
 export { BENCHMARKS, ConfigSchema, SECRET_PATHS, type BenchmarkName, type Config } from './config-schema.ts';
 
@@ -167,9 +168,7 @@ function describeIssues(error: z.ZodError, prov: Provenance, file: string): stri
     const keys = issue.code === 'unrecognized_keys' ? issue.keys.map((k) => [...issue.path, k].join('.')) : [];
     const key = issue.path.join('.');
     if (keys.length > 0) {
-      return keys
-        .map((k) => `unknown config key "${k}" (from ${findSource(prov, k) ?? file}); check its spelling against ${DEFAULT_CONFIG_PATH}`)
-        .join('\n');
+      return keys.map((k) => `unknown config key "${k}" (from ${findSource(prov, k) ?? file}); ${spellingHint(k)}`).join('\n');
     }
     const source = findSource(prov, key) ?? 'the built-in default';
     return `config key "${key}": ${issue.message} (value from ${source})`;
@@ -177,11 +176,19 @@ function describeIssues(error: z.ZodError, prov: Provenance, file: string): stri
   return `invalid configuration:\n  ${lines.join('\n  ')}`;
 }
 
+/** The nearest known key when the unknown one looks like its typo, else where the keys are listed. */
+function spellingHint(key: string): string {
+  const near = nearestKey(key);
+  return near ? `did you mean "${near}"?` : `check its spelling against ${DEFAULT_CONFIG_PATH}`;
+}
+
+/** Where a key's value came from: its own entry or its nearest parent's, else a key set under it (`++judgee.cache=1` for `judgee`). */
 function findSource(prov: Provenance, key: string): string | undefined {
   for (let parts = key.split('.'); parts.length > 0; parts = parts.slice(0, -1)) {
     const hit = prov.get(parts.join('.'));
     if (hit) return hit;
   }
+  for (const [at, source] of prov) if (at.startsWith(`${key}.`)) return source;
   return undefined;
 }
 

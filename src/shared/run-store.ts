@@ -133,6 +133,16 @@ export class RunStore {
     return this.redis.zrange(this.keys.runs(), 0, -1);
   }
 
+  /** How many runs the prefix holds. */
+  async countRuns(): Promise<number> {
+    return this.redis.zcard(this.keys.runs());
+  }
+
+  /** The ids of the `limit` most recently created runs, newest first. */
+  async recentRuns(limit: number): Promise<string[]> {
+    return limit > 0 ? this.redis.zrevrange(this.keys.runs(), 0, limit - 1) : [];
+  }
+
   async putTasks(runId: string, tasks: readonly PreparedTask[]): Promise<void> {
     for (let i = 0; i < tasks.length; i += 500) {
       const chunk = tasks.slice(i, i + 500).flatMap((t) => [t.task_id, JSON.stringify(t)]);

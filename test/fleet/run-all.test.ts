@@ -13,6 +13,8 @@ import { rejudge, retryFailed } from '../../src/ops/requeue.ts';
 import { openQueue } from '../../src/shared/queues.ts';
 import { RowSchema, type Row } from '../../src/shared/rows.ts';
 import { metricsPathFor } from '../../src/workers/results/metrics.ts';
+import { configHash } from '../../src/workers/results/run-identity.ts';
+import { RunStore } from '../../src/shared/run-store.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
 import { FAKE_JUDGE_KEY, makeFleetEnv, REDIS_URL, type FleetEnv } from '../helpers/fleet.ts';
 import { removeTmpDirs } from '../helpers/tmp.ts';
@@ -81,6 +83,17 @@ describe('vcfleet run (in-process fleet)', () => {
     expect(metrics['repeats/means']).toEqual([0.5, 0.5]);
     expect(metrics['repeats/std']).toBe(0);
     expect(metrics['pass@k']['pass@1']).toBeCloseTo(0.5);
+    // The consumer records which run this is, from the run record in Redis and the rows.
+    const redis = new Redis(REDIS_URL);
+    const record = (await new RunStore(redis, env.prefix).getRun('r1'))!;
+    redis.disconnect();
+    const lastFinish = rows.map((r) => r.finished_at).sort().at(-1)!;
+    expect(metrics.run).toEqual({
+      run_id: 'r1', benchmark: 'babyvision_opencode', policy_model: 'policy', judge_model: 'gpt-4o-mini',
+      config_hash: configHash(record.settings), started_at: record.created_at, finished_at: lastFinish,
+      wall_s: (Date.parse(lastFinish) - Date.parse(record.created_at)) / 1000,
+    });
+    expect(metrics.run.wall_s).toBeGreaterThan(0);
     expect(readFileSync(env.output, 'utf8')).not.toContain(FAKE_JUDGE_KEY);
   });
 

@@ -6,8 +6,11 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { createLogger } from '../../src/shared/logger.ts';
 import { buildRow, type Row } from '../../src/shared/rows.ts';
-import { RunStore } from '../../src/shared/run-store.ts';
+import { ConfigSchema } from '../../src/shared/config.ts';
+import { runSettingsFrom } from '../../src/shared/run-settings.ts';
+import { RunStore, type RunRecord } from '../../src/shared/run-store.ts';
 import { RunOutput } from '../../src/workers/results/run-output.ts';
+import { configHash } from '../../src/workers/results/run-identity.ts';
 import { REDIS_URL } from '../helpers/fleet.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
 import { deletePrefix } from '../helpers/redis-keys.ts';
@@ -19,6 +22,14 @@ function row(runId: string, i: number, reward: 0 | 1 = 1): Row {
   return buildRow({ runId, benchmark: 'b', policyModel: 'p', judgeModel: 'j', rolloutId: `${runId}-t${i}-0`, repeat: 0, task },
     { stop_reason: 'answered', extracted_answer: 'A', turns: 1, tool_calls: 0, input_tokens: 1, output_tokens: 1, wall_s: 1 },
     { kind: 'scored', verdict: reward ? 'equivalent' : 'different', reason: '', reward });
+}
+
+function record(runId: string, createdAt = '2030-01-01T00:00:00.000Z'): RunRecord {
+  const config = ConfigSchema.parse({ policy_model_name: 'p', visual_coding_opencode_judge_model_name: 'j' });
+  return {
+    run_id: runId, benchmark: 'b', created_at: createdAt, num_tasks: 3, num_repeats: 1, total: 3,
+    output_jsonl_fpath: 'unused.jsonl', policy_model: 'p', judge_model: 'j', settings: runSettingsFrom(config),
+  };
 }
 
 describe('RunOutput', () => {
@@ -37,7 +48,7 @@ describe('RunOutput', () => {
     const old = `${JSON.stringify(row('old', 1))}\n${JSON.stringify(row('old', 2))}\n`;
     writeFileSync(file, old);
     await store.putRow(row('new', 1));
-    const out = new RunOutput('new', file, store, 1, logger);
+    const out = new RunOutput(record('new'), file, store, logger);
     await out.open();
     out.close();
     const aside = readdirSync(dir).filter((f) => f.startsWith('out.jsonl.old.') && f.endsWith('.bak'));
@@ -58,7 +69,7 @@ describe('RunOutput', () => {
     await store.putRow(r1);
     await store.putRow(r2);
     writeFileSync(file, `${JSON.stringify(r1)}\n${JSON.stringify(r3)}\n${JSON.stringify(r2).slice(0, 40)}`);
-    const out = new RunOutput('run', file, store, 1, logger);
+    const out = new RunOutput(record('run'), file, store, logger);
     await out.open();
     expect(await out.commit(r1)).toBe('duplicate');
     out.close();
@@ -69,5 +80,31 @@ describe('RunOutput', () => {
     expect(metrics.num_rollouts).toBe(3);
     expect(metrics['mean/reward']).toBeCloseTo(2 / 3, 5);
     expect(existsSync(`${file}.tmp-${process.pid}`)).toBe(false);
+  });
+
+  it('records the run\'s identity in the metrics file: models, settings hash, start, last row and wall time', async () => {
+    const dir = createTmpDir();
+    const file = path.join(dir, 'out.jsonl');
+    const at = (iso: string, r: Row): Row => ({ ...r, finished_at: iso });
+    const run = record('idr', '2030-01-01T00:00:00.000Z');
+    const out = new RunOutput(run, file, store, logger);
+    await out.open();
+    out.writeMetrics(true);
+    const empty = JSON.parse(readFileSync(out.metricsPath, 'utf8'));
+    expect(empty.run).toMatchObject({ run_id: 'idr', started_at: run.created_at, finished_at: null, wall_s: null });
+    // Rows arrive out of time order (several workers): the latest finish counts, not the last commit.
+    await out.commit(at('2030-01-01T00:01:30.250Z', row('idr', 1)));
+    await out.commit(at('2030-01-01T00:02:05.500Z', row('idr', 2, 0)));
+    await out.commit(at('2030-01-01T00:00:40.000Z', row('idr', 3)));
+    out.close();
+    const metrics = JSON.parse(readFileSync(out.metricsPath, 'utf8'));
+    expect(metrics.run).toEqual({
+      run_id: 'idr', benchmark: 'b', policy_model: 'p', judge_model: 'j',
+      config_hash: configHash(run.settings), started_at: '2030-01-01T00:00:00.000Z', finished_at: '2030-01-01T00:02:05.500Z', wall_s: 125.5,
+    });
+    expect(metrics.run.config_hash).toMatch(/^[0-9a-f]{64}$/);
+    // Every field the file had before is still there, at the top.
+    expect(metrics).toMatchObject({ run_id: 'idr', num_rollouts: 3, num_scored: 3, num_repeats: 1 });
+    expect(metrics['mean/reward']).toBeCloseTo(2 / 3, 5);
   });
 });

@@ -94,7 +94,7 @@ describe('stages', () => {
 
   it('results stage: writes the transcript beside the JSONL, commits once, and a masked row is replaced by a score', async () => {
     const file = path.join(path.dirname(env.output), 'stages.jsonl');
-    const output = new RunOutput('st', file, store, 1, env.logger);
+    const output = new RunOutput(await store.requireRun('st'), file, store, env.logger);
     await output.open();
     const run = { output, transcripts: new TranscriptWriter(file, store, env.logger) };
     const task = await store.getTask('st', taskIds[0]);

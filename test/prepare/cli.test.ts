@@ -1,4 +1,7 @@
 import { spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -54,5 +57,19 @@ describe('vcfleet prepare (real CLI)', () => {
     const res = vcfleet(['prepare', '--benchmark', 'babyvision_nope', '--parquet', path.join(root, 'x'), `++data_dir=${root}`]);
     expect(res.code).toBe(2);
     expect(res.stderr).toMatch(/config key "benchmark"/);
+  });
+
+  it('exits 2 at once when offline, saying to pass --parquet or set BABYVISION_PARQUET', async () => {
+    const root = createTmpDir();
+    const closed = createServer();
+    closed.listen(0, '127.0.0.1');
+    await once(closed, 'listening');
+    const { port } = closed.address() as AddressInfo;
+    await new Promise((r) => closed.close(r));
+    const res = vcfleet(['prepare', '--benchmark', 'babyvision_opencode', `++data_dir=${root}`, `++babyvision.endpoint=http://127.0.0.1:${port}`]);
+    expect(res.code).toBe(2);
+    expect(res.stderr).toMatch(new RegExp(`vcfleet: cannot reach http://127\\.0\\.0\\.1:${port}/datasets/UnipatAI/BabyVision/resolve/\\w+/data/train-00000-of-00001\\.parquet: connection refused`));
+    expect(res.stderr).toContain('pass --parquet PATH or set BABYVISION_PARQUET');
+    expect(res.stderr).not.toContain('download interrupted');
   });
 });

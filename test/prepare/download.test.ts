@@ -1,5 +1,5 @@
 import { once } from 'node:events';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -12,6 +12,7 @@ import { prepareBenchmark } from '../../src/prepare/prepare.ts';
 import { writeFixtureParquet } from '../helpers/fixture-parquet.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
 import { captureLogger, textSink } from './log-capture.ts';
+import { networkFailure } from '../../src/prepare/network-failure.ts';
 
 interface FileServer {
   endpoint: string;
@@ -26,6 +27,9 @@ interface ServeOptions {
   dropTimes?: number;
   /** Ignore Range headers (always answer 200 with the whole file). */
   ignoreRange?: boolean;
+  /** Answer the first `failTimes` requests with this HTTP status (a server in trouble). */
+  failStatus?: number;
+  failTimes?: number;
 }
 
 const servers: Server[] = [];
@@ -41,8 +45,14 @@ afterEach(async () => {
 async function serve(body: Buffer, options: ServeOptions = {}): Promise<FileServer> {
   const ranges: Array<string | null> = [];
   let drops = options.dropTimes ?? 0;
+  let fails = options.failTimes ?? 0;
   const server = createServer((req, res) => {
     ranges.push(req.headers.range ?? null);
+    if (fails > 0 && options.failStatus) {
+      fails--;
+      res.writeHead(options.failStatus).end('try later');
+      return;
+    }
     if (!req.url?.startsWith('/datasets/UnipatAI/BabyVision/resolve/')) {
       res.writeHead(404).end('not found');
       return;
@@ -158,6 +168,93 @@ describe('downloadFile', () => {
     expect(err).toBeInstanceOf(ConfigError);
     expect((err as Error).message).toMatch(/HTTP 404; check babyvision\.endpoint.*BABYVISION_PARQUET/);
     expect(srv.ranges).toHaveLength(1);
+  });
+});
+
+/** A loopback port nothing listens on (bound, then closed): connecting to it is refused. */
+async function closedPort(): Promise<number> {
+  const s = createServer();
+  s.listen(0, '127.0.0.1');
+  await once(s, 'listening');
+  const { port } = s.address() as AddressInfo;
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+/** The error of a download, the download lines it logged, and the requests a server saw. */
+async function failedDownload(url: string, dest: string) {
+  const log = captureLogger();
+  // A retry would wait 30 s: the test times out long before that if it retried at all.
+  const err = await downloadFile(url, dest, { logger: log.logger, retryDelayMs: 30_000, progress: { stream: textSink() } }).catch((e: unknown) => e);
+  return { err: err as Error, attempts: log.lines.filter((l) => l.msg === 'downloading').length, resumes: log.lines.filter((l) => l.msg === 'download interrupted; resuming').length };
+}
+
+describe('downloadFile when the server cannot be reached', () => {
+  const hint = /download the parquet on a machine with internet access .*pass --parquet PATH or set BABYVISION_PARQUET/;
+
+  it('stops at the first refused connection, naming the URL and how to work offline', async () => {
+    const { dataDir } = setup(4);
+    const url = huggingFaceUrl(source(`http://127.0.0.1:${await closedPort()}`));
+    const { err, attempts, resumes } = await failedDownload(url, path.join(dataDir, 'x.parquet'));
+    expect(err).toBeInstanceOf(ConfigError);
+    expect(err.message).toContain(`cannot reach ${url}: connection refused (ECONNREFUSED)`);
+    expect(err.message).toMatch(hint);
+    expect([attempts, resumes]).toEqual([1, 0]);
+  });
+
+  it('stops at once when the host name does not resolve', async () => {
+    // .invalid never resolves (RFC 6761): NXDOMAIN from a resolver, or no resolver at all.
+    const url = huggingFaceUrl(source('http://babyvision-download-test.invalid'));
+    const { err, attempts } = await failedDownload(url, path.join(createTmpDir(), 'x.parquet'));
+    expect(err).toBeInstanceOf(ConfigError);
+    expect(err.message).toMatch(/cannot reach http:\/\/babyvision-download-test\.invalid\/datasets\/.*: DNS lookup failed \((ENOTFOUND|EAI_AGAIN|EAI_FAIL|EAI_NONAME|EAI_NODATA)\)/);
+    expect(err.message).toMatch(hint);
+    expect(attempts).toBe(1);
+  });
+
+  it('stops at once when TLS fails, and says the partial download is kept', async () => {
+    const { body, dataDir } = setup(4);
+    const srv = await serve(body);
+    const dest = path.join(dataDir, 'x.parquet');
+    mkdirSync(dataDir, { recursive: true });
+    writeFileSync(`${dest}.part`, body.subarray(0, 100));
+    // https:// to a plain-HTTP server: the TLS handshake fails before any request is made.
+    const url = huggingFaceUrl(source(srv.endpoint.replace('http://', 'https://')));
+    const { err, attempts } = await failedDownload(url, dest);
+    expect(err).toBeInstanceOf(ConfigError);
+    expect(err.message).toMatch(/: TLS failed \(ERR_SSL_[A-Z_]+\)/);
+    expect(err.message).toMatch(hint);
+    expect(err.message).toContain(`the 100 bytes downloaded so far stay in ${dest}.part`);
+    expect(attempts).toBe(1);
+    expect(srv.ranges).toEqual([]);
+  });
+
+  it('still retries a server error, and suggests --parquet when the attempts run out', async () => {
+    const { body, dataDir } = setup(4);
+    const flaky = await serve(body, { failStatus: 503, failTimes: 1 });
+    const log = captureLogger();
+    const dest = path.join(dataDir, 'x.parquet');
+    await downloadFile(huggingFaceUrl(source(flaky.endpoint)), dest, { logger: log.logger, retryDelayMs: 5, progress: { stream: textSink() } });
+    expect(readFileSync(dest).equals(body)).toBe(true);
+    expect(flaky.ranges).toHaveLength(2);
+    expect(log.lines.filter((l) => l.msg === 'download interrupted; resuming')).toHaveLength(1);
+
+    const down = await serve(body, { failStatus: 502, failTimes: 100 });
+    const url = huggingFaceUrl(source(down.endpoint));
+    const err = await downloadFile(url, path.join(dataDir, 'y.parquet'), { logger: log.logger, attempts: 3, retryDelayMs: 5, progress: { stream: textSink() } }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InfraError);
+    expect((err as Error).message).toContain(`download of ${url} failed: HTTP 502 (gave up after 3 attempts)`);
+    expect((err as Error).message).toMatch(hint);
+    expect(down.ranges).toHaveLength(3);
+  });
+
+  it('tells a request that never reached its server from one that did', () => {
+    const wrapped = (cause: object) => Object.assign(new TypeError('fetch failed'), { cause });
+    expect(networkFailure(wrapped(new AggregateError([Object.assign(new Error('x'), { code: 'ECONNREFUSED' })])))).toBe('connection refused (ECONNREFUSED)');
+    expect(networkFailure(wrapped(Object.assign(new Error('x'), { code: 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY' })))).toBe('TLS failed (UNABLE_TO_GET_ISSUER_CERT_LOCALLY)');
+    expect(networkFailure(wrapped(Object.assign(new Error('x'), { code: 'ECONNRESET' })))).toBeNull();
+    expect(networkFailure(wrapped(Object.assign(new Error('x'), { code: 'UND_ERR_SOCKET' })))).toBeNull();
+    expect(networkFailure(new Error('no code'))).toBeNull();
   });
 });
 

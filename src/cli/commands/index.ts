@@ -10,7 +10,8 @@ import { registerMetrics } from './metrics.ts';
 import { registerDashboard } from './dashboard.ts';
 import { registerDemo } from './demo.ts';
 import { registerView } from './view.ts';
+import { registerRuns } from './runs.ts';
 
 export type RegisterCommand = (program: Command, cli: Cli) => void;
 
-export const COMMANDS: RegisterCommand[] = [registerDemo, registerPrepare, registerRun, registerProduce, registerWorker, registerOps, registerMetrics, registerDashboard, registerView];
+export const COMMANDS: RegisterCommand[] = [registerDemo, registerPrepare, registerRun, registerProduce, registerWorker, registerOps, registerRuns, registerMetrics, registerDashboard, registerView];

@@ -1,27 +1,109 @@
-/** `vcfleet metrics <jsonl>`: recompute a run's aggregate metrics from its output file. */
-import { writeFileSync, renameSync } from 'node:fs';
+/**
+ * `vcfleet metrics <jsonl>`: recompute the aggregate metrics of each run in an output file, print
+ * them as the summary table of `vcfleet run` (or JSON), and write `<stem>_aggregate_metrics.json`
+ * when the file is one run's (or `--run-id` picks one).
+ */
+import { existsSync, renameSync, writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
-import { readRowsStrict } from '../../workers/results/row-file.ts';
+import { ConfigError, DataError } from '../../shared/errors.ts';
+import type { Row } from '../../shared/rows.ts';
+import { readRunsStrict } from '../../workers/results/row-file.ts';
 import { aggregateMetrics, metricsPathFor } from '../../workers/results/metrics.ts';
+import { identityFromRows, metricsFile, recordedIdentity, type MetricsFile } from '../../workers/results/run-identity.ts';
+import { identityRows, metricsRows, type TableRow } from '../metrics-table.ts';
+import { table } from '../runtime.ts';
+
+interface MetricsFlags {
+  runId?: string;
+  json?: boolean;
+  numRepeats?: string;
+  stdout?: boolean;
+}
+
+/** The runs of the file to report: all of them, or only `runId`. Throws DataError naming the file. */
+function selectRuns(file: string, runId: string | undefined): { all: string[]; runs: Map<string, Row[]> } {
+  if (!existsSync(file)) throw new DataError(`${file} does not exist: pass the output JSONL of a run (output_jsonl_fpath)`);
+  const runs = readRunsStrict(file);
+  const all = [...runs.keys()];
+  if (all.length === 0) throw new DataError(`${file} holds no rows`);
+  if (runId === undefined) return { all, runs };
+  const rows = runs.get(runId);
+  if (!rows) throw new DataError(`run ${runId} is not in ${file}; it holds ${all.length === 1 ? 'run' : 'runs'} ${all.join(', ')}`);
+  return { all, runs: new Map([[runId, rows]]) };
+}
+
+/** `--num-repeats`: a positive integer, or undefined when not given. */
+function parseRepeats(raw: string | undefined): number | undefined {
+  if (raw === undefined) return undefined;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1) throw new ConfigError(`--num-repeats must be a whole number of at least 1, not "${raw}"`);
+  return n;
+}
+
+/**
+ * One run's metrics file. Repeats: `--num-repeats`, else the most of the rows' repeats and those the
+ * results consumer recorded for this run (a run whose last repeat has no row yet still has it).
+ */
+function runMetrics(file: string, runId: string, rows: readonly Row[], numRepeats: number | undefined): MetricsFile {
+  const recorded = recordedIdentity(metricsPathFor(file), runId);
+  const inRows = rows.reduce((most, r) => Math.max(most, r.repeat + 1), 1);
+  if (numRepeats !== undefined && numRepeats < inRows) {
+    throw new ConfigError(`--num-repeats ${numRepeats} is fewer than run ${runId} of ${file} has: it holds rows of repeat ${inRows - 1} (repeats count from 0)`);
+  }
+  const repeats = numRepeats ?? Math.max(inRows, recorded?.num_repeats ?? 1);
+  return metricsFile(identityFromRows(runId, rows, recorded), aggregateMetrics(rows, repeats));
+}
+
+function writeAtomically(out: string, text: string): void {
+  writeFileSync(`${out}.tmp`, text);
+  renameSync(`${out}.tmp`, out);
+}
+
+/** The summary table of one run, as `vcfleet run` prints it; `written`: where its metrics file went, or why not. */
+function runTable(file: string, m: MetricsFile, written: string): string {
+  const lines: TableRow[] = [
+    ['run', m.run_id],
+    ['rollouts', `${m.num_rollouts}${m.num_repeats > 1 ? ` (${m.num_repeats} repeats)` : ''}`],
+    ...identityRows(m.run),
+    ...metricsRows(m),
+    ['rows', file],
+    ['metrics', written],
+  ];
+  return table(lines);
+}
 
 export function registerMetrics(program: Command): void {
   program
     .command('metrics')
-    .description('recompute the aggregate metrics from an output JSONL (writes <stem>_aggregate_metrics.json beside it)')
-    .argument('<jsonl>', 'the output JSONL of a run')
-    .option('--num-repeats <n>', 'repeats of the run (default: inferred from the rows)')
-    .option('--stdout', 'print the metrics only, do not write the file')
-    .action((file: string, opts: { numRepeats?: string; stdout?: boolean }) => {
-      const rows = readRowsStrict(file);
-      const repeats = opts.numRepeats ? Number(opts.numRepeats) : Math.max(1, ...rows.map((r) => r.repeat + 1));
-      const metrics = { run_id: rows[0]?.run_id ?? null, ...aggregateMetrics(rows, repeats) };
-      const text = `${JSON.stringify(metrics, null, 2)}\n`;
-      if (!opts.stdout) {
-        const out = metricsPathFor(file);
-        writeFileSync(`${out}.tmp`, text);
-        renameSync(`${out}.tmp`, out);
-        process.stderr.write(`wrote ${out}\n`);
+    .description(
+      'recompute the aggregate metrics of each run in an output JSONL and print them; writes <stem>_aggregate_metrics.json ' +
+        'beside it when the file holds one run (or --run-id picks one)',
+    )
+    .argument('<jsonl>', 'an output JSONL')
+    .option('--run-id <id>', 'only this run of the file')
+    .option('--json', 'print JSON: an object keyed by run id, or the one run\'s metrics with --run-id')
+    .option('--num-repeats <n>', 'repeats of the run (default: the metrics file beside it, else inferred from the rows)')
+    .option('--stdout', 'print only, do not write the metrics file')
+    .action((file: string, opts: MetricsFlags) => {
+      const numRepeats = parseRepeats(opts.numRepeats);
+      const { all, runs } = selectRuns(file, opts.runId);
+      const results = [...runs].map(([id, rows]) => runMetrics(file, id, rows, numRepeats));
+      const out = metricsPathFor(file);
+      let written: string;
+      if (opts.stdout) written = 'not written (--stdout)';
+      else if (opts.runId === undefined && all.length > 1) {
+        written = `not written: ${file} holds ${all.length} runs; pass --run-id to write one run's`;
+        process.stderr.write(`${file} holds ${all.length} runs (${all.join(', ')}): no metrics file written, as ${out} holds one run's metrics; pass --run-id ID to write one run's\n`);
+      } else {
+        writeAtomically(out, `${JSON.stringify(results[0], null, 2)}\n`);
+        written = out;
+        process.stderr.write(`wrote ${out} (run ${results[0].run_id})\n`);
       }
-      process.stdout.write(text);
+      if (opts.json) {
+        const body = opts.runId !== undefined ? results[0] : Object.fromEntries(results.map((m) => [m.run_id, m]));
+        process.stdout.write(`${JSON.stringify(body, null, 2)}\n`);
+      } else {
+        process.stdout.write(`${results.map((m) => runTable(file, m, written)).join('\n\n')}\n`);
+      }
     });
 }

@@ -85,14 +85,22 @@ export function readRowFile(file: string): ParsedRows {
   return parseRowLines(text, file);
 }
 
-/** Every row of an output JSONL, refusing a file with a bad line or the same rollout twice. */
-export function readRowsStrict(file: string): Row[] {
+/**
+ * The rows of an output JSONL by run id (in the order runs first appear), refusing a file with a bad
+ * line or the same rollout twice.
+ */
+export function readRunsStrict(file: string): Map<string, Row[]> {
   const parsed = readRowFile(file);
   if (parsed.problems.length > 0) throw new DataError(`${parsed.problems[0]}: fix or remove that line`);
-  const rows: Row[] = [];
+  const runs = new Map<string, Row[]>();
   for (const [runId, run] of parsed.runs) {
     if (run.duplicates.length) throw new DataError(`${file} holds rollout ${run.duplicates[0]} of run ${runId} twice`);
-    rows.push(...run.rows);
+    runs.set(runId, run.rows);
   }
-  return rows;
+  return runs;
+}
+
+/** Every row of an output JSONL, refusing a file with a bad line or the same rollout twice. */
+export function readRowsStrict(file: string): Row[] {
+  return [...readRunsStrict(file).values()].flat();
 }

@@ -10,8 +10,9 @@ import { InfraError } from '../../shared/errors.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { shouldReplace, type Row } from '../../shared/rows.ts';
 import { readRowFile } from './row-file.ts';
-import type { RunStore } from '../../shared/run-store.ts';
+import type { RunRecord, RunStore } from '../../shared/run-store.ts';
 import { metricsPathFor, MetricsAccumulator, type MetricRow } from './metrics.ts';
+import { identityFromRecord, laterTime, metricsFile } from './run-identity.ts';
 
 export type CommitResult = 'new' | 'duplicate' | 'replaced';
 
@@ -30,22 +31,26 @@ function writeError(file: string, err: unknown): InfraError {
 }
 
 export class RunOutput {
+  readonly runId: string;
   readonly metricsPath: string;
   private fd: number | undefined;
   /** Rollouts whose row is in the file (ids only: the metrics are kept incrementally). */
   private readonly inFile = new Set<string>();
   private metrics = new MetricsAccumulator();
+  /** The latest `finished_at` of the rows in the file (the end of the run so far). */
+  private lastFinish: string | null = null;
   private metricsDirty = false;
   /** Commits run one at a time (the worker may hold several jobs), so file and metrics stay in step. */
   private queue: Promise<unknown> = Promise.resolve();
 
+  /** `run`: the run record, whose id, repeats and identity (models, settings hash, start) the metrics file records. */
   constructor(
-    readonly runId: string,
+    private readonly run: RunRecord,
     readonly jsonlPath: string,
     private readonly store: RunStore,
-    private readonly numRepeats: number,
     private readonly logger: Logger,
   ) {
+    this.runId = run.run_id;
     this.metricsPath = metricsPathFor(jsonlPath);
   }
 
@@ -139,6 +144,7 @@ export class RunOutput {
   private track(row: Row): void {
     this.inFile.add(row.rollout_id);
     this.metrics.add(compact(row));
+    this.lastFinish = laterTime(this.lastFinish, row.finished_at);
     this.metricsDirty = true;
   }
 
@@ -164,13 +170,17 @@ export class RunOutput {
     }
     this.inFile.clear();
     this.metrics = new MetricsAccumulator();
+    this.lastFinish = null;
     for (const r of list) this.track(r);
   }
 
-  /** Rewrite the metrics file if rows changed since the last write (atomically). */
+  /**
+   * Rewrite the metrics file if rows changed since the last write (atomically): the metrics, and the
+   * run's identity under `run` (run-identity.ts).
+   */
   writeMetrics(force = false): void {
     if (!this.metricsDirty && !force) return;
-    const metrics = { run_id: this.runId, ...this.metrics.result(this.numRepeats) };
+    const metrics = metricsFile(identityFromRecord(this.run, this.lastFinish), this.metrics.result(this.run.num_repeats));
     const tmp = `${this.metricsPath}.tmp-${process.pid}`;
     try {
       writeFileSync(tmp, `${JSON.stringify(metrics, null, 2)}\n`);

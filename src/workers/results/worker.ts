@@ -120,7 +120,7 @@ class ResultsConsumer implements ResultsWorker {
         const { config, logger } = this.deps;
         const run = await this.store.requireRun(runId);
         const file = resolveOutputPath(runId, run.output_jsonl_fpath, config);
-        const output = new RunOutput(runId, file, this.store, run.num_repeats, logger);
+        const output = new RunOutput(run, file, this.store, logger);
         await output.open();
         output.writeMetrics(true);
         return { output, transcripts: new TranscriptWriter(file, this.store, logger) };

@@ -1,0 +1,54 @@
+/**
+ * The summary table of a run's aggregate metrics, as `vcfleet run` ends with it and `vcfleet metrics`
+ * prints it per run: the headline means with their interval, scored and masked rows, stop reasons
+ * and accuracy by type; and the run's identity when the metrics file records it. Pure formatting:
+ * `table()` (runtime.ts) aligns the columns.
+ */
+import type { AggregateMetrics } from '../workers/results/metrics.ts';
+import type { RunIdentity } from '../workers/results/run-identity.ts';
+
+/** One line of a two-column table: a label, then its value. */
+export type TableRow = Array<string | number>;
+
+/** A fraction in [0, 1] as a percentage with one decimal; `-` when unknown. */
+export function percent(x: number | null | undefined): string {
+  return x === null || x === undefined ? '-' : `${(100 * x).toFixed(1)}%`;
+}
+
+function counts(map: Record<string, number>): string {
+  return Object.entries(map).map(([k, v]) => `${k} ${v}`).join(', ');
+}
+
+/** The lines that come from the metrics: means, scored / masked, stop reasons, then accuracy per type. */
+export function metricsRows(m: AggregateMetrics): TableRow[] {
+  const ci = m['mean/reward_ci95'];
+  const masked = m.num_masked ? ` (${counts(m.masked_by_kind)})` : '';
+  const rows: TableRow[] = [
+    ['mean/reward', `${percent(m['mean/reward'])}${ci ? `  [95% CI ${percent(ci[0])} - ${percent(ci[1])}]` : ''}`],
+    ['strict/reward', percent(m['strict/reward'])],
+    ['scored / masked', `${m.num_scored} / ${m.num_masked}${masked}`],
+    ['stop reasons', counts(m.stop_reasons) || '-'],
+  ];
+  for (const [type, g] of Object.entries(m.accuracy_by_type)) rows.push([`  ${type}`, `${percent(g.accuracy)} (${g.scored} scored)`]);
+  return rows;
+}
+
+/** A duration in seconds as `1h 02m 03s`, `2m 03s` or `4.5s`. */
+export function duration(seconds: number): string {
+  if (seconds < 60) return `${Number(seconds.toFixed(1))}s`;
+  const s = Math.round(seconds);
+  const [h, m, rest] = [Math.floor(s / 3600), Math.floor((s % 3600) / 60), s % 60];
+  const pad = (n: number) => String(n).padStart(2, '0');
+  return h > 0 ? `${h}h ${pad(m)}m ${pad(rest)}s` : `${m}m ${pad(rest)}s`;
+}
+
+/** The lines that say which run the metrics are of: benchmark, models, config hash and its time span. */
+export function identityRows(id: RunIdentity): TableRow[] {
+  const span = id.started_at ? `${id.started_at} -> ${id.finished_at ?? '(no rows yet)'}` : `last row ${id.finished_at ?? '-'}`;
+  return [
+    ['benchmark', id.benchmark ?? '-'],
+    ['policy / judge', `${id.policy_model ?? '-'} / ${id.judge_model ?? '-'}`],
+    ['config hash', id.config_hash ?? '- (needs the run record)'],
+    ['time', `${span}${id.wall_s === null ? '' : ` (${duration(id.wall_s)})`}`],
+  ];
+}
