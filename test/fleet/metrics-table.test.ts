@@ -17,7 +17,7 @@ const cells = (text: string) => text.split('\n').map((l) => /^(\s*\S.*?)\s{2,}(\
 describe('metricsRows', () => {
   it('gives exactly the metrics lines of the summary `vcfleet run` prints', () => {
     const metrics = aggregateMetrics([row('a', 'Tracking', 1), row('b', 'Tracking', 0), row('c', 'Spatial', null), row('d', 'Spatial', 0, 'timeout')]);
-    const summary = cells(summaryText({ runId: 'r', status: 'complete', total: 4, done: 4, outputPath: 'o.jsonl', metricsPath: 'o_m.json', metrics }));
+    const summary = cells(summaryText({ runId: 'r', status: 'complete', total: 4, done: 4, masked: 1, outputPath: 'o.jsonl', metricsPath: 'o_m.json', metrics }));
     const mine = metricsRows(metrics).map((r) => r.map(String));
     expect(summary.slice(2, -2)).toEqual(mine);
     expect(mine).toContainEqual(['scored / masked', '3 / 1 (judge_failed 1)']);

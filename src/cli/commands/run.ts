@@ -5,6 +5,7 @@ import { InFlightJobs } from '../../shared/in-flight-jobs.ts';
 import { onShutdownSignals, table } from '../runtime.ts';
 import { DemoRunToResume, runAll, type RunAllResult } from '../../all-in-one/run-all.ts';
 import { runDemo } from '../../demo/run-demo.ts';
+import { metricsRows, type TableRow } from '../metrics-table.ts';
 
 /** Exit codes of `run` and `demo`: every rollout scored, some masked, some missing (stopped, stuck, paused). */
 export const EXIT = { allScored: 0, someMasked: 3, incomplete: 4 } as const;
@@ -31,22 +32,10 @@ export function endingText(r: RunAllResult): string {
   }
 }
 
+/** The summary table `run` and `demo` end with (the same metrics lines as `vcfleet metrics`). */
 export function summaryText(r: RunAllResult): string {
-  const m = r.metrics;
-  const pct = (x: number | null | undefined) => (x === null || x === undefined ? '-' : `${(100 * x).toFixed(1)}%`);
-  const lines: Array<Array<string | number>> = [
-    ['run', r.runId],
-    ['status', `${r.status} (${r.done}/${r.total} rollouts)`],
-  ];
-  if (m) {
-    lines.push(
-      ['mean/reward', `${pct(m['mean/reward'])}${m['mean/reward_ci95'] ? `  [95% CI ${pct(m['mean/reward_ci95'][0])} - ${pct(m['mean/reward_ci95'][1])}]` : ''}`],
-      ['strict/reward', pct(m['strict/reward'])],
-      ['scored / masked', `${m.num_scored} / ${m.num_masked}${m.num_masked ? ` (${Object.entries(m.masked_by_kind).map(([k, v]) => `${k} ${v}`).join(', ')})` : ''}`],
-      ['stop reasons', Object.entries(m.stop_reasons).map(([k, v]) => `${k} ${v}`).join(', ') || '-'],
-    );
-    for (const [type, g] of Object.entries(m.accuracy_by_type)) lines.push([`  ${type}`, `${pct(g.accuracy)} (${g.scored} scored)`]);
-  }
+  const lines: TableRow[] = [['run', r.runId], ['status', `${r.status} (${r.done}/${r.total} rollouts)`]];
+  if (r.metrics) lines.push(...metricsRows(r.metrics));
   lines.push(['rows', r.outputPath], ['metrics', r.metricsPath]);
   return table(lines);
 }
