@@ -16,9 +16,12 @@ import { startJudgeWorker } from '../workers/judge/worker.ts';
 import { startResultsWorker } from '../workers/results/worker.ts';
 import { startSandboxWorker } from '../workers/sandbox/worker.ts';
 import type { InFlightJobs } from '../shared/in-flight-jobs.ts';
+import { PolicyFailures } from './run-watch.ts';
 
 export interface RunRoles {
   tally: RowTally;
+  /** Rollout attempts of this process that failed on the policy server. */
+  policyFailures: PolicyFailures;
   /** Stop taking jobs; jobs still running after `graceMs` go back to the queue, attempts kept. */
   close(graceMs: number): Promise<void>;
 }
@@ -65,10 +68,19 @@ export async function startRoles(options: { config: Config; logger: Logger; inFl
   await count();
   const judge = await startJudgeWorker({ ...common, judge: parts.judge, onJobEnd: prom.jobEnd('judge') });
   closers.add(() => judge.close());
-  const sandbox = await startSandboxWorker({ ...common, agent: parts.agent, onJobEnd: prom.jobEnd('rollout') });
+  const policyFailures = new PolicyFailures();
+  const rolloutEnd = prom.jobEnd('rollout');
+  const sandbox = await startSandboxWorker({
+    ...common, agent: parts.agent,
+    onJobEnd: (outcome, ms, err) => {
+      rolloutEnd(outcome, ms, err);
+      policyFailures.record(outcome, err);
+    },
+  });
   closers.add(() => sandbox.close());
   return {
     tally,
+    policyFailures,
     async close(graceMs) {
       await sandbox.close(graceMs);
       await judge.close(graceMs);

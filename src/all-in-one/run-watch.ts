@@ -7,6 +7,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Queue } from 'bullmq';
+import { errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
 import { openQueue, QUEUE_NAMES, type JobData, type QueueName } from '../shared/queues.ts';
 import type { Redis } from '../shared/redis.ts';
@@ -29,8 +30,10 @@ export interface WatchOptions {
   policyUrl: string;
   /** Give up when nothing of the run is queued or running for this long and rows are missing (ms). */
   stuckAfterMs: number;
-  /** Pause after this many rollouts failed on the policy server before any answered call (0: never). */
+  /** Pause after this many rollout attempts failed on the policy server before any answered call (0: never). */
   failFastAfter: number;
+  /** This process's rollout attempts that failed on the policy server. */
+  policyFailures: PolicyFailures;
 }
 
 export interface WatchResult {
@@ -58,12 +61,28 @@ async function pendingOf(o: WatchOptions, queues: Array<Queue<JobData<QueueName>
   return { running: jobs.counts.rollout.active, pending: QUEUE_NAMES.reduce((n, q) => n + open(q), 0) };
 }
 
-/** The reason of the first policy failure, when `n` rollouts failed on the policy server and none was answered. */
-async function policyDown(rollouts: Queue<JobData<'rollout'>>, tally: RowTally, n: number): Promise<string | null> {
-  if (n <= 0 || tally.counts.answeredCalls > 0) return null;
-  const tried = await rollouts.getJobs(['delayed', 'failed', 'waiting'], 0, 200);
-  const failed = tried.filter((j) => j && j.attemptsMade > 0 && POLICY_FAILURE.test(j.failedReason ?? ''));
-  return failed.length >= n ? failed[0].failedReason : null;
+/**
+ * Rollout attempts of this process that failed on the policy server (their error names it), counted
+ * as the sandbox-worker ends them: the evidence for pausing a run whose policy server is down.
+ */
+export class PolicyFailures {
+  count = 0;
+  first: string | null = null;
+
+  /** Feed every rollout job's end (the sandbox-worker's onJobEnd). */
+  record(outcome: 'completed' | 'failed' | 'requeued', error?: unknown): void {
+    if (outcome !== 'failed') return;
+    const message = errorMessage(error);
+    if (!POLICY_FAILURE.test(message)) return;
+    this.count++;
+    this.first ??= message;
+  }
+}
+
+/** The first policy failure's message, once `n` rollout attempts failed on the policy server and no call was answered. */
+function policyDown(failures: PolicyFailures, tally: RowTally, n: number): string | null {
+  if (n <= 0 || tally.counts.answeredCalls > 0 || failures.count < n) return null;
+  return failures.first;
 }
 
 export async function watchRun(o: WatchOptions): Promise<WatchResult> {
@@ -81,9 +100,10 @@ export async function watchRun(o: WatchOptions): Promise<WatchResult> {
       try {
         // A run in the fleet's queues is counted by reading its jobs: every few seconds only.
         if (queues || tick % 10 === 0) state = await pendingOf(o, queues);
-        const down = rollouts && tick % 4 === 0 ? await policyDown(rollouts, o.tally, o.failFastAfter) : null;
-        if (down && rollouts) {
-          await rollouts.pause();
+        const down = policyDown(o.policyFailures, o.tally, o.failFastAfter);
+        if (down) {
+          // Its own queue is paused for every worker of the run; the fleet's shared one is left to other runs.
+          await rollouts?.pause();
           return { status: 'paused', reason: down };
         }
       } catch (err) {

@@ -147,8 +147,8 @@ const QueuesSchema = z
     /** Base of the exponential backoff between judge job attempts, in milliseconds. */
     judge_backoff_ms: positiveInt.default(2000),
     /**
-     * `vcfleet run` pauses its run when this many rollouts failed on the policy server before any
-     * policy call was answered (0: never); resume it with `vcfleet run --run-id`.
+     * `vcfleet run` pauses its run when this many of its rollout attempts failed on the policy server
+     * before any policy call was answered (0: never); resume it with `vcfleet run --run-id`.
      */
     fail_fast_after: z.number().int().min(0).default(3),
     /** How long a job lock lives without renewal before a stalled job is taken by another worker (ms). */

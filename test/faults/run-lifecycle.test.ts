@@ -1,16 +1,22 @@
 /**
+ * The run's lifecycle with the real OpenCode, as a user meets it in a terminal.
+ *
  * Ctrl-C as a user types it: `vcfleet run` in a pseudo-terminal, the real OpenCode in real `local`
  * (bubblewrap) sandboxes, each model running a slow tool when the key is pressed. The terminal sends
  * SIGINT to its whole foreground process group; the sandboxes run in sessions of their own, so only
  * vcfleet hears it. Interrupted once (a clean stop) and then twice at once (stop now), the run then
  * completes with the rows an uninterrupted run gives: no interrupted session became a row, and no
  * attempt was spent.
+ *
+ * A policy URL where nothing listens, with the preflight skipped: the run pauses once its first
+ * rollouts failed on it, says which URL, and exits 4; with the server up, the same command finishes.
  */
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../../src/all-in-one/private-redis.ts';
 import { openQueue } from '../../src/shared/queues.ts';
-import { startScriptedPolicyServer, toolResults, userText, type ScriptedPolicyServer } from '../helpers/scripted-policy-server.ts';
+import { scripts, startScriptedPolicyServer, toolResults, userText, type ScriptedPolicyServer } from '../helpers/scripted-policy-server.ts';
 import { FAKE_POLICY_KEY, startCliInTerminal, waitFor, type FleetEnv, type TerminalCliProcess } from '../helpers/fleet.ts';
 import { createTmpDir } from '../helpers/tmp.ts';
 import { faultFleet } from './fault-fleet.ts';
@@ -27,7 +33,7 @@ const hasScript = (() => {
   }
 })();
 
-describe.skipIf(!hasScript)('Ctrl-C in a terminal never changes a score', () => {
+describe.skipIf(!hasScript)('vcfleet run with the real OpenCode: Ctrl-C, a dead policy server', () => {
   const f = faultFleet();
   let policy: ScriptedPolicyServer;
   beforeAll(async () => {
@@ -114,5 +120,37 @@ describe.skipIf(!hasScript)('Ctrl-C in a terminal never changes a score', () => 
     expect(outcome(resumed)).toEqual(outcome(readJsonl(baselineOutput)));
     expect(outcome(resumed).map((r) => r.reward)).toEqual([1, 0]);
     expect(processesMentioning(tmp)).toEqual([]);
+  });
+
+  it('a policy URL where nothing listens (preflight skipped): paused after the first rollouts fail on it, exit 4 naming the URL; with the server up, the same command finishes', async () => {
+    const tmp = createTmpDir('vcfleet-ff-');
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}/v1`;
+    const e = await f.env({
+      rows: 3,
+      overrides: ['++agent.kind=opencode', `++policy_base_url=${url}`, '++policy_model_name=scripted-vlm', '++queues.rollout_concurrency=2',
+        '++queues.fail_fast_after=2', '++queues.rollout_backoff_ms=1000', '++policy.context_window=64000', '++policy.max_output_tokens=2048', '++task_timeout_s=150'],
+    });
+    const args = ['run', '--run-id', 'ff', '--skip-preflight', ...e.overrides];
+    const down = startCliInTerminal(args, { TMPDIR: tmp, POLICY_API_KEY: FAKE_POLICY_KEY });
+    f.procs.push(down);
+    expect(await down.exited, down.output()).toBe(4);
+    const out = down.output().replace(/\r/g, '');
+    expect(out).toMatch(new RegExp(`paused: .*policy server failed \\d+ calls in a row .*connection_refused.*policy server ${url.replace(/\./g, '\\.')}\\. Fix it, then resume with \`vcfleet run --run-id ff\``));
+    expect(countLines(e.output)).toBe(0); // no task was burnt as a row
+    const queue = openQueue('rollout', f.redis, e.prefix, { scope: 'ff' });
+    expect(await queue.isPaused()).toBe(true);
+    await queue.close();
+
+    const up = await startScriptedPolicyServer({ port, script: scripts.answer('\\boxed{A}') });
+    try {
+      const resumed = startCliInTerminal(args, { TMPDIR: tmp, POLICY_API_KEY: FAKE_POLICY_KEY });
+      f.procs.push(resumed);
+      expect(await resumed.exited, resumed.output()).not.toBe(4);
+      const rows = readJsonl(e.output);
+      expect(rows.map((r) => r.stop_reason)).toEqual(['answered', 'answered', 'answered']);
+    } finally {
+      await up.close();
+    }
   });
 });
