@@ -122,7 +122,7 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     connection.disconnect();
   });
   try {
-    await waitForRedis(client, url);
+    await waitForRedis(client, url, config.redis.connect_timeout_s * 1000);
     await checkRedisServer(client, logger);
     // The run id first: the run's own queues, and this process's record as their worker, are named by it.
     config = { ...config, run_id: config.run_id ?? newRunId(config.benchmark) };

@@ -14,7 +14,7 @@ export async function connect(config: Config, logger: Logger, role: ConnectionRo
   const url = redisUrl(config);
   const redis = createRedis(url, role);
   try {
-    await waitForRedis(redis, url);
+    await waitForRedis(redis, url, config.redis.connect_timeout_s * 1000);
     await checkRedisServer(redis, logger, role === 'worker');
   } catch (err) {
     redis.disconnect();

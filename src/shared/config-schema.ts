@@ -165,6 +165,13 @@ const PreflightSchema = z
   })
   .strict();
 
+const RedisSchema = z
+  .object({
+    /** Give up on a Redis that does not answer (refused, DENIED, NOAUTH, silent) after this long, naming the URL and its error. */
+    connect_timeout_s: positiveInt.default(15),
+  })
+  .strict();
+
 const MetricsServerSchema = z
   .object({
     /** Port of the Prometheus `/metrics` endpoint of long-running roles; 0 turns it off. */
@@ -251,6 +258,7 @@ export const ConfigSchema = z
     queues: QueuesSchema.prefault({}),
     /** Redis URL (`REDIS_URL`); null lets `vcfleet run` start a private redis-server. */
     redis_url: nullableString,
+    redis: RedisSchema.prefault({}),
     /** Folder for the private Redis of `vcfleet run` and other local state. */
     state_dir: z.string().default('.vcfleet'),
     preflight: PreflightSchema.prefault({}),

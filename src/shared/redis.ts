@@ -40,22 +40,53 @@ function clientConnection(url: string, common: RedisOptions): Redis {
   });
 }
 
-/** Wait for the first connection, failing with a message that says what to do. */
-export async function waitForRedis(redis: Redis, url: string, timeoutMs = 10_000): Promise<void> {
-  const started = Date.now();
-  for (;;) {
-    try {
-      await redis.ping();
-      return;
-    } catch (err) {
-      if (Date.now() - started > timeoutMs) {
-        throw new InfraError(
-          `cannot reach Redis at ${redactUrl(url)} (${(err as Error).message}); start redis-server or set REDIS_URL`,
-        );
+/**
+ * Wait for the first answer to PING, at most `timeoutMs`, then fail with one line that names the URL
+ * (password masked), the last error Redis or the network gave, and what to do about it. A worker
+ * connection queues commands while it reconnects for ever, so the wait is bounded here, not by it.
+ */
+export async function waitForRedis(redis: Redis, url: string, timeoutMs = 15_000): Promise<void> {
+  let lastError = 'no answer';
+  // "Connection is closed" only says that a connection gave up; the error before it says why.
+  const note = (message: string) => void (/Connection is closed/i.test(message) && lastError !== 'no answer' ? undefined : (lastError = message));
+  const onError = (err: Error) => note(err.message);
+  redis.on('error', onError);
+  const deadline = Date.now() + timeoutMs;
+  try {
+    for (;;) {
+      const left = deadline - Date.now();
+      if (left <= 0) throw new InfraError(unreachableMessage(url, lastError, timeoutMs));
+      const ping = redis.ping();
+      ping.catch(() => undefined); // answered after the wait gave up, or rejected on disconnect
+      try {
+        const answered = await Promise.race([ping.then(() => true), sleep(Math.min(left, 1000), false)]);
+        if (answered) return;
+      } catch (err) {
+        note((err as Error).message);
+        // Refused credentials do not fix themselves, and a client connection that gave up stays closed.
+        if (DEFINITE.test(lastError) || redis.status === 'end') throw new InfraError(unreachableMessage(url, lastError));
+        await sleep(Math.min(250, Math.max(0, deadline - Date.now())));
       }
-      await sleep(250);
     }
+  } finally {
+    redis.off('error', onError);
   }
+}
+
+/** Answers of a Redis that is up but will not serve this client as configured. */
+const DEFINITE = /DENIED|NOAUTH|WRONGPASS|invalid password|invalid username/;
+
+/** What an unreachable Redis says, and what the user can do about it. */
+export function unreachableMessage(url: string, error: string, waitedMs?: number): string {
+  const hint = /DENIED|protected mode/i.test(error)
+    ? 'Redis is in protected mode and refuses other hosts: give it a password (requirepass, or an ACL user) and put it in REDIS_URL as redis://:PASSWORD@host:6379'
+    : /NOAUTH|WRONGPASS|AUTH|invalid password|invalid username/i.test(error)
+      ? 'Redis wants a password: set it in REDIS_URL (redis://:PASSWORD@host:6379, or redis://USER:PASSWORD@host:6379 for an ACL user)'
+      : /ECONNREFUSED/.test(error)
+        ? 'nothing listens there: start redis-server on that host (bound to an address this host can reach) or fix REDIS_URL'
+        : 'check the address, the port and the firewall between this host and Redis, or fix REDIS_URL';
+  const waited = waitedMs === undefined ? '' : ` (no answer within ${Math.round(waitedMs / 1000)} s, redis.connect_timeout_s)`;
+  return `cannot reach Redis at ${redactUrl(url)}${waited}: ${error.replace(/\.$/, '')}; ${hint}`;
 }
 
 /** The URL without its password, for messages. */

@@ -12,7 +12,8 @@ import { openQueue } from '../../src/shared/queues.ts';
 import { createScriptedAgent } from '../../src/workers/sandbox/scripted-agent.ts';
 import { QUESTION_MAX_CHARS, RESPONSE_TAIL_CHARS } from '../../src/workers/judge/prompt.ts';
 import { writeFixtureParquet } from '../helpers/fixture-parquet.ts';
-import { REDIS_URL, runCli, startCli, waitFor } from '../helpers/fleet.ts';
+import { FAKE_JUDGE_KEY, REDIS_URL, runCli, startCli, waitFor } from '../helpers/fleet.ts';
+import { deletePrefix } from '../helpers/redis-keys.ts';
 import { createTmpDir } from '../helpers/tmp.ts';
 import { countLines, expectedRewards, expectOneRowEach, expectRewards, readJsonl } from './fault-helpers.ts';
 import { faultFleet } from './fault-fleet.ts';
@@ -23,12 +24,18 @@ const CONTROL = '\u0000\u0001\u0007\u001b[31m\u007f\u2028\u2029\r\u000b\ud83d\ud
 describe('bad input through the CLI and the fleet', () => {
   const f = faultFleet();
 
-  /** `vcfleet <args>` pointed at a fresh folder and prefix; returns exit code and stderr. */
+  /** `vcfleet <args>` pointed at a fresh folder and prefix (removed after), the scripted judge; returns exit code and output. */
   async function cli(args: string[], extra: string[] = []) {
     const dir = createTmpDir('vcfleet-badin-');
+    const prefix = `vcftest-badin-${path.basename(dir)}`;
     const base = [`++data_dir=${path.join(dir, 'data')}`, `++output_jsonl_fpath=${path.join(dir, 'out.jsonl')}`, `++redis_url=${REDIS_URL}`,
-      `++queues.prefix=vcftest-badin-${path.basename(dir)}`, '++agent.kind=scripted', `++state_dir=${path.join(dir, 'state')}`];
-    return { dir, ...(await runCli([...args, ...base, ...extra])) };
+      `++queues.prefix=${prefix}`, '++agent.kind=scripted', `++state_dir=${path.join(dir, 'state')}`,
+      `++visual_coding_opencode_judge_base_url=${f.judge.url}`, `++judge.api_key=${FAKE_JUDGE_KEY}`, '++preflight.require_redis_persistence=false'];
+    try {
+      return { dir, ...(await runCli([...args, ...base, ...extra])) };
+    } finally {
+      await deletePrefix(f.redis, prefix);
+    }
   }
 
   it('a truncated parquet: `vcfleet run` exits 2 naming the file', async () => {

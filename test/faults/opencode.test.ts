@@ -98,7 +98,8 @@ describe('real OpenCode in local sandboxes under faults', () => {
     const down = await startScriptedPolicyServer();
     const { port, url } = down;
     await down.close();
-    const e = await setup(url, ['++queues.rollout_backoff_ms=3000']);
+    // The worker starts while the policy server is down (its start-up check would refuse that).
+    const e = await setup(url, ['++queues.rollout_backoff_ms=3000', '++preflight.enabled=false']);
     const gold = e.fixture.expected[0].gold;
     expect((await runCli(['produce', '--run-id', 'ocd', ...e.overrides])).code).toBe(0);
     const worker = role('sandbox', e);
