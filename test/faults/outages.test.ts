@@ -99,7 +99,8 @@ describe('judge and sandbox-provider outages, poison jobs', () => {
 
   it('poison jobs added straight to the rollout queue fail once, unrecoverable; the run completes', async () => {
     const env = await f.env({ rows: 5, script });
-    const q = openQueue('rollout', f.redis, env.prefix);
+    // The run's own rollout queue (vcfleet run gives run pz the queues of scope pz).
+    const q = openQueue('rollout', f.redis, env.prefix, { scope: 'pz' });
     await q.add('rollout', { v: 1, run_id: 'pz', task_id: 42, junk: '\u0000' } as never, { jobId: 'poison-malformed', attempts: 3 });
     await q.add('rollout', { v: 1, run_id: 'pz', task_id: 'no-such-task', repeat: 0, rollout_id: 'pz-no-such-task-0' }, { jobId: 'poison-unknown-task', attempts: 3 });
     const result = await runAll({ config: env.config(['++run_id=pz']), logger: env.logger, agent: createScriptedAgent(script), progress: quiet });
