@@ -6,11 +6,11 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Config } from '../shared/config.ts';
-import { runSettingsFrom } from '../shared/run-settings.ts';
+import { runSettingsFrom, settingDifferences, type RunSettings, type SettingDifference } from '../shared/run-settings.ts';
 import { ConfigError } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
 import { enqueueBulk, openQueue, rolloutId, type RolloutJob } from '../shared/queues.ts';
-import { RunStore, type RunOrigin, type RunRecord } from '../shared/run-store.ts';
+import { RunStore, runSettings, type RunOrigin, type RunRecord } from '../shared/run-store.ts';
 import type { PreparedTask } from '../shared/task.ts';
 
 export interface ProduceInput {
@@ -39,6 +39,10 @@ export interface ProduceResult {
   /** Rollouts enqueued by this call (0 when the run was produced before). */
   enqueued: number;
   created: boolean;
+  /** The run's settings, as frozen in its record. */
+  settings: RunSettings;
+  /** Where this command's run settings differ from those of the run that already existed. */
+  differences: SettingDifference[];
 }
 
 export function newRunId(benchmark: string, now = new Date()): string {
@@ -60,6 +64,7 @@ function runRecord(config: Config, runId: string, tasks: readonly PreparedTask[]
     settings: runSettingsFrom(config),
     queue_scope: ownQueues ? runId : null,
     origin,
+    settings_changes: [],
   };
 }
 
@@ -87,7 +92,8 @@ export async function produceRun(input: ProduceInput): Promise<ProduceResult> {
   }
   const enqueued = await enqueueRollouts(input, store, run, tasks.map((t) => t.task_id));
   logger.info({ run: runId, total: run.total, enqueued, newImages, created }, created ? 'run created' : 'run exists; enqueued what was missing');
-  return { runId, total: run.total, enqueued, created };
+  const settings = runSettings(run);
+  return { runId, total: run.total, enqueued, created, settings, differences: existing ? settingDifferences(settings, runSettings(record)) : [] };
 }
 
 /**
@@ -100,7 +106,7 @@ export async function resumeRun(input: Omit<ProduceInput, 'tasks' | 'readImage' 
   if (!run) throw new ConfigError(`run ${input.runId} does not exist under the prefix ${input.config.queues.prefix} of this Redis; check --run-id, REDIS_URL and queues.prefix (VCFLEET_PREFIX)`);
   const enqueued = await enqueueRollouts(input, store, run, await store.taskIds(run.run_id));
   input.logger.info({ run: run.run_id, total: run.total, enqueued }, 'run resumed; enqueued what was missing');
-  return { runId: run.run_id, total: run.total, enqueued, created: false };
+  return { runId: run.run_id, total: run.total, enqueued, created: false, settings: runSettings(run), differences: [] };
 }
 
 async function enqueueRollouts(input: Pick<ProduceInput, 'config' | 'redis' | 'onProgress'>, store: RunStore, run: RunRecord, taskIds: readonly string[]): Promise<number> {

@@ -11,6 +11,15 @@ export interface JudgeInput {
   responseText: string;
   /** The rollout being graded, for logs only (never part of the prompt or the cache key). */
   rolloutId?: string;
+  /** The run's judge settings (run settings); default: the judge's own configuration. */
+  run?: RunJudgeSettings;
+}
+
+/** The judge settings a run fixes: which model grades it, and how. */
+export interface RunJudgeSettings {
+  model: string;
+  temperature: number;
+  maxTokens: number;
 }
 
 export type JudgeResult =

@@ -48,29 +48,84 @@ export function stripCredentials(url: string): string {
   }
 }
 
+/**
+ * Every run setting, by the config key a user types (`++key=value`) and where it lives in the run's
+ * settings. `fixed` ones make the run's rollouts (changing them means a new run).
+ */
+export const RUN_SETTING_KEYS: ReadonlyArray<{ key: string; path: readonly string[]; fixed?: true }> = [
+  { key: 'benchmark', path: ['benchmark'], fixed: true },
+  { key: 'num_repeats', path: ['num_repeats'], fixed: true },
+  { key: 'limit', path: ['limit'], fixed: true },
+  { key: 'task_timeout_s', path: ['task_timeout_s'] },
+  { key: 'policy_model_name', path: ['policy', 'model_name'] },
+  { key: 'policy.context_window', path: ['policy', 'context_window'] },
+  { key: 'policy.max_output_tokens', path: ['policy', 'max_output_tokens'] },
+  { key: 'policy.request_timeout_s', path: ['policy', 'request_timeout_s'] },
+  { key: 'policy.capture', path: ['policy', 'capture'] },
+  { key: 'policy.endpoint', path: ['policy', 'endpoint'] },
+  { key: 'policy.max_request_mib', path: ['policy', 'max_request_mib'] },
+  { key: 'policy.max_concurrent_calls', path: ['policy', 'max_concurrent_calls'] },
+  { key: 'policy.max_calls_per_rollout', path: ['policy', 'max_calls_per_rollout'] },
+  { key: 'visual_coding_opencode_judge_model_name', path: ['judge', 'model_name'] },
+  { key: 'judge.temperature', path: ['judge', 'temperature'] },
+  { key: 'judge.max_tokens', path: ['judge', 'max_tokens'] },
+  { key: 'agent.max_tool_calls', path: ['agent', 'max_tool_calls'] },
+  { key: 'transcripts.enabled', path: ['transcripts', 'enabled'] },
+  { key: 'transcripts.max_image_mib', path: ['transcripts', 'max_image_mib'] },
+];
+
+/** The value at a dotted path of a plain object (undefined when absent). */
+export function valueAt(obj: unknown, path: readonly string[]): unknown {
+  let at = obj;
+  for (const part of path) at = at !== null && typeof at === 'object' ? (at as Record<string, unknown>)[part] : undefined;
+  return at;
+}
+
+function setAt(obj: Record<string, unknown>, path: readonly string[], value: unknown): void {
+  let at = obj;
+  for (const part of path.slice(0, -1)) at = (at[part] ??= {}) as Record<string, unknown>;
+  at[path[path.length - 1]] = value;
+}
+
+/** A config value as a run stores it: an endpoint without credentials. */
+function stored(key: string, value: unknown): unknown {
+  return key === 'policy.endpoint' && typeof value === 'string' ? stripCredentials(value) : value;
+}
+
 export function runSettingsFrom(config: Config): RunSettings {
-  const p = config.policy;
-  return {
-    settings_version: RUN_SETTINGS_VERSION,
-    benchmark: config.benchmark,
-    num_repeats: config.num_repeats,
-    limit: config.limit,
-    task_timeout_s: config.task_timeout_s,
-    policy: {
-      model_name: config.policy_model_name,
-      context_window: p.context_window,
-      max_output_tokens: p.max_output_tokens,
-      request_timeout_s: p.request_timeout_s,
-      capture: p.capture,
-      endpoint: p.endpoint === null ? null : stripCredentials(p.endpoint),
-      max_request_mib: p.max_request_mib,
-      max_concurrent_calls: p.max_concurrent_calls,
-      max_calls_per_rollout: p.max_calls_per_rollout,
-    },
-    judge: { model_name: config.visual_coding_opencode_judge_model_name, temperature: config.judge.temperature, max_tokens: config.judge.max_tokens },
-    agent: { max_tool_calls: config.agent.max_tool_calls },
-    transcripts: { enabled: config.transcripts.enabled, max_image_mib: config.transcripts.max_image_mib },
-  };
+  const out: Record<string, unknown> = { settings_version: RUN_SETTINGS_VERSION };
+  for (const { key, path } of RUN_SETTING_KEYS) setAt(out, path, stored(key, valueAt(config, key.split('.'))));
+  return RunSettingsSchema.parse(out);
+}
+
+/** `settings` with the run setting `key` set to the value `config` has for it (a copy). */
+export function withSetting(settings: RunSettings, key: string, config: Config): RunSettings {
+  const entry = RUN_SETTING_KEYS.find((k) => k.key === key);
+  if (!entry) throw new Error(`${key} is not a run setting`);
+  const copy = structuredClone(settings) as unknown as Record<string, unknown>;
+  setAt(copy, entry.path, stored(key, valueAt(config, key.split('.'))));
+  return RunSettingsSchema.parse(copy);
+}
+
+export interface SettingDifference {
+  key: string;
+  /** The run's value. */
+  run: unknown;
+  /** The other value (this host's configuration, or a change asked for). */
+  other: unknown;
+}
+
+/** The run settings whose values differ between `run` and `other`, by config key. */
+export function settingDifferences(run: RunSettings, other: RunSettings): SettingDifference[] {
+  return RUN_SETTING_KEYS.flatMap(({ key, path }) => {
+    const [a, b] = [valueAt(run, path), valueAt(other, path)];
+    return JSON.stringify(a) === JSON.stringify(b) ? [] : [{ key, run: a, other: b }];
+  });
+}
+
+/** A setting's value as a user types it after `++key=`. */
+export function shownValue(value: unknown): string {
+  return value === null || value === undefined ? 'null' : typeof value === 'string' ? value : JSON.stringify(value);
 }
 
 /** The settings of a run record; a record of another version stops the job with a message that says so. */

@@ -10,11 +10,23 @@ import { fleetKeys, type FleetKeys } from './keys.ts';
 import { PreparedTaskSchema, type PreparedTask } from './task.ts';
 import { RolloutSummarySchema, type RolloutSummary } from './rollout-summary.ts';
 import { RowSchema, type Row } from './rows.ts';
-import { DataError, PoisonJobError } from './errors.ts';
+import { ConfigError, DataError, InfraError, PoisonJobError } from './errors.ts';
 import { parseRunSettings, type RunSettings } from './run-settings.ts';
 
 export const RUN_ORIGINS = ['produce', 'run', 'demo'] as const;
 export type RunOrigin = (typeof RUN_ORIGINS)[number];
+
+export const SettingsChangeSchema = z.object({
+  at: z.string(),
+  /** Each changed run setting by its config key, with the values before and after. */
+  changes: z.array(z.object({ key: z.string(), from: z.unknown(), to: z.unknown() })),
+  /** Rollouts of the run that had finished (rows) when it changed: more than 0 only with --force. */
+  finished_rollouts: z.number().int().min(0),
+  forced: z.boolean(),
+  /** Where it was changed from (host name). */
+  host: z.string(),
+});
+export type SettingsChange = z.infer<typeof SettingsChangeSchema>;
 
 export const RunRecordSchema = z.object({
   run_id: z.string(),
@@ -33,6 +45,8 @@ export const RunRecordSchema = z.object({
   queue_scope: z.string().nullable().default(null),
   /** What made the run: `produce`, `run` or `demo` (a demo is resumed as a demo). */
   origin: z.enum(RUN_ORIGINS).default('produce'),
+  /** Every change of the run's settings after it was produced (`vcfleet run-set`), oldest first. */
+  settings_changes: z.array(SettingsChangeSchema).default([]),
 });
 export type RunRecord = z.infer<typeof RunRecordSchema>;
 
@@ -51,10 +65,13 @@ export interface TranscriptParts {
   images: Map<string, Buffer>;
 }
 
+/** How long a worker keeps a run record before reading it again (a `vcfleet run-set` reaches it within this). */
+export const RUN_RECORD_CACHE_MS = 5000;
+
 export interface RunStoreOptions {
   /**
-   * Keep what never changes once produced (run records, tasks, images by SHA-256) in this process,
-   * so a worker reads each once instead of once per job. Images up to `cacheImageBytes` (default
+   * Keep what never changes once produced (tasks, images by SHA-256) in this process, so a worker
+   * reads each once instead of once per job; run records for RUN_RECORD_CACHE_MS (`run-set` changes them). Images up to `cacheImageBytes` (default
    * 256 MiB) are kept, least recently used first out.
    */
   cache?: boolean;
@@ -93,7 +110,7 @@ class LruCache<V> {
 
 export class RunStore {
   readonly keys: FleetKeys;
-  private readonly runs: LruCache<RunRecord> | undefined;
+  private readonly runs: LruCache<{ run: RunRecord; at: number }> | undefined;
   private readonly tasks: LruCache<PreparedTask> | undefined;
   private readonly blobs: LruCache<Buffer> | undefined;
 
@@ -115,12 +132,37 @@ export class RunStore {
 
   async getRun(runId: string): Promise<RunRecord | null> {
     const cached = this.runs?.get(runId);
-    if (cached) return cached;
+    if (cached && Date.now() - cached.at < RUN_RECORD_CACHE_MS) return cached.run;
     const raw = await this.redis.hget(this.keys.run(runId), 'record');
     if (!raw) return null;
     const run = RunRecordSchema.parse(JSON.parse(raw));
-    this.runs?.set(runId, run);
+    this.runs?.set(runId, { run, at: Date.now() });
     return run;
+  }
+
+  /**
+   * Change a run's record with `change` (given the current one), atomically: a record changed by
+   * someone else meanwhile is read again and `change` applied to that. Returns the new record.
+   */
+  async updateRun(runId: string, change: (run: RunRecord) => RunRecord): Promise<RunRecord> {
+    const key = this.keys.run(runId);
+    for (let attempt = 0; attempt < 10; attempt++) {
+      const watcher = this.redis.duplicate();
+      try {
+        await watcher.watch(key);
+        const raw = await watcher.hget(key, 'record');
+        if (!raw) throw new ConfigError(`run ${runId} does not exist under the prefix ${this.prefix}; check --run-id, REDIS_URL and VCFLEET_PREFIX`);
+        const next = RunRecordSchema.parse(change(RunRecordSchema.parse(JSON.parse(raw))));
+        const done = await watcher.multi().hset(key, 'record', JSON.stringify(next)).exec();
+        if (done !== null) {
+          this.runs?.set(runId, { run: next, at: Date.now() });
+          return next;
+        }
+      } finally {
+        watcher.disconnect();
+      }
+    }
+    throw new InfraError(`run ${runId} kept changing while it was being updated; try again`);
   }
 
   async requireRun(runId: string): Promise<RunRecord> {
@@ -229,6 +271,11 @@ export class RunStore {
   /** Stores the row unless the rollout has one; true when it was stored (one round trip). */
   async putRowIfAbsent(row: Row): Promise<boolean> {
     return (await this.redis.hsetnx(this.keys.rows(row.run_id), row.rollout_id, JSON.stringify(row))) === 1;
+  }
+
+  /** How many rollouts of a run have their row. */
+  async countRows(runId: string): Promise<number> {
+    return this.redis.hlen(this.keys.rows(runId));
   }
 
   /** Every row of a run (HSCAN, so a large run does not block Redis). */

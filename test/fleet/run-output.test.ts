@@ -28,7 +28,7 @@ function record(runId: string, createdAt = '2030-01-01T00:00:00.000Z'): RunRecor
   const config = ConfigSchema.parse({ policy_model_name: 'p', visual_coding_opencode_judge_model_name: 'j' });
   return {
     run_id: runId, benchmark: 'b', created_at: createdAt, num_tasks: 3, num_repeats: 1, total: 3,
-    output_jsonl_fpath: 'unused.jsonl', policy_model: 'p', judge_model: 'j', settings: runSettingsFrom(config), queue_scope: null, origin: 'produce',
+    output_jsonl_fpath: 'unused.jsonl', policy_model: 'p', judge_model: 'j', settings: runSettingsFrom(config), queue_scope: null, origin: 'produce', settings_changes: [],
   };
 }
 

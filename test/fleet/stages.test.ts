@@ -7,7 +7,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Judge, JudgeResult } from '../../src/shared/judge.ts';
+import type { Judge, JudgeInput, JudgeResult } from '../../src/shared/judge.ts';
 import { produceRun } from '../../src/producer/produce.ts';
 import { loadPreparedBenchmark } from '../../src/prepare/load-prepared.ts';
 import { PoisonJobError } from '../../src/shared/errors.ts';
@@ -28,8 +28,9 @@ import { removeTmpDirs } from '../helpers/tmp.ts';
 
 const HOST: SandboxHostSettings = { policyBaseUrl: 'http://127.0.0.1:8000/v1', allowedBaseUrls: [], policyApiKey: null, captureRoot: '/nonexistent' };
 
-function stubJudge(outcome: JudgeResult): Judge {
-  return { modelName: 'stub-judge', grade: async () => outcome, close: async () => {} };
+/** A judge configured with another model than the run's: the run's is the one asked for. */
+function stubJudge(outcome: JudgeResult, seen: JudgeInput[] = []): Judge {
+  return { modelName: 'host-judge', grade: async (input) => (seen.push(input), outcome), close: async () => {} };
 }
 
 describe('stages', () => {
@@ -40,7 +41,7 @@ describe('stages', () => {
   let taskIds: string[];
 
   beforeAll(async () => {
-    env = await makeFleetEnv({ rows: 3, judgeUrl: 'http://127.0.0.1:9/v1', overrides: ['++run_id=st'] });
+    env = await makeFleetEnv({ rows: 3, judgeUrl: 'http://127.0.0.1:9/v1', overrides: ['++run_id=st', '++visual_coding_opencode_judge_model_name=run-judge', '++judge.max_tokens=77'] });
     client = createRedis(REDIS_URL, 'client');
     worker = createRedis(REDIS_URL, 'worker');
     store = new RunStore(client, env.prefix);
@@ -83,13 +84,15 @@ describe('stages', () => {
   it('judge stage: a verdict is a scored row, a failure a masked judge_failed row; both leave the judge\'s part of the transcript', async () => {
     const outcome = (await store.getSummary('st', job(0).rollout_id))!;
     const judgeJob: JudgeJob = { ...job(0), outcome };
-    const scored = await runJudgeStage(judgeJob, { store, judge: stubJudge({ status: 'scored', verdict: 'equivalent', reason: 'same', reward: 1, cached: false }) });
-    expect(scored).toMatchObject({ reward: 1, judge_verdict: 'equivalent', judge_reason: 'same', judge_model: 'stub-judge', failure_kind: null });
+    const seen: JudgeInput[] = [];
+    const scored = await runJudgeStage(judgeJob, { store, judge: stubJudge({ status: 'scored', verdict: 'equivalent', reason: 'same', reward: 1, cached: false }, seen) });
+    expect(seen[0].run).toEqual({ model: 'run-judge', temperature: 0, maxTokens: 77 }); // the run's judge settings, not the host's
+    expect(scored).toMatchObject({ reward: 1, judge_verdict: 'equivalent', judge_reason: 'same', judge_model: 'run-judge', failure_kind: null });
     const part = JSON.parse((await store.getTranscriptParts('st', job(0).rollout_id)).judge!);
-    expect(part).toMatchObject({ model: 'stub-judge', verdict: 'equivalent', reason: 'same' });
+    expect(part).toMatchObject({ model: 'run-judge', verdict: 'equivalent', reason: 'same' });
     expect(part.prompt.user).toContain('"gold_answer"');
     const failed = await runJudgeStage(judgeJob, { store, judge: stubJudge({ status: 'failed', reason: 'no valid verdict' }) });
-    expect(failed).toMatchObject({ reward: null, failure_kind: 'judge_failed', error: 'no valid verdict', judge_model: 'stub-judge' });
+    expect(failed).toMatchObject({ reward: null, failure_kind: 'judge_failed', error: 'no valid verdict', judge_model: 'run-judge' });
   });
 
   it('results stage: writes the transcript beside the JSONL, commits once, and a masked row is replaced by a score', async () => {

@@ -64,6 +64,17 @@ describe('verdicts', () => {
     expect(req.headers.authorization).toBe(`Bearer ${SECRET}`);
   });
 
+  it('grades with the run\'s judge model and settings when the input names them (a run setting), and caches per model', async () => {
+    const cache = createMemoryJudgeCache();
+    const { judge } = makeJudge({ cache: true }, { cache });
+    await judge.grade({ ...input, run: { model: 'run-judge', temperature: 0.5, maxTokens: 64 } });
+    expect(server.requests[0].body).toMatchObject({ model: 'run-judge', temperature: 0.5, max_tokens: 64 });
+    await judge.grade(input); // the host's model: not the run-judge's cached verdict
+    expect(server.requests[1].body).toMatchObject({ model: 'judge-model', temperature: 0, max_tokens: 1024 });
+    expect((await judge.grade({ ...input, run: { model: 'run-judge', temperature: 0.5, maxTokens: 64 } })).status).toBe('scored');
+    expect(server.requests).toHaveLength(2);
+  });
+
   it('accepts prose and code fences around the JSON, and upper-case verdicts', async () => {
     server.setScript([
       { content: 'Comparing B with B.\n```json\n{"verdict": "EQUIVALENT", "reason": "same"}\n```\nThat is all.' },

@@ -42,7 +42,7 @@ let f: ViewerFixture;
 function record(runId: string, outputPath: string, total: number): RunRecord {
   return {
     run_id: runId, benchmark: 'babyvision_opencode', created_at: new Date().toISOString(), num_tasks: Math.ceil(total / 2), num_repeats: 2, total,
-    output_jsonl_fpath: outputPath, policy_model: 'policy-vlm', judge_model: 'judge-model', settings: {}, queue_scope: null, origin: 'produce',
+    output_jsonl_fpath: outputPath, policy_model: 'policy-vlm', judge_model: 'judge-model', settings: {}, queue_scope: null, origin: 'produce', settings_changes: [],
   };
 }
 

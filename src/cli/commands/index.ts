@@ -11,7 +11,8 @@ import { registerDashboard } from './dashboard.ts';
 import { registerDemo } from './demo.ts';
 import { registerView } from './view.ts';
 import { registerRuns } from './runs.ts';
+import { registerFleetSet, registerRunSet } from './settings.ts';
 
 export type RegisterCommand = (program: Command, cli: Cli) => void;
 
-export const COMMANDS: RegisterCommand[] = [registerDemo, registerPrepare, registerRun, registerProduce, registerWorker, registerOps, registerRuns, registerMetrics, registerDashboard, registerView];
+export const COMMANDS: RegisterCommand[] = [registerDemo, registerPrepare, registerRun, registerProduce, registerWorker, registerOps, registerRunSet, registerFleetSet, registerRuns, registerMetrics, registerDashboard, registerView];

@@ -3,10 +3,10 @@
  * a reply without a valid verdict) is not a score: the row is masked as `judge_failed`, rejudgeable.
  */
 import { InfraError } from '../../shared/errors.ts';
-import type { Judge, JudgeInput } from '../../shared/judge.ts';
+import type { Judge, JudgeInput, RunJudgeSettings } from '../../shared/judge.ts';
 import type { JudgeJob } from '../../shared/queues.ts';
 import { buildRow, type Row, type RowContext } from '../../shared/rows.ts';
-import type { RunStore } from '../../shared/run-store.ts';
+import { runSettings, type RunStore } from '../../shared/run-store.ts';
 import type { PreparedTask } from '../../shared/task.ts';
 import { buildJudgePrompt } from './prompt.ts';
 
@@ -15,20 +15,24 @@ export interface JudgeStageDeps {
   judge: Judge;
 }
 
-/** What a judged row needs to know of its run and task. */
-export async function judgeRowContext(job: JudgeJob, store: Pick<RunStore, 'requireRun' | 'getTask'>, judgeModel: string): Promise<RowContext & { task: PreparedTask }> {
+/** What a judged row needs to know of its run and task; the judge model is the run's (a run setting). */
+export async function judgeRowContext(job: JudgeJob, store: Pick<RunStore, 'requireRun' | 'getTask'>): Promise<RowContext & { task: PreparedTask; judge: RunJudgeSettings }> {
   const run = await store.requireRun(job.run_id);
   const task = await store.getTask(job.run_id, job.task_id);
-  return { runId: run.run_id, benchmark: run.benchmark, policyModel: run.policy_model, judgeModel, rolloutId: job.rollout_id, repeat: job.repeat, task };
+  const { judge } = runSettings(run);
+  return {
+    runId: run.run_id, benchmark: run.benchmark, policyModel: run.policy_model, judgeModel: judge.model_name, rolloutId: job.rollout_id, repeat: job.repeat, task,
+    judge: { model: judge.model_name, temperature: judge.temperature, maxTokens: judge.max_tokens },
+  };
 }
 
 /** The masked, rejudgeable row of a grading that failed. */
-export async function judgeFailedRow(job: JudgeJob, store: Pick<RunStore, 'requireRun' | 'getTask'>, judgeModel: string, reason: string): Promise<Row> {
-  return buildRow(await judgeRowContext(job, store, judgeModel), job.outcome, { kind: 'masked', failure: 'judge_failed', error: reason });
+export async function judgeFailedRow(job: JudgeJob, store: Pick<RunStore, 'requireRun' | 'getTask'>, reason: string): Promise<Row> {
+  return buildRow(await judgeRowContext(job, store), job.outcome, { kind: 'masked', failure: 'judge_failed', error: reason });
 }
 
 export async function runJudgeStage(job: JudgeJob, deps: JudgeStageDeps, signal?: AbortSignal): Promise<Row> {
-  const ctx = await judgeRowContext(job, deps.store, deps.judge.modelName);
+  const ctx = await judgeRowContext(job, deps.store);
   const task = ctx.task;
   const input: JudgeInput = {
     question: task.question,
@@ -36,6 +40,7 @@ export async function runJudgeStage(job: JudgeJob, deps: JudgeStageDeps, signal?
     extractedAnswer: job.outcome.extracted_answer,
     responseText: job.outcome.response_tail,
     rolloutId: job.rollout_id,
+    run: ctx.judge,
   };
   const grading = await deps.judge.grade(input, signal);
   // Cut short by the worker stopping: not a grading. The job goes back to the queue, no row is made.
@@ -44,8 +49,8 @@ export async function runJudgeStage(job: JudgeJob, deps: JudgeStageDeps, signal?
   const { system, user } = buildJudgePrompt(input);
   const scored = grading.status === 'scored';
   await deps.store.putTranscriptJudge(job.run_id, job.rollout_id, {
-    model: deps.judge.modelName, verdict: scored ? grading.verdict : null, reason: grading.reason, prompt: { system, user }, cached: scored && grading.cached,
+    model: ctx.judge.model, verdict: scored ? grading.verdict : null, reason: grading.reason, prompt: { system, user }, cached: scored && grading.cached,
   });
-  if (!scored) return judgeFailedRow(job, deps.store, deps.judge.modelName, grading.reason);
+  if (!scored) return judgeFailedRow(job, deps.store, grading.reason);
   return buildRow(ctx, job.outcome, { kind: 'scored', verdict: grading.verdict, reason: grading.reason, reward: grading.reward });
 }

@@ -82,13 +82,25 @@ async function writeCache(ctx: JudgeCallContext, cache: JudgeCache | undefined, 
   }
 }
 
+/** The call context of one grading: the run's judge model and settings, the rollout id on every log line. */
+function forInput(ctx: JudgeCallContext, input: JudgeInput): JudgeCallContext {
+  const run = input.run;
+  if (!run) return { ...ctx, log: ctx.log.child({ rollout_id: input.rolloutId }) };
+  return {
+    ...ctx,
+    model: run.model,
+    settings: { ...ctx.settings, temperature: run.temperature, max_tokens: run.maxTokens },
+    log: ctx.log.child({ rollout_id: input.rolloutId, ...(run.model === ctx.model ? {} : { judge_model: run.model }) }),
+  };
+}
+
 /**
  * Grade one answer: cache, else the endpoint with retries. Never throws for endpoint failures.
  * Every line it logs carries the rollout id (`rollout_id`) when the input has one.
  */
 export async function gradeWith(judgeCtx: JudgeCallContext, cache: JudgeCache | undefined, input: JudgeInput, signal?: AbortSignal): Promise<JudgeResult> {
   if (signal?.aborted) return { status: 'failed', reason: 'aborted' };
-  const ctx = { ...judgeCtx, log: judgeCtx.log.child({ rollout_id: input.rolloutId }) };
+  const ctx = forInput(judgeCtx, input);
   const prompt = buildJudgePrompt(input);
   const key = judgeCacheKey(ctx.model, prompt);
   const hit = await readCache(ctx, cache, key);

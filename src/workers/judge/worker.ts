@@ -9,6 +9,7 @@ import { RunStore } from '../../shared/run-store.ts';
 import { startStageWorker, type RoleDeps, type StageWorker } from '../../shared/stage-worker.ts';
 import { judgeFailedRow, runJudgeStage } from './judge-stage.ts';
 import { judgeLimiter } from './limiter.ts';
+import { RunSettingConflicts } from '../settings-conflicts.ts';
 
 export interface JudgeWorkerDeps extends RoleDeps<'judge'> {
   judge: Judge;
@@ -21,6 +22,7 @@ export async function startJudgeWorker(deps: JudgeWorkerDeps): Promise<StageWork
   // Runs, tasks and images never change once produced: read each once per process.
   const store = new RunStore(connection, prefix, { cache: true });
   const results = openQueue('results', connection, prefix, { policy: config.queues, scope });
+  const conflicts = new RunSettingConflicts(config, 'judge', logger);
   const stage = startStageWorker({
     queue: 'judge',
     connection,
@@ -34,12 +36,13 @@ export async function startJudgeWorker(deps: JudgeWorkerDeps): Promise<StageWork
     logger,
     onJobEnd: deps.onJobEnd,
     async handle(data, ctx) {
+      conflicts.check(await store.requireRun(data.run_id));
       const row = await runJudgeStage(data, { store, judge: deps.judge }, ctx.signal);
       await enqueue('results', results, { v: 1, row });
     },
     async onFinalFailure(data, error) {
       // Something other than the judge call failed (a bug or Redis): still one masked, rejudgeable row.
-      await enqueue('results', results, { v: 1, row: await judgeFailedRow(data, store, deps.judge.modelName, errorMessage(error)) });
+      await enqueue('results', results, { v: 1, row: await judgeFailedRow(data, store, errorMessage(error)) });
     },
   });
   return {

@@ -9,6 +9,7 @@ import { enqueue, openQueue } from '../../shared/queues.ts';
 import { RunStore } from '../../shared/run-store.ts';
 import { startStageWorker, type RoleDeps, type StageWorker } from '../../shared/stage-worker.ts';
 import { infraFailedRow, runRolloutStage } from './rollout-stage.ts';
+import { RunSettingConflicts } from '../settings-conflicts.ts';
 
 export interface SandboxWorkerDeps extends RoleDeps<'rollout'> {
   agent: AgentRunner;
@@ -29,6 +30,7 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Stage
     policyApiKey: config.policy_api_key,
     captureRoot: path.resolve(config.state_dir, 'captures'),
   };
+  const conflicts = new RunSettingConflicts(config, 'sandbox', logger);
   const stage = startStageWorker({
     queue: 'rollout',
     connection,
@@ -41,6 +43,7 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Stage
     logger,
     onJobEnd: deps.onJobEnd,
     async handle(data, ctx) {
+      conflicts.check(await store.requireRun(data.run_id));
       const out = await runRolloutStage(data, { store, agent: deps.agent, host }, ctx.signal, ctx.attempt);
       if (out.next === 'judge') {
         await enqueue('judge', judge, out.job);

@@ -1,0 +1,24 @@
+/** How `produce` and `run-set` show a run's settings: by the config key a user types after `++`. */
+import { RUN_SETTING_KEYS, shownValue, valueAt, type RunSettings, type SettingDifference } from '../shared/run-settings.ts';
+import { table } from './runtime.ts';
+
+/** The run settings frozen in a run record, one per line, and how to change them. */
+export function runSettingsText(runId: string, settings: RunSettings): string {
+  const rows = RUN_SETTING_KEYS.map(({ key, path }) => [`  ${key}`, shownValue(valueAt(settings, path))]);
+  return [
+    `run settings of ${runId} (frozen in the run record; every worker uses these; change with \`vcfleet run-set --run-id ${runId} ++key=value\`):`,
+    table(rows),
+    'host settings (policy endpoint and key, judge endpoint and key, sandboxes, output root, concurrency) are read on each host',
+  ].join('\n');
+}
+
+/** Where this command's settings differ from the existing run's, and how to change the run. */
+export function differencesText(runId: string, differences: readonly SettingDifference[]): string {
+  const rows = differences.map((d) => [`  ${d.key}`, `run: ${shownValue(d.run)}`, `yours: ${shownValue(d.other)}`]);
+  const fix = differences.map((d) => `++${d.key}=${shownValue(d.other)}`).join(' ');
+  return [
+    `run ${runId} existed with other settings; it keeps its own:`,
+    table(rows),
+    `to change the run: vcfleet run-set --run-id ${runId} ${fix}   (or produce a new run with another --run-id)`,
+  ].join('\n');
+}
