@@ -44,7 +44,7 @@ function row(s: RunSummary, opts: OverviewPageOptions): Html {
   <td class="num accuracy">${pct(s.accuracy)} <small>(${s.correct}/${s.scored})</small></td>
   <td class="masked">${maskedCell(s, opts.viewerPath)}</td>
   <td class="failed">${failedCell(s, opts.boardPath)}</td>
-  <td class="output"><code>${s.output_jsonl_fpath}</code></td>
+  <td class="output">${s.output ? html`<code>${s.output.path}</code> <small>on ${s.output.host}</small>` : html`<code>${s.output_jsonl_fpath}</code> <small>(not opened yet)</small>`}</td>
   <td>${s.created_at}</td>
 </tr>
 `;
@@ -77,7 +77,7 @@ th{background:#f4f4f4}.num{text-align:right;white-space:nowrap}small{color:#777}
 <p>Prefix <code>${opts.prefix}</code>${opts.readOnly ? html` · <strong>read-only</strong>` : ''} ·
 <a href="${opts.viewerPath}/">rollouts (viewer)</a> · <a href="${opts.boardPath}">queues (Bull Board)</a> · <a href="/api/runs">JSON</a></p>
 <table id="runs">
-<thead><tr><th>run</th><th>benchmark</th><th>policy</th><th>done/total</th><th>running</th><th>accuracy so far</th><th>masked</th><th>failed jobs</th><th>output (run record)</th><th>created</th></tr></thead>
+<thead><tr><th>run</th><th>benchmark</th><th>policy</th><th>done/total</th><th>running</th><th>accuracy so far</th><th>masked</th><th>failed jobs</th><th>output (results host)</th><th>created</th></tr></thead>
 <tbody>
 ${body}</tbody></table>
 <p><small>Failed jobs can be retried from the board, or with <code>vcfleet retry --run-id ID [--stage rollout|judge]</code>;

@@ -5,7 +5,7 @@
  */
 import type { Redis } from 'ioredis';
 import type { QueueName } from '../shared/queues.ts';
-import { RunStore } from '../shared/run-store.ts';
+import { RunStore, type OutputLocation } from '../shared/run-store.ts';
 import { emptyJobCounts, readRunJobs } from '../ops/run-jobs.ts';
 import { tallyRows } from '../ops/run-status.ts';
 
@@ -16,6 +16,8 @@ export interface RunSummary {
   judge_model: string;
   created_at: string;
   output_jsonl_fpath: string;
+  /** Where the results consumer writes it (host and path), once it opened it. */
+  output: OutputLocation | null;
   /** Rollouts in the run (tasks x repeats). */
   total: number;
   /** Rollouts with a row (scored or masked). */
@@ -58,7 +60,7 @@ export async function runOverview(redis: Redis, prefix: string, maxRuns = 50): P
     const { done, scored, correct, maskedByKind: masked } = await tallyRows(store, id);
     out.push({
       run_id: id, benchmark: run.benchmark, policy_model: run.policy_model, judge_model: run.judge_model,
-      created_at: run.created_at, output_jsonl_fpath: run.output_jsonl_fpath, total: run.total,
+      created_at: run.created_at, output_jsonl_fpath: run.output_jsonl_fpath, output: await store.getOutputLocation(id), total: run.total,
       done, scored, correct, accuracy: scored ? correct / scored : null, masked,
       running: jobs.rollout.active,
       failed: { rollout: jobs.rollout.failed, judge: jobs.judge.failed, results: jobs.results.failed },

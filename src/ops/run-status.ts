@@ -1,7 +1,7 @@
 /** What `vcfleet status` and the dashboard show of a run: rows by outcome, jobs by state, workers. */
 import type { Redis } from 'ioredis';
 import { QUEUE_NAMES, type QueueName } from '../shared/queues.ts';
-import { RunStore, type RunRecord } from '../shared/run-store.ts';
+import { RunStore, type OutputLocation, type RunRecord } from '../shared/run-store.ts';
 import { accuracyOf, policySilenceWarning, RowTally, type TallyCounts } from '../shared/row-tally.ts';
 import { listWorkers, type WorkerRecord } from '../shared/worker-registry.ts';
 import { emptyJobCounts, readRunJobs, type JobState } from './run-jobs.ts';
@@ -22,6 +22,8 @@ export interface RunStatus {
   complete: boolean;
   /** Jobs of the run still waiting, delayed or running in any queue. */
   pending: number;
+  /** Where the results consumer writes the run's output (null until one opened it). */
+  output: OutputLocation | null;
   /** The fleet's workers (of the prefix): live ones, and those that stopped heartbeating with the jobs of this run they held. */
   workers: { live: WorkerRecord[]; stale: Array<WorkerRecord & { held: string[] }> };
 }
@@ -46,6 +48,7 @@ export async function runStatus(redis: Redis, prefix: string, runId: string, now
   return {
     run, rows: t.done, scored: t.scored, correct: t.correct, accuracy: accuracyOf(t),
     masked: t.maskedByKind, stop_reasons: t.stopReasons, warnings, jobs: jobs.counts, pending, complete: t.done >= run.total && pending === 0,
+    output: await store.getOutputLocation(runId),
     workers: { live: fleet.live, stale },
   };
 }

@@ -28,6 +28,18 @@ export const SettingsChangeSchema = z.object({
 });
 export type SettingsChange = z.infer<typeof SettingsChangeSchema>;
 
+/** Where a run's output is written: the results consumer's host and the path there (recorded by it). */
+export const OutputLocationSchema = z.object({
+  host: z.string(),
+  /** The JSONL's absolute path on that host. */
+  path: z.string(),
+  /** The results consumer's worker id. */
+  worker: z.string().nullable(),
+  /** When the consumer opened the output. */
+  at: z.string(),
+});
+export type OutputLocation = z.infer<typeof OutputLocationSchema>;
+
 export const RunRecordSchema = z.object({
   run_id: z.string(),
   benchmark: z.string(),
@@ -271,6 +283,19 @@ export class RunStore {
   /** Stores the row unless the rollout has one; true when it was stored (one round trip). */
   async putRowIfAbsent(row: Row): Promise<boolean> {
     return (await this.redis.hsetnx(this.keys.rows(row.run_id), row.rollout_id, JSON.stringify(row))) === 1;
+  }
+
+  /** Record where the results consumer writes a run's output (its host and path). */
+  async putOutputLocation(runId: string, location: OutputLocation): Promise<void> {
+    await this.redis.hset(this.keys.run(runId), 'output', JSON.stringify(location));
+  }
+
+  /** Where a run's output is written, once a results consumer opened it. */
+  async getOutputLocation(runId: string): Promise<OutputLocation | null> {
+    const raw = await this.redis.hget(this.keys.run(runId), 'output');
+    if (!raw) return null;
+    const parsed = OutputLocationSchema.safeParse(JSON.parse(raw));
+    return parsed.success ? parsed.data : null;
   }
 
   /** How many rollouts of a run have their row. */

@@ -5,6 +5,7 @@
  * host and fixed settings, and workers follow the change; a worker whose own configuration differs
  * says so once per run; the fleet's rollout cap changes with `fleet-set`, never with a worker.
  */
+import os from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { configKeyPaths } from '../../src/shared/config-keys.ts';
@@ -102,6 +103,8 @@ describe('run settings and host settings across processes', () => {
     const warnings = sandbox.output().split('\n').filter((l) => l.includes('has policy_model_name=fixed-vlm (a run setting, used)'));
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toContain("this sandbox-worker's configuration says stale-vlm");
+    const status = await runCli(['status', '--run-id', 'rs', ...fleet()]);
+    expect(status.stdout).toMatch(new RegExp(`^output: ${env.output.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} on host ${os.hostname()} \\(results consumer \\S+\\)$`, 'm'));
     const queue = openQueue('rollout', redis, env.prefix);
     expect(await queue.getGlobalConcurrency()).toBe(7); // produce's, not the worker's 1
     await queue.close();

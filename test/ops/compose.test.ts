@@ -78,8 +78,13 @@ describe('docker-compose.yml', () => {
     }
   });
 
-  it('gives every role REDIS_URL and the dashboard its credentials', () => {
-    for (const [name, s] of fleetServices) expect(s.environment?.REDIS_URL, name).toBe('redis://redis:6379');
+  it('gives every role REDIS_URL with the password Redis requires, and the dashboard its credentials', () => {
+    const password = '${VCFLEET_REDIS_PASSWORD:?';
+    for (const [name, s] of fleetServices) expect(s.environment?.REDIS_URL, name).toMatch(/^redis:\/\/:\$\{VCFLEET_REDIS_PASSWORD:\?[^}]+\}@redis:6379$/);
+    const redis = compose.services.redis;
+    const command = argv(redis);
+    expect(command[command.indexOf('--requirepass') + 1]).toContain(password);
+    expect(redis.ports).toEqual(['${VCFLEET_REDIS_PUBLISH:-127.0.0.1}:6379:6379']); // loopback unless told
     const dash = compose.services.dashboard.environment!;
     for (const v of ['VCFLEET_DASHBOARD_USER', 'VCFLEET_DASHBOARD_PASSWORD', 'VCFLEET_DASHBOARD_TOKEN']) expect(dash).toHaveProperty(v);
     expect(compose.services['sandbox-worker'].environment).toHaveProperty('POLICY_API_KEY');

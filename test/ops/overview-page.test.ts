@@ -10,7 +10,7 @@ const HOSTILE = `"><img src=x onerror=alert(1)>&'`;
 
 function summary(over: Partial<RunSummary>): RunSummary {
   return {
-    run_id: 'r', benchmark: 'babyvision_opencode', policy_model: 'p', judge_model: 'j', created_at: '2025-01-01T00:00:00Z', output_jsonl_fpath: 'results/r.jsonl',
+    run_id: 'r', benchmark: 'babyvision_opencode', policy_model: 'p', judge_model: 'j', created_at: '2025-01-01T00:00:00Z', output_jsonl_fpath: 'results/r.jsonl', output: null,
     total: 3, done: 3, scored: 3, correct: 2, accuracy: 2 / 3, masked: {}, running: 0, failed: { rollout: 0, judge: 0, results: 0 }, complete: true, state: 'complete', ...over,
   };
 }
@@ -19,13 +19,17 @@ const render = async (runs: RunSummary[]) => String(await renderOverviewPage(run
 
 describe('the run overview page', () => {
   it('keeps text from Redis as text, in elements, attributes and links', async () => {
-    const page = await render([summary({ run_id: HOSTILE, policy_model: HOSTILE, output_jsonl_fpath: HOSTILE, masked: { [HOSTILE]: 1 } })]);
+    const page = await render([
+      summary({ run_id: HOSTILE, policy_model: HOSTILE, output_jsonl_fpath: HOSTILE, masked: { [HOSTILE]: 1 } }),
+      summary({ run_id: 'placed', output: { host: HOSTILE, path: `/srv/${HOSTILE}.jsonl`, worker: null, at: '2025-01-01T00:00:00Z' } }),
+    ]);
     expect(page).not.toContain('<img');
     expect(page).toContain(`data-run="&quot;&gt;&lt;img src=x onerror=alert(1)&gt;&amp;&#39;"`);
     const id = encodeURIComponent(HOSTILE).replace(/'/g, '&#39;');
     expect(page).toContain(`<a class="run-page" href="/viewer/runs/${id}">`);
     expect(page).toContain(`href="/viewer/runs/${id}?masked=%22%3E%3Cimg+src%3Dx+onerror%3Dalert%281%29%3E%26%27"`);
-    expect(page).toContain('<td class="output"><code>&quot;&gt;&lt;img src=x onerror=alert(1)&gt;&amp;&#39;</code></td>');
+    expect(page).toContain('<td class="output"><code>&quot;&gt;&lt;img src=x onerror=alert(1)&gt;&amp;&#39;</code> <small>(not opened yet)</small></td>');
+    expect(page).toContain('<td class="output"><code>/srv/&quot;&gt;&lt;img src=x onerror=alert(1)&gt;&amp;&#39;.jsonl</code> <small>on &quot;&gt;&lt;img src=x onerror=alert(1)&gt;&amp;&#39;</small></td>');
     expect(page).toContain('Prefix <code>p&quot;&gt;&lt;img');
   });
 

@@ -24,7 +24,7 @@ function formatStatus(s: RunStatus): string {
     `masked: ${masked}`,
     `stop reasons: ${stops}`,
     ...s.warnings.map((w) => `WARNING: ${w}`),
-    `output: ${s.run.output_jsonl_fpath}`,
+    s.output ? `output: ${s.output.path} on host ${s.output.host} (results consumer ${s.output.worker ?? '?'})` : `output: ${s.run.output_jsonl_fpath} (not opened yet: the results consumer resolves it under its own output_root)`,
     `workers: ${roles.length ? roles.map(([r, n]) => `${n} ${r}`).join(', ') : 'none running'}`,
     ...(stale.length ? ['workers that stopped heartbeating:', ...stale] : []),
     '',

@@ -3,6 +3,7 @@
  * for the writer lock, then commits rows one at a time, and refreshes each run's metrics
  * file at most once a second.
  */
+import os from 'node:os';
 import { fleetKeys } from '../../shared/keys.ts';
 import type { Row } from '../../shared/rows.ts';
 import type { ResultsJob } from '../../shared/queues.ts';
@@ -123,6 +124,8 @@ class ResultsConsumer implements ResultsWorker {
         const output = new RunOutput(run, file, this.store, logger);
         await output.open();
         output.writeMetrics(true);
+        // `status` and the dashboard say on which host the file is.
+        await this.store.putOutputLocation(runId, { host: os.hostname(), path: file, worker: this.deps.workerName ?? null, at: new Date().toISOString() });
         return { output, transcripts: new TranscriptWriter(file, this.store, logger) };
       })();
       pending.catch(() => this.runs.delete(runId));
