@@ -4,6 +4,7 @@
  */
 import { html } from 'hono/html';
 import type { HtmlEscapedString } from 'hono/utils/html';
+import type { WorkerList, WorkerRecord } from '../shared/worker-registry.ts';
 import type { RunSummary } from './run-overview.ts';
 import { runPageUrl } from './viewer-links.ts';
 
@@ -59,7 +60,28 @@ export interface OverviewPageOptions {
   readOnly: boolean;
 }
 
-export function renderOverviewPage(runs: readonly RunSummary[], opts: OverviewPageOptions): Html {
+function workerRow(w: WorkerRecord, stale: boolean): Html {
+  const seen = new Date(w.last_seen).toISOString();
+  return html`<tr data-worker="${w.id}" data-state="${stale ? 'stale' : 'live'}">
+  <td>${w.role}</td><td>${w.host}</td><td><code>${w.id}</code></td><td>${w.scope === null ? "the fleet's queues" : html`run <code>${w.scope}</code>`}</td>
+  <td>${stale ? html`<strong class="run-failed">stopped heartbeating</strong> <small>(last seen ${seen}; its jobs come back when their locks expire)</small>` : 'live'}</td>
+  <td>${w.notices.map((n, i) => html`${i ? html`<br>` : ''}${n}`)}</td>
+</tr>
+`;
+}
+
+/** The fleet's workers: live ones, then those that stopped heartbeating (killed, host down). */
+function workersTable(workers: WorkerList): Html {
+  const rows = [...workers.live.map((w) => workerRow(w, false)), ...workers.stale.map((w) => workerRow(w, true))];
+  return html`<h2>Workers</h2>
+<table id="workers">
+<thead><tr><th>role</th><th>host</th><th>id</th><th>serves</th><th>state</th><th>notices</th></tr></thead>
+<tbody>
+${rows.length ? rows : html`<tr><td colspan="6">no worker is running (vcfleet worker sandbox|judge|results, or vcfleet run)</td></tr>`}</tbody></table>
+`;
+}
+
+export function renderOverviewPage(runs: readonly RunSummary[], opts: OverviewPageOptions, workers: WorkerList = { live: [], stale: [] }): Html {
   const body = runs.length
     ? runs.map((s) => row(s, opts))
     : html`<tr><td colspan="10">no runs under this prefix yet (vcfleet produce / vcfleet run)</td></tr>
@@ -82,6 +104,6 @@ th{background:#f4f4f4}.num{text-align:right;white-space:nowrap}small{color:#777}
 ${body}</tbody></table>
 <p><small>Failed jobs can be retried from the board, or with <code>vcfleet retry --run-id ID [--stage rollout|judge]</code>;
 judge_failed rows with <code>vcfleet rejudge --run-id ID</code>.</small></p>
-</body></html>
+${workersTable(workers)}</body></html>
 `;
 }

@@ -20,6 +20,7 @@ import { createViewerApp } from '../viewer/app.ts';
 import { accessGuard, accessPolicy, checkBind } from './auth.ts';
 import { mountBullBoard } from './bull-board.ts';
 import { BoardQueues } from './board-queues.ts';
+import { listWorkers } from '../shared/worker-registry.ts';
 import { renderOverviewPage } from './overview-page.ts';
 import { createRedisViewerSource } from './redis-viewer-source.ts';
 import { runOverview } from './run-overview.ts';
@@ -69,7 +70,9 @@ export function buildDashboardApp(deps: DashboardDeps, queues: readonly Queue[])
   const app = new Hono();
   app.use('*', accessGuard(accessPolicy(d.host, { user: d.user, password: d.password, token: d.token }, d.read_only)));
   const overview = async () => runOverview(redis, prefix, d.max_runs);
-  app.get('/', async (c) => c.html(renderOverviewPage(await overview(), { boardPath: BOARD_PATH, viewerPath: VIEWER_PATH, prefix, readOnly: d.read_only })));
+  app.get('/', async (c) =>
+    c.html(renderOverviewPage(await overview(), { boardPath: BOARD_PATH, viewerPath: VIEWER_PATH, prefix, readOnly: d.read_only }, await listWorkers(redis, prefix))));
+  app.get('/api/workers', async (c) => c.json(await listWorkers(redis, prefix)));
   app.get('/runs', (c) => c.redirect('/'));
   app.get('/api/runs', async (c) => c.json({ prefix, read_only: d.read_only, runs: await overview() }));
   app.get('/api/runs/:id', async (c) => {

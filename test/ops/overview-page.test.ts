@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { renderOverviewPage } from '../../src/dashboard/overview-page.ts';
 import { runState, type RunSummary } from '../../src/dashboard/run-overview.ts';
+import type { WorkerList, WorkerRecord } from '../../src/shared/worker-registry.ts';
 
 const HOSTILE = `"><img src=x onerror=alert(1)>&'`;
 
@@ -15,7 +16,7 @@ function summary(over: Partial<RunSummary>): RunSummary {
   };
 }
 
-const render = async (runs: RunSummary[]) => String(await renderOverviewPage(runs, { boardPath: '/queues', viewerPath: '/viewer', prefix: `p${HOSTILE}`, readOnly: false }));
+const render = async (runs: RunSummary[], workers?: WorkerList) => String(await renderOverviewPage(runs, { boardPath: '/queues', viewerPath: '/viewer', prefix: `p${HOSTILE}`, readOnly: false }, workers));
 
 describe('the run overview page', () => {
   it('keeps text from Redis as text, in elements, attributes and links', async () => {
@@ -48,5 +49,19 @@ describe('the run overview page', () => {
     expect(done('dead')).toBe('3/3 <strong class="run-failed">✗ failed: every row masked</strong>');
     expect(done('going')).toBe('1/3');
     expect(page).toContain('<a href="/viewer/runs/dead?masked=infra_failed">infra_failed 3</a>');
+  });
+
+  it('lists the workers, live ones and those that stopped heartbeating, with what they serve', async () => {
+    const worker = (id: string, over: Partial<WorkerRecord> = {}): WorkerRecord => ({
+      id, role: 'sandbox', host: 'gpu-1', pid: 1, started_at: '2025-01-01T00:00:00Z', last_seen: Date.parse('2025-01-01T00:05:00Z'), notices: [], scope: null, ...over,
+    });
+    const page = await render([], {
+      live: [worker('w-live', { notices: [HOSTILE] })],
+      stale: [worker('w-dead', { host: HOSTILE, role: 'judge', scope: 'my-run' })],
+    });
+    expect(page).not.toContain('<img');
+    expect(page).toMatch(/<tr data-worker="w-live" data-state="live">\s*<td>sandbox<\/td><td>gpu-1<\/td><td><code>w-live<\/code><\/td><td>the fleet&#39;s queues<\/td>/);
+    expect(page).toMatch(/<tr data-worker="w-dead" data-state="stale">\s*<td>judge<\/td><td>&quot;&gt;&lt;img[^<]*<\/td><td><code>w-dead<\/code><\/td><td>run <code>my-run<\/code><\/td>\s*<td><strong class="run-failed">stopped heartbeating<\/strong> <small>\(last seen 2025-01-01T00:05:00.000Z/);
+    expect(await render([])).toContain('no worker is running');
   });
 });
