@@ -9,6 +9,13 @@ import { accuracyOf, type TallyCounts } from '../shared/row-tally.ts';
 export interface ProgressCounts extends Pick<TallyCounts, 'done' | 'scored' | 'correct' | 'masked'> {
   total: number;
   running: number;
+  /** Why this process takes no rollouts now (its host has no memory to spare); absent or null when it takes them. */
+  held?: string | null;
+}
+
+/** The line's note on a hold: short on the bar, whole on a log line. */
+function heldText(c: ProgressCounts): string {
+  return c.held ? ' | HELD: no memory for another sandbox' : '';
 }
 
 export function accuracyText(c: Pick<TallyCounts, 'scored' | 'correct'>): string {
@@ -54,7 +61,7 @@ export function createProgressView(stream: NodeJS.WriteStream = process.stderr, 
   if (stream.isTTY) {
     const bar = new cliProgress.SingleBar(
       {
-        format: ' {bar} {value}/{total} | running {running} | masked {masked} | acc {acc} | ETA {remaining}',
+        format: ' {bar} {value}/{total} | running {running} | masked {masked} | acc {acc} | ETA {remaining}{held}',
         hideCursor: true,
         stream,
       },
@@ -63,7 +70,7 @@ export function createProgressView(stream: NodeJS.WriteStream = process.stderr, 
     let started = false;
     return {
       update(c) {
-        const payload = { running: c.running, masked: c.masked, acc: accuracyText(c), remaining: eta.text(c) };
+        const payload = { running: c.running, masked: c.masked, acc: accuracyText(c), remaining: eta.text(c), held: heldText(c) };
         if (!started) {
           bar.start(c.total, c.done, payload);
           started = true;
@@ -74,16 +81,20 @@ export function createProgressView(stream: NodeJS.WriteStream = process.stderr, 
   }
   let last = 0;
   let lastDone = -1;
+  let lastHeld: string | null = null;
   return {
     update(c) {
       const remaining = eta.text(c);
       const now = Date.now();
-      if (now - last < intervalMs && c.done !== c.total) return;
-      if (c.done === lastDone && now - last < intervalMs) return;
+      const held = c.held ?? null;
+      const heldChanged = held !== lastHeld;
+      lastHeld = held;
+      if (!heldChanged && now - last < intervalMs && c.done !== c.total) return;
+      if (!heldChanged && c.done === lastDone && now - last < intervalMs) return;
       last = now;
       lastDone = c.done;
       stream.write(
-        `progress: ${c.done}/${c.total} done, ${c.running} running, ${c.masked} masked, accuracy ${accuracyText(c)}, ETA ${remaining}\n`,
+        `progress: ${c.done}/${c.total} done, ${c.running} running, ${c.masked} masked, accuracy ${accuracyText(c)}, ETA ${remaining}${held ? `; held: ${held}` : ''}\n`,
       );
     },
     stop() {},

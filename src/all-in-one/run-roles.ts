@@ -22,6 +22,8 @@ export interface RunRoles {
   tally: RowTally;
   /** Rollout attempts of this process that failed on the policy server. */
   policyFailures: PolicyFailures;
+  /** Why this process takes no rollouts now (its host has no memory to spare), or null. */
+  held(): string | null;
   /** Stop taking jobs; jobs still running after `graceMs` go back to the queue, attempts kept. */
   close(graceMs: number): Promise<void>;
 }
@@ -71,7 +73,7 @@ export async function startRoles(options: { config: Config; logger: Logger; inFl
   const policyFailures = new PolicyFailures();
   const rolloutEnd = prom.jobEnd('rollout');
   const sandbox = await startSandboxWorker({
-    ...common, agent: parts.agent,
+    ...common, agent: parts.agent, onAdmission: (state) => prom.admission(state),
     onJobEnd: (outcome, ms, err) => {
       rolloutEnd(outcome, ms, err);
       policyFailures.record(outcome, err);
@@ -81,6 +83,7 @@ export async function startRoles(options: { config: Config; logger: Logger; inFl
   return {
     tally,
     policyFailures,
+    held: () => sandbox.admission().held,
     async close(graceMs) {
       await sandbox.close(graceMs);
       await judge.close(graceMs);

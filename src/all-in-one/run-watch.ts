@@ -34,6 +34,8 @@ export interface WatchOptions {
   failFastAfter: number;
   /** This process's rollout attempts that failed on the policy server. */
   policyFailures: PolicyFailures;
+  /** Why this process takes no rollouts now (no memory to spare), or null. */
+  held?(): string | null;
 }
 
 export interface WatchResult {
@@ -111,7 +113,7 @@ export async function watchRun(o: WatchOptions): Promise<WatchResult> {
         await sleep(1000);
         continue;
       }
-      o.view.update({ ...o.tally.counts, total: o.run.total, running: state.running });
+      o.view.update({ ...o.tally.counts, total: o.run.total, running: state.running, held: o.held?.() ?? null });
       const silence = warned ? null : policySilenceWarning(o.tally.counts);
       if (silence) {
         warned = true;

@@ -14,10 +14,14 @@
  * - `vcfleet_judge_calls_total{outcome,verdict,cached}`: judge gradings (scored | failed | error).
  * - `vcfleet_rows_committed_total{result,kind}`: rows the results consumer wrote.
  * - `vcfleet_queue_jobs{queue,state}`: jobs per queue and state, fleet-wide, read on scrape.
+ * - `vcfleet_sandbox_slots`: rollouts this sandbox-worker runs at once (a number, or what `auto` found).
+ * - `vcfleet_sandbox_admission_held`: 1 while the worker takes no rollouts because its host has no room.
+ * - `vcfleet_sandbox_admission_holds_total`: times it held off.
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Redis } from 'ioredis';
 import type { AgentRunner } from '../shared/agent.ts';
+import type { AdmissionState } from '../workers/sandbox/admission.ts';
 import type { Judge } from '../shared/judge.ts';
 import type { Row } from '../shared/rows.ts';
 import type { QueueName } from '../shared/queues.ts';
@@ -37,6 +41,8 @@ export interface FleetMetrics {
   wrapAgent(agent: AgentRunner): AgentRunner;
   /** The judge, counting gradings by outcome and verdict. */
   wrapJudge(judge: Judge): Judge;
+  /** The sandbox-worker's admission state (its slots, and whether it holds off for lack of memory). */
+  admission(state: AdmissionState): void;
   /** Report the depth of every queue under `prefix` on scrape, read through `redis`. */
   watchQueues(redis: Redis, prefix: string): void;
   /** Release what `watchQueues` opened (the connection stays with its owner). Safe to call twice. */
@@ -68,6 +74,10 @@ export function createFleetMetrics(options: FleetMetricsOptions = {}): FleetMetr
   });
   const rows = new Counter({ name: 'vcfleet_rows_committed_total', help: 'Rows committed by the results consumer.', labelNames: ['result', 'kind'], registers });
   const depth: QueueDepthSource = createQueueDepthGauge(registry);
+  const slots = new Gauge({ name: 'vcfleet_sandbox_slots', help: 'Rollouts this sandbox-worker runs at once.', registers });
+  const held = new Gauge({ name: 'vcfleet_sandbox_admission_held', help: '1 while this sandbox-worker takes no rollouts because its host has no memory to spare.', registers });
+  const holds = new Counter({ name: 'vcfleet_sandbox_admission_holds_total', help: 'Times this sandbox-worker held off taking rollouts for lack of memory.', registers });
+  let holdsSeen = 0;
 
   return {
     registry,
@@ -113,6 +123,12 @@ export function createFleetMetrics(options: FleetMetricsOptions = {}): FleetMetr
       },
       close: () => judge.close(),
     }),
+    admission(state) {
+      slots.set(state.slots);
+      held.set(state.held === null ? 0 : 1);
+      if (state.holds > holdsSeen) holds.inc(state.holds - holdsSeen);
+      holdsSeen = state.holds;
+    },
     watchQueues: (redis, prefix) => depth.watch(redis, prefix),
     close: () => depth.close(),
   };

@@ -122,6 +122,11 @@ const AgentSchema = z
     max_tool_calls: positiveInt.default(200),
     /** For `kind: scripted`: a JSON file mapping task ids (or `*`) to scripted outcomes. */
     script_path: nullableString,
+    /**
+     * The heap budget of OpenCode's JavaScript runtime (Bun/JSC `BUN_JSC_forceRAMSize`), in MiB; null:
+     * the runtime's own. Smaller saves memory per session at a cost in time (bench/RESULTS.md has the curve).
+     */
+    runtime_heap_mib: positiveInt.nullable().default(null),
   })
   .strict();
 
@@ -132,8 +137,15 @@ const QueuesSchema = z
       .string()
       .regex(/^[A-Za-z0-9_.-]+$/, 'use letters, digits, "_", "-" or "."')
       .default('vcfleet'),
-    /** Rollouts a sandbox-worker process runs at once. */
-    rollout_concurrency: positiveInt.default(2),
+    /**
+     * Rollouts a sandbox-worker process runs at once: a number, or `auto` (as many sandboxes as this
+     * host's memory holds at their `sandbox_config.resources.memory_mib`, less `memory_reserve_mib`).
+     */
+    rollout_concurrency: z.union([positiveInt, z.literal('auto')], { message: 'a whole number of at least 1, or auto' }).default(2),
+    /** Memory a sandbox-worker leaves to everything else on its host (MiB): admission never counts it. */
+    memory_reserve_mib: z.number().int().min(0).default(1024),
+    /** Hold off new rollouts while the kernel reports more memory stall than this (PSI some avg10, %). */
+    memory_pressure_max_pct: z.number().min(0).max(100).default(20),
     /** Results jobs the results consumer holds at once (its writes still run one at a time). */
     results_concurrency: positiveInt.default(4),
     /** Rollouts running at once across the whole fleet (BullMQ global concurrency). */

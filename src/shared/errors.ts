@@ -29,6 +29,17 @@ export class PoisonJobError extends Error {
   override name = 'PoisonJobError';
 }
 
+/**
+ * Not now: the worker cannot start this job yet (its host has no room). The job goes back to its
+ * queue after `delayMs`, its attempt not spent, for this or another worker.
+ */
+export class HandBackError extends Error {
+  override name = 'HandBackError';
+  constructor(message: string, readonly delayMs = 1000) {
+    super(message);
+  }
+}
+
 /** Whether a retry of the same work could succeed. */
 export function isRetryable(err: unknown): boolean {
   return !(err instanceof ConfigError || err instanceof DataError || err instanceof PoisonJobError);

@@ -5,7 +5,7 @@
  */
 import { DelayedError, UnrecoverableError, Worker, type Job, type WorkerOptions } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { errorMessage, isRetryable } from './errors.ts';
+import { errorMessage, HandBackError, isRetryable } from './errors.ts';
 import type { Logger } from './logger.ts';
 import type { Config } from './config-schema.ts';
 import { bullQueueName, parseJob, type JobData, type QueueName, type QueueScope } from './queues.ts';
@@ -77,11 +77,6 @@ function linkedAbort(...sources: Array<AbortSignal | undefined>): { signal: Abor
   return { signal: controller.signal, dispose: () => live.forEach((source) => source.removeEventListener('abort', onAbort)) };
 }
 
-/**
- * The job's failure, after the stage threw: a job of a worker shutting down goes back to the queue
- * without spending an attempt; otherwise the final failure (last attempt, or not retryable) is
- * recorded first, then BullMQ retries or fails it.
- */
 interface JobAttempt<N extends QueueName> {
   job: Job<JobData<N>>;
   token: string | undefined;
@@ -90,8 +85,19 @@ interface JobAttempt<N extends QueueName> {
   started: number;
 }
 
+/**
+ * The job's failure, after the stage threw: a job of a worker shutting down, or one the worker cannot
+ * start yet (HandBackError), goes back to the queue without spending an attempt; otherwise the final
+ * failure (last attempt, or not retryable) is recorded first, then BullMQ retries or fails it.
+ */
 async function failed<N extends QueueName>(opts: StageWorkerOptions<N>, log: Logger, shuttingDown: boolean, a: JobAttempt<N>, err: unknown): Promise<never> {
   const { job, token, data, ctx, started } = a;
+  if (err instanceof HandBackError && !shuttingDown) {
+    log.debug({ jobId: job.id, reason: err.message }, 'job handed back to the queue (not now)');
+    await job.moveToDelayed(Date.now() + err.delayMs, token);
+    opts.onJobEnd?.('requeued', Date.now() - started);
+    throw new DelayedError();
+  }
   if (shuttingDown) {
     log.info({ jobId: job.id }, 'shutting down: job handed back to the queue');
     // Already handed back (InFlightJobs.handBack) when the lock is gone; either way it is not failed.

@@ -5,29 +5,12 @@
  * restarted inside the leaf does not nest another), v1, a hybrid host like the CI machine (an empty
  * v2 tree beside v1 controllers), a v1 mount showing a sub-tree, and a host with no cgroups.
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { WORKER_LEAF, detectCgroupLayout, type CgroupPaths } from '../../src/workers/sandbox/sandboxes/cgroup-layout.ts';
-import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
-
-/** A fake host: `files` are relative to the fake /sys/fs/cgroup. */
-function fakeHost(procSelfCgroup: string, mounts: string[], files: Record<string, string>): CgroupPaths & { sys: string } {
-  const dir = createTmpDir('vcfleet-fake-cgroup-');
-  const sys = path.join(dir, 'sys-fs-cgroup');
-  for (const [rel, content] of Object.entries(files)) {
-    mkdirSync(path.dirname(path.join(sys, rel)), { recursive: true });
-    writeFileSync(path.join(sys, rel), content);
-  }
-  mkdirSync(sys, { recursive: true });
-  writeFileSync(path.join(dir, 'cgroup'), procSelfCgroup);
-  writeFileSync(path.join(dir, 'mountinfo'), mounts.map((m, i) => `${30 + i} 23 0:${26 + i} ${m}`).join('\n') + '\n');
-  return { sys, sysfsRoot: sys, procSelfCgroup: path.join(dir, 'cgroup'), mountinfo: path.join(dir, 'mountinfo') };
-}
-
-const V2_ROOT_MOUNT = '/ /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot';
-const v1Mount = (ctrl: string, root = '/') => `${root} /sys/fs/cgroup/${ctrl} rw,nosuid,nodev,noexec,relatime shared:9 - cgroup cgroup rw,${ctrl}`;
-const OTHER_MOUNTS = ['/ / rw,relatime shared:1 - ext4 /dev/vda rw', '/ /proc rw,nosuid,nodev,noexec,relatime shared:5 - proc proc rw'];
+import { WORKER_LEAF, detectCgroupLayout } from '../../src/workers/sandbox/sandboxes/cgroup-layout.ts';
+import { fakeHost, OTHER_MOUNTS, V2_ROOT_MOUNT, v1Mount } from '../helpers/fake-cgroup.ts';
+import { removeTmpDirs } from '../helpers/tmp.ts';
 
 afterEach(removeTmpDirs);
 

@@ -33,14 +33,14 @@ export function registerWorker(program: Command, cli: Cli): void {
     .description('run one role of the fleet until stopped (SIGINT/SIGTERM stop it cleanly)')
     .argument('<role>', `one of: ${ROLES.join(', ')}`)
     .option('--config <path>', 'config YAML (default configs/visual_coding_opencode.yaml)')
-    .option('--concurrency <n>', 'jobs at once in this process (sandbox: queues.rollout_concurrency; judge: judge.concurrency)')
+    .option('--concurrency <n>', 'jobs at once in this process (sandbox: queues.rollout_concurrency, a number or auto; judge: judge.concurrency)')
     .option('--run-id <id>', 'serve the own queues of this run (one made by `vcfleet run` or `demo`) instead of the fleet\'s')
     .option('--skip-preflight', 'do not check this host\'s endpoints, keys, sandboxes or output folder first')
     .addHelpText('after', '\nEnvironment: REDIS_URL (all roles), POLICY_API_KEY (sandbox), OPENAI_API_KEY (judge).\nPrometheus: /metrics on metrics_server.port (VCFLEET_METRICS_PORT; 0 = off).')
     .action(async (role: string, opts: { config?: string; concurrency?: string; runId?: string; skipPreflight?: boolean }) => {
       if (!ROLES.includes(role as Role)) throw new ConfigError(`unknown worker role "${role}": use one of ${ROLES.join(', ')}`);
       const flags: Record<string, unknown> = { 'preflight.enabled': opts.skipPreflight ? false : undefined };
-      if (opts.concurrency) flags[role === 'judge' ? 'judge.concurrency' : 'queues.rollout_concurrency'] = Number(opts.concurrency);
+      if (opts.concurrency) flags[role === 'judge' ? 'judge.concurrency' : 'queues.rollout_concurrency'] = opts.concurrency === 'auto' ? 'auto' : Number(opts.concurrency);
       const { config, logger } = cli.context(opts, flags);
       const roleMetrics = await startRoleMetrics(config, logger, role);
       const inFlight = new InFlightJobs();
@@ -97,7 +97,7 @@ async function startRole(role: Role, deps: Omit<RoleDeps<QueueName>, 'onJobEnd'>
   const { config, logger, connection } = deps;
   if (role === 'sandbox') {
     const runner = await createAgentRunner(config, logger, { onBoxReport: (report) => void publishNotice(presence, unenforcedNotice(report, presence.id)) });
-    const w = await startSandboxWorker({ ...deps, agent: metrics.wrapAgent(runner), onJobEnd: metrics.jobEnd('rollout') });
+    const w = await startSandboxWorker({ ...deps, agent: metrics.wrapAgent(runner), onJobEnd: metrics.jobEnd('rollout'), onAdmission: (state) => metrics.admission(state) });
     return () => w.close();
   }
   if (role === 'judge') {

@@ -4,18 +4,29 @@
  */
 import path from 'node:path';
 import type { AgentRunner } from '../../shared/agent.ts';
-import { errorMessage } from '../../shared/errors.ts';
+import { errorMessage, HandBackError } from '../../shared/errors.ts';
 import { enqueue, openQueue } from '../../shared/queues.ts';
 import { RunStore } from '../../shared/run-store.ts';
 import { startStageWorker, type RoleDeps, type StageWorker } from '../../shared/stage-worker.ts';
 import { infraFailedRow, runRolloutStage } from './rollout-stage.ts';
 import { RunSettingConflicts } from '../settings-conflicts.ts';
+import { MemoryAdmission, type AdmissionState } from './admission.ts';
+import type { HostMemory } from './host-memory.ts';
 
 export interface SandboxWorkerDeps extends RoleDeps<'rollout'> {
   agent: AgentRunner;
+  /** Told whenever the worker's slots or hold change (Prometheus, the progress line). */
+  onAdmission?(state: AdmissionState): void;
+  /** How the host's memory is read (tests); default /proc and the worker's cgroup. */
+  readMemory?: () => Promise<HostMemory>;
 }
 
-export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<StageWorker<'rollout'>> {
+export type SandboxWorker = StageWorker<'rollout'> & {
+  /** Its slots, and whether (and why) it holds off taking rollouts now. */
+  admission(): AdmissionState;
+};
+
+export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<SandboxWorker> {
   const { config, connection, logger } = deps;
   const prefix = config.queues.prefix;
   const scope = deps.scope ?? null;
@@ -31,11 +42,13 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Stage
     captureRoot: path.resolve(config.state_dir, 'captures'),
   };
   const conflicts = new RunSettingConflicts(config, 'sandbox', logger);
+  const admission = new MemoryAdmission(config, logger, deps.onAdmission, deps.readMemory);
+  const slots = await admission.slots(config.queues.rollout_concurrency);
   const stage = startStageWorker({
     queue: 'rollout',
     connection,
     prefix,
-    concurrency: config.queues.rollout_concurrency,
+    concurrency: slots,
     lockDurationMs: config.queues.lock_duration_ms,
     name: deps.workerName,
     inFlight: deps.inFlight,
@@ -43,8 +56,14 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Stage
     logger,
     onJobEnd: deps.onJobEnd,
     async handle(data, ctx) {
+      // A session that would not fit is not started: the job goes back, and the worker holds off.
+      const refusal = await admission.refusal();
+      if (refusal !== null) {
+        admission.hold(stage.worker, refusal);
+        throw new HandBackError(refusal, 2000);
+      }
       conflicts.check(await store.requireRun(data.run_id));
-      const out = await runRolloutStage(data, { store, agent: deps.agent, host }, ctx.signal, ctx.attempt);
+      const out = await runRolloutStage(data, { store, agent: deps.agent, host }, ctx.signal, ctx.attempt).finally(() => admission.sessionEnded());
       if (out.next === 'judge') {
         await enqueue('judge', judge, out.job);
       } else {
@@ -59,7 +78,9 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Stage
   });
   return {
     worker: stage.worker,
+    admission: () => admission.current,
     async close(graceMs) {
+      admission.stop();
       await stage.close(graceMs);
       await Promise.allSettled([rollout.close(), judge.close(), results.close()]);
       await deps.agent.close();

@@ -28,6 +28,8 @@ export interface SessionDeps {
   upstreamLimits: UpstreamFailureLimits;
   /** Names the first limit of the sandbox that was hit, or null. */
   describeLimitHit(hits: LimitHits): string | null;
+  /** OpenCode's runtime heap budget in MiB (agent.runtime_heap_mib), or null for its own. */
+  runtimeHeapMib?: number | null;
 }
 
 interface Collected {
@@ -145,7 +147,7 @@ export class RolloutSession {
     try {
       exec = await sandbox.exec(buildRunArgv(this.deps.bin, policy.modelName, rolloutId, this.imagePath()), {
         cwd: paths.workdir,
-        env: buildOpenCodeEnv(paths, ocConfig, policy.maxOutputTokens),
+        env: buildOpenCodeEnv(paths, ocConfig, policy.maxOutputTokens, this.deps.runtimeHeapMib ?? null),
         stdin: task.prompt,
         timeoutMs: Math.max(1, this.started + timeoutS * 1000 - Date.now()),
         signal: this.stop.signal,

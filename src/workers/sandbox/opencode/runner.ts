@@ -39,6 +39,7 @@ export function createOpenCodeRunner(options: OpenCodeRunnerOptions): AgentRunne
     gateway: { socketDir: options.socketDir ?? os.tmpdir(), gatewayPort: config.sandbox_config.gateway_port, gatewayHost: config.sandbox_config.gateway_host },
     upstreamLimits: { ...DEFAULT_UPSTREAM_FAILURE_LIMITS, ...options.upstreamFailureLimits },
     describeLimitHit: (hits: LimitHits) => describeLimitHit(hits, config.sandbox_config.resources),
+    runtimeHeapMib: config.agent.runtime_heap_mib,
   };
   const running = new Set<RolloutSession>();
   let closing: Promise<void> | null = null;

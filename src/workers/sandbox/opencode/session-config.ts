@@ -84,9 +84,11 @@ export function seedFiles(paths: SessionPaths): Array<{ path: string; content: s
 export const SANDBOX_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 /** The session's whole environment (nothing of the worker's own environment is passed). */
-export function buildOpenCodeEnv(paths: SessionPaths, config: Record<string, unknown>, maxOutputTokens: number): Record<string, string> {
+export function buildOpenCodeEnv(paths: SessionPaths, config: Record<string, unknown>, maxOutputTokens: number, runtimeHeapMib: number | null = null): Record<string, string> {
   const s = paths.stateDir;
   return {
+    // The JavaScript runtime's heap budget (agent.runtime_heap_mib): bounds memory per session.
+    ...(runtimeHeapMib === null ? {} : { BUN_JSC_forceRAMSize: String(runtimeHeapMib * 1024 * 1024) }),
     PATH: SANDBOX_PATH,
     HOME: `${s}/home`,
     LANG: 'C.UTF-8',

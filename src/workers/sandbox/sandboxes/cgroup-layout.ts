@@ -153,6 +153,26 @@ async function placeV2(mount: MountEntry, proc: ProcCgroup, paths: CgroupPaths, 
   }
 }
 
+/** The worker's own memory cgroup (v2 when the worker's v2 cgroup has the controller, else v1), read only; null when none is visible. */
+export async function ownMemoryCgroup(paths: CgroupPaths = HOST_CGROUP_PATHS): Promise<{ version: 1 | 2; folder: string; mountRoot: string } | null> {
+  const procs = parseProcCgroup(await readText(paths.procSelfCgroup));
+  const mounts = parseMountinfo(await readText(paths.mountinfo));
+  const v2Proc = procs.find((p) => p.hierarchy === 0);
+  const v2Mount = mounts.find((m) => m.fsType === 'cgroup2');
+  if (v2Proc && v2Mount) {
+    const folder = folderOf(v2Mount, v2Proc.path, paths);
+    const mountRoot = folderOf(v2Mount, v2Mount.root, paths);
+    if (folder && mountRoot && words(await readText(path.join(path.dirname(folder), 'cgroup.controllers'))).concat(words(await readText(path.join(folder, 'cgroup.controllers')))).includes('memory')) {
+      return { version: 2, folder, mountRoot };
+    }
+  }
+  const mount = mounts.find((m) => m.fsType === 'cgroup' && m.superOptions.includes('memory'));
+  const proc = procs.find((p) => p.hierarchy !== 0 && p.controllers.includes('memory'));
+  const folder = mount && proc ? folderOf(mount, proc.path, paths) : null;
+  const mountRoot = mount ? folderOf(mount, mount.root, paths) : null;
+  return folder && mountRoot ? { version: 1, folder, mountRoot } : null;
+}
+
 /**
  * Finds where each controller's sandbox cgroups go. Side effect on cgroup v2 only: the leaf move
  * and enabling controllers (see the file comment). Never throws: what is unusable is in `missing`.
