@@ -6,6 +6,7 @@
  * run whose every row is masked shows as failed with its masked rows one click away; and a job in
  * Bull Board links to its rollout page, whichever queue holds it.
  */
+import os from 'node:os';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
@@ -116,7 +117,7 @@ describe('the dashboard links runs, rollouts and jobs to the viewer', () => {
     expect(await live.getAttribute('data-state')).toBe('complete');
     expect(await live.locator('.done').textContent()).toBe('3/3 ✓');
     expect(await live.locator('.accuracy').textContent()).toBe('66.7% (2/3)');
-    expect(await live.locator('.output').textContent()).toBe(env.output);
+    expect(await live.locator('.output').textContent()).toBe(`${env.output} on ${os.hostname()}`);
 
     const [response] = await Promise.all([page.waitForResponse((r) => r.url().endsWith('/viewer/runs/live')), live.locator('a.run-page').click()]);
     expect(response.headers()['content-security-policy']).toContain("default-src 'none'");
@@ -167,7 +168,7 @@ describe('the dashboard links runs, rollouts and jobs to the viewer', () => {
     expect(await dead.getAttribute('data-state')).toBe('failed');
     expect(await dead.locator('.done').textContent()).toBe('3/3 ✗ failed: every row masked');
     expect(await dead.locator('.accuracy').textContent()).toBe('– (0/0)');
-    expect(await dead.locator('.output').textContent()).toBe(deadOutput);
+    expect(await dead.locator('.output').textContent()).toBe(`${deadOutput} on ${os.hostname()}`);
     await Promise.all([page.waitForNavigation(), dead.locator('.masked a', { hasText: 'infra_failed 3' }).click()]);
     await viewerReady(page);
     expect(new URL(page.url()).searchParams.get('masked')).toBe('infra_failed');
