@@ -99,6 +99,12 @@ describe('auto slots', () => {
     expect((err as Error).message).toMatch(/cgroup \/sys\/fs\/cgroup\/x has 1,500 MiB, not enough for one sandbox of 1,024 MiB \(sandbox_config.resources.memory_mib\) plus the 1,024 MiB reserve/);
   });
 
+  it('with sandboxes on OpenSandbox, this host\'s memory neither sets slots nor gates sessions', async () => {
+    const remote = new MemoryAdmission(config({ sandbox_provider: 'opensandbox' }), quiet, () => {}, async () => ({ totalMib: 512, availableMib: 10, source: 'x', pressurePct: 99 }));
+    await expect(remote.slots('auto')).rejects.toThrow(/sandbox_provider=opensandbox runs them on the OpenSandbox server: set a number/);
+    expect(await remote.refusal()).toBeNull();
+  });
+
   it('config: a number or auto, nothing else', () => {
     expect(ConfigSchema.parse({ queues: { rollout_concurrency: 'auto' } }).queues.rollout_concurrency).toBe('auto');
     expect(() => ConfigSchema.parse({ queues: { rollout_concurrency: 'many' } })).toThrow(/a whole number of at least 1, or auto/);

@@ -39,6 +39,8 @@ export class MemoryAdmission {
   private readonly sandboxMib: number;
   private readonly reserveMib: number;
   private readonly pressureMax: number;
+  /** Sandboxes on this host (`local`): with OpenSandbox they live elsewhere and this host's memory does not bound them. */
+  private readonly local: boolean;
   private state: AdmissionState = { slots: 0, held: null, holds: 0 };
   private timer: NodeJS.Timeout | undefined;
   private target: Pausable | undefined;
@@ -53,6 +55,7 @@ export class MemoryAdmission {
     this.sandboxMib = config.sandbox_config.resources.memory_mib;
     this.reserveMib = config.queues.memory_reserve_mib;
     this.pressureMax = config.queues.memory_pressure_max_pct;
+    this.local = config.sandbox_provider === 'local';
   }
 
   get current(): AdmissionState {
@@ -63,6 +66,11 @@ export class MemoryAdmission {
   async slots(configured: number | 'auto'): Promise<number> {
     let slots = typeof configured === 'number' ? configured : 0;
     if (configured === 'auto') {
+      if (!this.local) {
+        throw new ConfigError(
+          'queues.rollout_concurrency=auto counts this host\'s memory against local sandboxes, but sandbox_provider=opensandbox runs them on the OpenSandbox server: set a number of rollouts for this worker',
+        );
+      }
       const memory = await this.read();
       slots = autoSlots(memory, this.sandboxMib, this.reserveMib);
       if (slots < 1) {
@@ -77,8 +85,9 @@ export class MemoryAdmission {
     return slots;
   }
 
-  /** Why a new session would not fit now, or null when it fits. */
+  /** Why a new session would not fit now, or null when it fits (always, for sandboxes on another host). */
   async refusal(): Promise<string | null> {
+    if (!this.local) return null;
     const m = await this.read();
     if (m.availableMib - this.reserveMib < this.sandboxMib) {
       return `${mib(m.availableMib)} of memory free in ${m.source}; a sandbox may use ${mib(this.sandboxMib)} (sandbox_config.resources.memory_mib) and ${mib(this.reserveMib)} stay reserved (queues.memory_reserve_mib)`;
