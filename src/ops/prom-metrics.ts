@@ -57,6 +57,20 @@ export interface FleetMetricsOptions {
 /** Seconds buckets from a fast results commit up to a 30-minute rollout. */
 const DURATION_BUCKETS = [0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600];
 
+/** The series of a sandbox-worker's admission by memory, and the hook that sets them. */
+function admissionMetrics(registers: Registry[]): (state: AdmissionState) => void {
+  const slots = new Gauge({ name: 'vcfleet_sandbox_slots', help: 'Rollouts this sandbox-worker runs at once.', registers });
+  const held = new Gauge({ name: 'vcfleet_sandbox_admission_held', help: '1 while this sandbox-worker takes no rollouts because its host has no memory to spare.', registers });
+  const holds = new Counter({ name: 'vcfleet_sandbox_admission_holds_total', help: 'Times this sandbox-worker held off taking rollouts for lack of memory.', registers });
+  let holdsSeen = 0;
+  return (state) => {
+    slots.set(state.slots);
+    held.set(state.held === null ? 0 : 1);
+    if (state.holds > holdsSeen) holds.inc(state.holds - holdsSeen);
+    holdsSeen = state.holds;
+  };
+}
+
 export function createFleetMetrics(options: FleetMetricsOptions = {}): FleetMetrics {
   const registry = new Registry();
   if (options.role) registry.setDefaultLabels({ role: options.role });
@@ -74,10 +88,7 @@ export function createFleetMetrics(options: FleetMetricsOptions = {}): FleetMetr
   });
   const rows = new Counter({ name: 'vcfleet_rows_committed_total', help: 'Rows committed by the results consumer.', labelNames: ['result', 'kind'], registers });
   const depth: QueueDepthSource = createQueueDepthGauge(registry);
-  const slots = new Gauge({ name: 'vcfleet_sandbox_slots', help: 'Rollouts this sandbox-worker runs at once.', registers });
-  const held = new Gauge({ name: 'vcfleet_sandbox_admission_held', help: '1 while this sandbox-worker takes no rollouts because its host has no memory to spare.', registers });
-  const holds = new Counter({ name: 'vcfleet_sandbox_admission_holds_total', help: 'Times this sandbox-worker held off taking rollouts for lack of memory.', registers });
-  let holdsSeen = 0;
+  const admission = admissionMetrics(registers);
 
   return {
     registry,
@@ -123,12 +134,7 @@ export function createFleetMetrics(options: FleetMetricsOptions = {}): FleetMetr
       },
       close: () => judge.close(),
     }),
-    admission(state) {
-      slots.set(state.slots);
-      held.set(state.held === null ? 0 : 1);
-      if (state.holds > holdsSeen) holds.inc(state.holds - holdsSeen);
-      holdsSeen = state.holds;
-    },
+    admission,
     watchQueues: (redis, prefix) => depth.watch(redis, prefix),
     close: () => depth.close(),
   };

@@ -86,6 +86,20 @@ describe('fleet metrics hooks', () => {
     await b.close();
   });
 
+  it('reports a sandbox-worker\'s slots and its holds for lack of memory', async () => {
+    const m = createFleetMetrics({ role: 'sandbox' });
+    m.admission({ slots: 6, held: null, holds: 0 });
+    m.admission({ slots: 6, held: 'no memory', holds: 1 });
+    let text = await m.registry.metrics();
+    expect(text).toContain('vcfleet_sandbox_slots{role="sandbox"} 6');
+    expect(text).toContain('vcfleet_sandbox_admission_held{role="sandbox"} 1');
+    expect(text).toContain('vcfleet_sandbox_admission_holds_total{role="sandbox"} 1');
+    m.admission({ slots: 6, held: null, holds: 1 });
+    text = await m.registry.metrics();
+    expect(text).toContain('vcfleet_sandbox_admission_held{role="sandbox"} 0');
+    expect(text).toContain('vcfleet_sandbox_admission_holds_total{role="sandbox"} 1');
+  });
+
   it('serves /metrics and nothing else', async () => {
     const m = createFleetMetrics();
     const server = await listenMetrics(m.registry, '127.0.0.1', 0);
