@@ -1,10 +1,12 @@
 /** How `produce` and `run-set` show a run's settings: by the config key a user types after `++`. */
+import path from 'node:path';
 import { RUN_SETTING_KEYS, shownValue, valueAt, type RunSettings, type SettingDifference } from '../shared/run-settings.ts';
 import { table } from './runtime.ts';
 
 /** The run settings frozen in a run record, one per line, and how to change them. */
-export function runSettingsText(runId: string, settings: RunSettings): string {
+export function runSettingsText(runId: string, settings: RunSettings, output: string): string {
   const rows = RUN_SETTING_KEYS.map(({ key, path }) => [`  ${key}`, shownValue(valueAt(settings, path))]);
+  rows.push(['  output_jsonl_fpath', `${output}${path.isAbsolute(output) ? '' : " (under the results host's output_root)"}`]);
   return [
     `run settings of ${runId} (frozen in the run record; every worker uses these; change with \`vcfleet run-set --run-id ${runId} ++key=value\`):`,
     table(rows),

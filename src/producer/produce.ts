@@ -41,6 +41,8 @@ export interface ProduceResult {
   created: boolean;
   /** The run's settings, as frozen in its record. */
   settings: RunSettings;
+  /** The run's output path, as its record holds it (the results host resolves it). */
+  output: string;
   /** Where this command's run settings differ from those of the run that already existed. */
   differences: SettingDifference[];
 }
@@ -93,7 +95,7 @@ export async function produceRun(input: ProduceInput): Promise<ProduceResult> {
   const enqueued = await enqueueRollouts(input, store, run, tasks.map((t) => t.task_id));
   logger.info({ run: runId, total: run.total, enqueued, newImages, created }, created ? 'run created' : 'run exists; enqueued what was missing');
   const settings = runSettings(run);
-  return { runId, total: run.total, enqueued, created, settings, differences: existing ? settingDifferences(settings, runSettings(record)) : [] };
+  return { runId, total: run.total, enqueued, created, settings, output: run.output_jsonl_fpath, differences: existing ? settingDifferences(settings, runSettings(record)) : [] };
 }
 
 /**
@@ -106,7 +108,7 @@ export async function resumeRun(input: Omit<ProduceInput, 'tasks' | 'readImage' 
   if (!run) throw new ConfigError(`run ${input.runId} does not exist under the prefix ${input.config.queues.prefix} of this Redis; check --run-id, REDIS_URL and queues.prefix (VCFLEET_PREFIX)`);
   const enqueued = await enqueueRollouts(input, store, run, await store.taskIds(run.run_id));
   input.logger.info({ run: run.run_id, total: run.total, enqueued }, 'run resumed; enqueued what was missing');
-  return { runId: run.run_id, total: run.total, enqueued, created: false, settings: runSettings(run), differences: [] };
+  return { runId: run.run_id, total: run.total, enqueued, created: false, settings: runSettings(run), output: run.output_jsonl_fpath, differences: [] };
 }
 
 async function enqueueRollouts(input: Pick<ProduceInput, 'config' | 'redis' | 'onProgress'>, store: RunStore, run: RunRecord, taskIds: readonly string[]): Promise<number> {

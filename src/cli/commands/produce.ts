@@ -28,7 +28,7 @@ export function registerProduce(program: Command, cli: Cli): void {
         });
         process.stdout.write(
           `run ${result.runId}: ${result.total} rollouts, ${result.enqueued} enqueued now${result.created ? '' : ' (run existed)'}\n` +
-            `${result.differences.length ? differencesText(result.runId, result.differences) : runSettingsText(result.runId, result.settings)}\n` +
+            `${result.differences.length ? differencesText(result.runId, result.differences) : runSettingsText(result.runId, result.settings, result.output)}\n` +
             `watch it: vcfleet status --run-id ${result.runId}\n`,
         );
       } finally {
