@@ -4,68 +4,17 @@
  * and each rollout's transcript until the results host has written it.
  */
 import { createHash } from 'node:crypto';
-import { z } from 'zod';
 import type { Redis } from 'ioredis';
 import { fleetKeys, type FleetKeys } from './keys.ts';
 import { PreparedTaskSchema, type PreparedTask } from './task.ts';
 import { RolloutSummarySchema, type RolloutSummary } from './rollout-summary.ts';
 import { RowSchema, type Row } from './rows.ts';
 import { ConfigError, DataError, InfraError, PoisonJobError } from './errors.ts';
-import { parseRunSettings, type RunSettings } from './run-settings.ts';
+import { LruCache } from './lru-cache.ts';
+import { OutputLocationSchema, RunRecordSchema, type OutputLocation, type RunRecord } from './run-record.ts';
 
-export const RUN_ORIGINS = ['produce', 'run', 'demo'] as const;
-export type RunOrigin = (typeof RUN_ORIGINS)[number];
-
-export const SettingsChangeSchema = z.object({
-  at: z.string(),
-  /** Each changed run setting by its config key, with the values before and after. */
-  changes: z.array(z.object({ key: z.string(), from: z.unknown(), to: z.unknown() })),
-  /** Rollouts of the run that had finished (rows) when it changed: more than 0 only with --force. */
-  finished_rollouts: z.number().int().min(0),
-  forced: z.boolean(),
-  /** Where it was changed from (host name). */
-  host: z.string(),
-});
-export type SettingsChange = z.infer<typeof SettingsChangeSchema>;
-
-/** Where a run's output is written: the results consumer's host and the path there (recorded by it). */
-export const OutputLocationSchema = z.object({
-  host: z.string(),
-  /** The JSONL's absolute path on that host. */
-  path: z.string(),
-  /** The results consumer's worker id. */
-  worker: z.string().nullable(),
-  /** When the consumer opened the output. */
-  at: z.string(),
-});
-export type OutputLocation = z.infer<typeof OutputLocationSchema>;
-
-export const RunRecordSchema = z.object({
-  run_id: z.string(),
-  benchmark: z.string(),
-  created_at: z.string(),
-  num_tasks: z.number().int(),
-  num_repeats: z.number().int(),
-  /** Rollouts in the run: tasks x repeats. */
-  total: z.number().int(),
-  output_jsonl_fpath: z.string(),
-  policy_model: z.string(),
-  judge_model: z.string(),
-  /** The run's settings (run-settings.ts), versioned; read them with `runSettings(record)`. */
-  settings: z.unknown(),
-  /** Whose queues hold the run's jobs: the fleet's (null) or its own (its run id; `vcfleet run`, `demo`). */
-  queue_scope: z.string().nullable().default(null),
-  /** What made the run: `produce`, `run` or `demo` (a demo is resumed as a demo). */
-  origin: z.enum(RUN_ORIGINS).default('produce'),
-  /** Every change of the run's settings after it was produced (`vcfleet run-set`), oldest first. */
-  settings_changes: z.array(SettingsChangeSchema).default([]),
-});
-export type RunRecord = z.infer<typeof RunRecordSchema>;
-
-/** The settings of a run; a record of another version throws a PoisonJobError that says so. */
-export function runSettings(run: RunRecord): RunSettings {
-  return parseRunSettings(run.run_id, run.settings);
-}
+export { OutputLocationSchema, RUN_ORIGINS, RunRecordSchema, runSettings, SettingsChangeSchema } from './run-record.ts';
+export type { OutputLocation, RunOrigin, RunRecord, SettingsChange } from './run-record.ts';
 
 /** The parts of a transcript waiting in Redis for the results host. */
 export interface TranscriptParts {
@@ -83,41 +32,11 @@ export const RUN_RECORD_CACHE_MS = 5000;
 export interface RunStoreOptions {
   /**
    * Keep what never changes once produced (tasks, images by SHA-256) in this process, so a worker
-   * reads each once instead of once per job; run records for RUN_RECORD_CACHE_MS (`run-set` changes them). Images up to `cacheImageBytes` (default
-   * 256 MiB) are kept, least recently used first out.
+   * reads each once instead of once per job; run records for RUN_RECORD_CACHE_MS (`run-set` changes
+   * them). Images up to `cacheImageBytes` (default 256 MiB) are kept, least recently used first out.
    */
   cache?: boolean;
   cacheImageBytes?: number;
-}
-
-/** A map that forgets its least recently used entries beyond a budget. */
-class LruCache<V> {
-  private readonly map = new Map<string, { value: V; cost: number }>();
-  private total = 0;
-  constructor(private readonly budget: number, private readonly costOf: (v: V) => number) {}
-
-  get(key: string): V | undefined {
-    const hit = this.map.get(key);
-    if (!hit) return undefined;
-    this.map.delete(key);
-    this.map.set(key, hit);
-    return hit.value;
-  }
-
-  set(key: string, value: V): void {
-    const cost = this.costOf(value);
-    if (cost > this.budget) return;
-    const old = this.map.get(key);
-    if (old) this.total -= old.cost;
-    this.map.delete(key);
-    this.map.set(key, { value, cost });
-    this.total += cost;
-    for (const [k, v] of this.map) {
-      if (this.total <= this.budget) break;
-      this.map.delete(k);
-      this.total -= v.cost;
-    }
-  }
 }
 
 export class RunStore {

@@ -1,0 +1,210 @@
+/**
+ * The sections of the configuration (config-schema.ts puts them together): sandboxes, the policy and
+ * its gateway, transcripts, the judge, the agent, queues, preflight, Redis, metrics and dashboard.
+ * Each key documents itself; configs/visual_coding_opencode.yaml shows them all.
+ */
+import { z } from 'zod';
+
+export const positiveInt = z.number().int().positive();
+export const nullableString = z.string().nullable().default(null);
+/** A switch that may come from an environment variable: true/false, or 1/0. */
+export const envFlag = z.union([z.boolean(), z.literal(0), z.literal(1)]).transform((v) => v === true || v === 1);
+
+export const SandboxConfigSchema = z
+  .object({
+    /** Image for the `opensandbox` provider (`VISUAL_CODING_OPENCODE_SANDBOX_IMAGE`). */
+    image: z.string().default('visual-coding-fleet-sandbox:latest'),
+    /** Lifetime of a remote sandbox in seconds; it is destroyed earlier when the task ends. */
+    ttl_s: positiveInt.default(7200),
+    /**
+     * Limits of every sandbox. `opensandbox` passes `cpu` and `memory_mib` to the server; `local`
+     * enforces all four itself (cgroup, tmpfs, rlimits; see local-bwrap.ts).
+     */
+    resources: z
+      .object({
+        /** CPUs a sandbox may use at once; fractions allowed (cgroup `cpu.max`). */
+        cpu: z.number().positive().default(2),
+        /** Memory of everything run in a sandbox, its /tmp and workspace files included, in MiB; no swap. */
+        memory_mib: positiveInt.default(8192),
+        /** Processes and threads alive at once in a sandbox (cgroup `pids.max`; `local` only). */
+        pids: positiveInt.default(1024),
+        /** Disk of a sandbox (workspace, /tmp and /dev/shm together, also the largest file), in MiB (`local` only). */
+        disk_mib: positiveInt.default(8192),
+      })
+      .strict()
+      .default({ cpu: 2, memory_mib: 8192, pids: 1024, disk_mib: 8192 }),
+    /**
+     * Refuse to start a sandbox-worker whose host cannot enforce every limit of `resources` (and the
+     * seccomp filter). false: start anyway with a loud warning naming what is not enforced.
+     */
+    enforce_resources: z.boolean().default(true),
+    /** OpenSandbox server (`OPENSANDBOX_DOMAIN`), e.g. `http://opensandbox.internal:8080`. */
+    domain: nullableString,
+    /** OpenSandbox API key (`OPENSANDBOX_API_KEY`); a secret. */
+    api_key: nullableString,
+    /** Host name the sandbox uses to reach the worker's gateway (opensandbox only). */
+    gateway_host: nullableString,
+    /** Port on which the policy gateway appears inside a `local` sandbox (`http://127.0.0.1:<port>/v1`). */
+    gateway_port: z.number().int().min(1).max(65535).default(18080),
+  })
+  .strict();
+
+export const PolicySchema = z
+  .object({
+    /** Context window declared to OpenCode, in tokens. */
+    context_window: positiveInt.default(128000),
+    /** Output cap per model call, in tokens. */
+    max_output_tokens: positiveInt.default(32768),
+    /** Whole-request timeout for one model call, in seconds. */
+    request_timeout_s: positiveInt.default(600),
+    /** Store every policy call's request and response (token ids, logprobs) on the worker's host, for RL training. */
+    capture: z.boolean().default(false),
+    /**
+     * Other policy endpoints this worker may send its key to, when a run names one
+     * (`vcfleet produce ++policy.endpoint=URL`). The worker's own `policy_base_url` is always allowed.
+     */
+    allowed_base_urls: z.array(z.string().url()).default([]),
+    /**
+     * The endpoint a run asks for (stored in the run record); null: every worker uses its own
+     * `policy_base_url`. A worker that does not allow it fails the rollout, naming both.
+     */
+    endpoint: z.string().url().nullable().default(null),
+    /** Largest request the gateway forwards, in MiB (the whole history, images included, is re-sent each call). */
+    max_request_mib: positiveInt.default(256),
+    /** Policy calls in flight at once per rollout; more are answered 429. */
+    max_concurrent_calls: positiveInt.default(4),
+    /** Policy calls per rollout; past it the session stops (stop reason timeout, with the reason in `error`). */
+    max_calls_per_rollout: positiveInt.default(1000),
+  })
+  .strict();
+
+export const TranscriptsSchema = z
+  .object({
+    /** Keep a transcript record per rollout beside the output JSONL (`<stem>_transcripts/`). */
+    enabled: z.boolean().default(true),
+    /** Bytes of images (crops, plots the model was shown) kept per transcript, in MiB; more are kept by hash only. */
+    max_image_mib: positiveInt.default(32),
+  })
+  .strict();
+
+export const JudgeSchema = z
+  .object({
+    /** Judge API key (`OPENAI_API_KEY`); a secret, never written anywhere. */
+    api_key: nullableString,
+    /** Timeout of one judge call, in seconds. */
+    timeout_s: z.number().positive().default(60),
+    /** Retries of one judge call (429, 5xx, timeouts, connection errors) before the row is masked. */
+    max_retries: z.number().int().min(0).default(4),
+    /** Base of the exponential backoff between retries, in milliseconds. */
+    backoff_base_ms: positiveInt.default(1000),
+    /** Longest wait between retries, in milliseconds (a Retry-After header may ask for more, up to 60 s). */
+    backoff_max_ms: positiveInt.default(30000),
+    /** Fleet-wide judge requests per second (BullMQ limiter). */
+    rate_limit_per_s: z.number().positive().default(10),
+    /** Judge calls in flight per judge-worker process. */
+    concurrency: positiveInt.default(8),
+    /** Cache verdicts by judge model and prompt, so repeats and rejudges never pay twice. */
+    cache: z.boolean().default(true),
+    temperature: z.number().min(0).default(0),
+    max_tokens: positiveInt.default(1024),
+  })
+  .strict();
+
+export const AgentSchema = z
+  .object({
+    /** `opencode`: the real agent in a sandbox. `scripted`: answers from `script_path` (tests, benchmarks). */
+    kind: z.enum(['opencode', 'scripted']).default('opencode'),
+    /** Path to the OpenCode binary; default: the one installed from npm with this project. */
+    opencode_bin: nullableString,
+    /** Stop the session after this many tool calls (OpenCode has no limit of its own). */
+    max_tool_calls: positiveInt.default(200),
+    /** For `kind: scripted`: a JSON file mapping task ids (or `*`) to scripted outcomes. */
+    script_path: nullableString,
+    /**
+     * The heap budget of OpenCode's JavaScript runtime (Bun/JSC `BUN_JSC_forceRAMSize`), in MiB; null:
+     * the runtime's own. Smaller saves memory per session at a cost in time (bench/RESULTS.md has the curve).
+     */
+    runtime_heap_mib: positiveInt.nullable().default(null),
+  })
+  .strict();
+
+export const QueuesSchema = z
+  .object({
+    /** Redis key prefix of every queue and record of the fleet. */
+    prefix: z
+      .string()
+      .regex(/^[A-Za-z0-9_.-]+$/, 'use letters, digits, "_", "-" or "."')
+      .default('vcfleet'),
+    /**
+     * Rollouts a sandbox-worker process runs at once: a number, or `auto` (as many sandboxes as this
+     * host's memory holds at their `sandbox_config.resources.memory_mib`, less `memory_reserve_mib`).
+     */
+    rollout_concurrency: z.union([positiveInt, z.literal('auto')], { message: 'a whole number of at least 1, or auto' }).default(2),
+    /** Memory a sandbox-worker leaves to everything else on its host (MiB): admission never counts it. */
+    memory_reserve_mib: z.number().int().min(0).default(1024),
+    /** Hold off new rollouts while the kernel reports more memory stall than this (PSI some avg10, %). */
+    memory_pressure_max_pct: z.number().min(0).max(100).default(20),
+    /** Results jobs the results consumer holds at once (its writes still run one at a time). */
+    results_concurrency: positiveInt.default(4),
+    /** Rollouts running at once across the whole fleet (BullMQ global concurrency). */
+    rollout_global_concurrency: positiveInt.default(32),
+    /** Attempts of a rollout on infrastructure errors before it is masked as infra_failed. */
+    rollout_attempts: positiveInt.default(3),
+    /** Base of the exponential backoff between rollout attempts, in milliseconds. */
+    rollout_backoff_ms: positiveInt.default(5000),
+    /** Attempts of a judge job (each attempt already retries the call `judge.max_retries` times). */
+    judge_attempts: positiveInt.default(2),
+    /** Base of the exponential backoff between judge job attempts, in milliseconds. */
+    judge_backoff_ms: positiveInt.default(2000),
+    /**
+     * `vcfleet run` pauses its run when this many of its rollout attempts failed on the policy server
+     * before any policy call was answered (0: never); resume it with `vcfleet run --run-id`.
+     */
+    fail_fast_after: z.number().int().min(0).default(3),
+    /** How long a job lock lives without renewal before a stalled job is taken by another worker (ms). */
+    lock_duration_ms: positiveInt.default(30000),
+  })
+  .strict();
+
+export const PreflightSchema = z
+  .object({
+    /** Check endpoints, keys, sandboxes and Redis before a run enqueues anything (`--skip-preflight` turns it off). */
+    enabled: z.boolean().default(true),
+    /** Refuse a Redis that persists nothing (a restart would lose the run). */
+    require_redis_persistence: z.boolean().default(true),
+  })
+  .strict();
+
+export const RedisSchema = z
+  .object({
+    /** Give up on a Redis that does not answer (refused, DENIED, NOAUTH, silent) after this long, naming the URL and its error. */
+    connect_timeout_s: positiveInt.default(15),
+  })
+  .strict();
+
+export const MetricsServerSchema = z
+  .object({
+    /** Port of the Prometheus `/metrics` endpoint of long-running roles; 0 turns it off. */
+    port: z.number().int().min(0).max(65535).default(0),
+    host: z.string().default('127.0.0.1'),
+  })
+  .strict();
+
+export const DashboardSchema = z
+  .object({
+    /** Address `vcfleet dashboard` binds; anything but 127.0.0.1, ::1 or localhost requires credentials. */
+    host: z.string().default('127.0.0.1'),
+    /** Port of the dashboard (0: any free port, printed at start). */
+    port: z.number().int().min(0).max(65535).default(3000),
+    /** Refuse every state-changing request (HTTP 403) and show Bull Board read-only. */
+    read_only: z.boolean().default(false),
+    /** Basic-auth user (`VCFLEET_DASHBOARD_USER`); needs `password`. */
+    user: nullableString,
+    /** Basic-auth password (`VCFLEET_DASHBOARD_PASSWORD`); a secret. */
+    password: nullableString,
+    /** Bearer token (`VCFLEET_DASHBOARD_TOKEN`), accepted instead of basic auth; a secret. */
+    token: nullableString,
+    /** Most recent runs shown on the run overview. */
+    max_runs: positiveInt.default(50),
+  })
+  .strict();
