@@ -8,8 +8,8 @@
  * Processes enter a host with `nsenter --net`, not `ip netns exec`: the latter remounts /sys for the
  * namespace, which hides /sys/fs/cgroup, so a sandbox-worker would find no cgroup to box its sandboxes.
  *
- *   const lab = await createLab();           // throws when namespaces cannot be made
- *   const h = await lab.addHost('redis');    // h.ns, h.addr
+ *   const lab = createLab(dir);              // throws when namespaces cannot be made
+ *   const h = lab.addHost('redis');          // h.ns, h.addr
  *   lab.start(h, ['redis-server', ...]);     // a process in that network namespace
  *   await lab.cleanup();                     // kills every process, deletes every namespace
  */
@@ -65,8 +65,6 @@ export interface StartOptions {
   env?: Record<string, string>;
   /** A mount and UTS namespace of its own: host name, private /tmp, HOME=/root, working folder /srv, the code read-only. */
   private?: boolean;
-  /** Working folder when not private; default the repository. */
-  cwd?: string;
 }
 
 /** Where a private host finds its HOME and working folder (bind mounts over these paths). */
@@ -103,7 +101,7 @@ export interface Lab {
   switchNs: string;
   hosts: LabHost[];
   processes: LabProcess[];
-  addHost(role: string): Promise<LabHost>;
+  addHost(role: string): LabHost;
   start(host: LabHost, argv: string[], options?: StartOptions): LabProcess;
   /** Every process started (and all below them) SIGKILLed, every namespace deleted, idempotent; returns what it could not do. */
   cleanup(): Promise<string[]>;
@@ -127,7 +125,7 @@ export function rootLinks(): string[] {
  * A new lab: the switch namespace with its bridge up. `baseDir` holds each host's folder. Every
  * namespace and interface name carries a random tag, so labs of parallel runs never meet.
  */
-export async function createLab(baseDir: string): Promise<Lab> {
+export function createLab(baseDir: string): Lab {
   const tag = randomBytes(2).toString('hex');
   const subnet = `10.231.${1 + Math.floor(Math.random() * 254)}`;
   const switchNs = `vcf${tag}-switch`;
@@ -154,7 +152,7 @@ export async function createLab(baseDir: string): Promise<Lab> {
 
   const lab: Lab = {
     tag, subnet, switchNs, hosts, processes,
-    async addHost(role) {
+    addHost(role) {
       const index = hosts.length;
       const ns = `vcf${tag}-${role}`;
       addNs(ns);
@@ -169,8 +167,6 @@ export async function createLab(baseDir: string): Promise<Lab> {
       mkdirSync(host.home, { recursive: true });
       mkdirSync(host.work, { recursive: true });
       hosts.push(host);
-      // The address is usable once duplicate address detection is out of the way (IPv4 has none; a short wait for the link).
-      await sleep(50);
       return host;
     },
     start(host, argv, options = {}) {
@@ -181,7 +177,7 @@ export async function createLab(baseDir: string): Promise<Lab> {
         : ['nsenter', ...enter, ...argv];
       const env = options.private ? { HOME: PRIVATE_HOME, ...options.env } : { HOME: host.home, ...options.env };
       const child = spawn(command[0], command.slice(1), {
-        cwd: options.cwd ?? ROOT,
+        cwd: ROOT,
         env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', ...env },
         stdio: ['ignore', 'pipe', 'pipe'],
       });

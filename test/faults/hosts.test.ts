@@ -147,14 +147,13 @@ describe('the fleet across hosts made of network namespaces', () => {
 
   it('produce, two sandbox-workers, a judge-worker and a results host on hosts of their own; a sandbox-worker SIGKILLed mid-tool, a fresh one on a new host', async () => {
     const linksBefore = rootLinks();
-    const l = (lab = await createLab(createTmpDir('vcfleet-hosts-')));
+    const l = (lab = createLab(createTmpDir('vcfleet-hosts-')));
     onTestFailed(() => {
       for (const p of l.processes) console.log(`[hosts] --- ${p.host.role} (${p.child.spawnargs.slice(-4).join(' ')}) exit ${p.child.exitCode ?? p.child.signalCode}\n${p.output().slice(-4000)}`);
     });
     try {
-      const [redisHost, modelsHost, producer, sb1Host, sb2Host, judgeHost, resultsHost] = await Promise.all(
-        ['redis', 'models', 'producer', 'sandbox-1', 'sandbox-2', 'judge', 'results'].map((r) => l.addHost(r)),
-      );
+      const [redisHost, modelsHost, producer, sb1Host, sb2Host, judgeHost, resultsHost] =
+        ['redis', 'models', 'producer', 'sandbox-1', 'sandbox-2', 'judge', 'results'].map((r) => l.addHost(r));
       const fixture = writeFixtureParquet(path.join(producer.work, 'babyvision.parquet'), { rows: 6 });
       const answers = plan(fixture);
       const byQuestion = Object.fromEntries(fixture.expected.map((t) => [`${t.question.split(':')[0]}:`, answers.get(t.task_id)!.answer]));
@@ -177,7 +176,7 @@ describe('the fleet across hosts made of network namespaces', () => {
       expect(produce.stdout()).toContain(`run ${RUN}: 6 rollouts, 6 enqueued now`);
 
       const killed = await killMidTool(sb1);
-      const sb3Host = await l.addHost('sandbox-3');
+      const sb3Host = l.addHost('sandbox-3');
       const sb3 = sandboxWorker(sb3Host);
 
       const output = path.join(resultsHost.work, 'results', `${RUN}.jsonl`);
