@@ -139,15 +139,21 @@ describe('the fleet across hosts made of network namespaces', () => {
     it.skip(`skipped: ${SUPPORT}`, () => {});
     return;
   }
-  let lab: Lab | undefined;
+  const labs: Lab[] = [];
+  /** A lab of this file, removed after it even when a test fails half-way. */
+  const newLab = () => {
+    const l = createLab(createTmpDir('vcfleet-hosts-'));
+    labs.push(l);
+    return l;
+  };
   afterAll(async () => {
-    await lab?.cleanup();
+    for (const l of labs) await l.cleanup();
     removeTmpDirs();
   });
 
   it('produce, two sandbox-workers, a judge-worker and a results host on hosts of their own; a sandbox-worker SIGKILLed mid-tool, a fresh one on a new host', async () => {
     const linksBefore = rootLinks();
-    const l = (lab = createLab(createTmpDir('vcfleet-hosts-')));
+    const l = newLab();
     onTestFailed(() => {
       for (const p of l.processes) console.log(`[hosts] --- ${p.host.role} (${p.child.spawnargs.slice(-4).join(' ')}) exit ${p.child.exitCode ?? p.child.signalCode}\n${p.output().slice(-4000)}`);
     });
@@ -237,6 +243,28 @@ describe('the fleet across hosts made of network namespaces', () => {
       expect(await l.cleanup()).toEqual([]);
       expect(listNamespaces().filter((n) => n.includes(l.tag))).toEqual([]);
       expect(rootLinks().sort()).toEqual(linksBefore.sort());
+    } finally {
+      await l.cleanup();
+    }
+  });
+  // Known bug (src/shared/redis.ts): Redis in protected mode writes "-DENIED ... protected mode" on
+  // accept and closes; ioredis writes its first command into the closed socket and reports EPIPE, so
+  // the roles blame the network ("check the address, the port and the firewall") instead of saying
+  // "give it a password". `it.fails` keeps the suite green until that is fixed; then make it `it`.
+  it.fails('known bug: a Redis in protected mode (no password) is reported as protected mode to a role on another host', async () => {
+    const l = newLab();
+    try {
+      const [redisHost, other] = ['redis', 'other'].map((r) => l.addHost(r));
+      l.start(redisHost, ['redis-server', '--port', '6379', '--bind', redisHost.addr, '--save', '', '--appendonly', 'yes', '--dir', redisHost.work]);
+      const ping = () => spawnSync('nsenter', [`--net=/run/netns/${other.ns}`, 'redis-cli', '-h', redisHost.addr, 'ping'], { encoding: 'utf8' }).stdout;
+      await waitFor('Redis to answer (DENIED) from another host', () => /DENIED/.test(ping()), 20_000, 100);
+      const env = { REDIS_URL: `redis://${redisHost.addr}:6379`, VCFLEET_LOG_JSON: '1', OPENAI_API_KEY: FAKE_JUDGE_KEY };
+      for (const args of [['worker', 'judge'], ['status', '--run-id', RUN]]) {
+        const p = l.start(other, [process.execPath, VCFLEET, ...args, '++redis.connect_timeout_s=3', '++preflight.enabled=false'], { private: true, env });
+        expect(await p.exited, p.output()).not.toBe(0);
+        expect(p.output()).toContain(`cannot reach Redis at redis://${redisHost.addr}:6379`);
+        expect(p.output()).toMatch(/DENIED.*give it a password/);
+      }
     } finally {
       await l.cleanup();
     }
