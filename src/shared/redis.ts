@@ -2,6 +2,7 @@
  * Redis connections. Workers wait out outages (`maxRetriesPerRequest: null`); producers and CLIs
  * fail fast. Whoever creates a connection closes it.
  */
+import net from 'node:net';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from './logger.ts';
 import { InfraError } from './errors.ts';
@@ -52,6 +53,7 @@ export async function waitForRedis(redis: Redis, url: string, timeoutMs = 15_000
   const onError = (err: Error) => note(err.message);
   redis.on('error', onError);
   const deadline = Date.now() + timeoutMs;
+  let asked = false;
   try {
     for (;;) {
       const left = deadline - Date.now();
@@ -63,14 +65,53 @@ export async function waitForRedis(redis: Redis, url: string, timeoutMs = 15_000
         if (answered) return;
       } catch (err) {
         note((err as Error).message);
-        // Refused credentials do not fix themselves, and a client connection that gave up stays closed.
-        if (DEFINITE.test(lastError) || redis.status === 'end') throw new InfraError(unreachableMessage(url, lastError));
         await sleep(Math.min(250, Math.max(0, deadline - Date.now())));
       }
+      // A server that closes every connection at once may have said why before any command (a
+      // protected-mode DENIED), which the client never reads: ask it once on a plain socket.
+      if (!asked && BROKEN.test(lastError)) {
+        asked = true;
+        lastError = (await serverGreeting(url)) ?? lastError;
+      }
+      // Refused credentials do not fix themselves, and a client connection that gave up stays closed.
+      if (DEFINITE.test(lastError) || redis.status === 'end') throw new InfraError(unreachableMessage(url, lastError));
     }
   } finally {
     redis.off('error', onError);
   }
+}
+
+/** Errors of a connection the server broke off at once. */
+const BROKEN = /EPIPE|ECONNRESET|Connection is closed|max retries per request/i;
+
+/**
+ * What a Redis server says to a new client before any command (`-DENIED …` in protected mode), read
+ * on a plain socket (not for `rediss://`); null when it says nothing within `ms`.
+ */
+export async function serverGreeting(url: string, ms = 1000): Promise<string | null> {
+  let target: URL;
+  try {
+    target = new URL(url);
+  } catch {
+    return null;
+  }
+  if (target.protocol !== 'redis:') return null;
+  return new Promise((resolve) => {
+    let said = '';
+    const socket = net.connect(Number(target.port || 6379), target.hostname.replace(/^\[|\]$/g, ''));
+    const done = () => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(said.startsWith('-') ? said.slice(1).split('\r\n')[0] : null);
+    };
+    const timer = setTimeout(done, ms);
+    socket.on('data', (d) => {
+      said += d.toString('utf8');
+      if (said.includes('\r\n')) done();
+    });
+    socket.on('error', done);
+    socket.on('close', done);
+  });
 }
 
 /** Answers of a Redis that is up but will not serve this client as configured. */

@@ -247,11 +247,10 @@ describe('the fleet across hosts made of network namespaces', () => {
       await l.cleanup();
     }
   });
-  // Known bug (src/shared/redis.ts): Redis in protected mode writes "-DENIED ... protected mode" on
-  // accept and closes; ioredis writes its first command into the closed socket and reports EPIPE, so
-  // the roles blame the network ("check the address, the port and the firewall") instead of saying
-  // "give it a password". `it.fails` keeps the suite green until that is fixed; then make it `it`.
-  it.fails('known bug: a Redis in protected mode (no password) is reported as protected mode to a role on another host', async () => {
+  // Redis in protected mode writes "-DENIED ... protected mode" on accept and closes; ioredis writes
+  // its first command into the closed socket and sees only EPIPE. The roles read the greeting on a
+  // plain socket and say "give it a password", not "check the firewall".
+  it('a Redis in protected mode (no password) is reported as protected mode to a role on another host', async () => {
     const l = newLab();
     try {
       const [redisHost, other] = ['redis', 'other'].map((r) => l.addHost(r));
