@@ -47,8 +47,10 @@ interface WarmRun {
   toDoneS: number;
 }
 
-async function api(base: string, method: string, p: string, body?: unknown): Promise<any> {
-  const r = await fetch(base + p, { method, headers: { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+async function api(base: string, method: string, p: string, body?: unknown, timeoutMs = 120_000): Promise<any> {
+  const r = await fetch(base + p, {
+    method, headers: { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(timeoutMs),
+  });
   const text = await r.text();
   if (!r.ok) throw new Error(`${method} ${p}: HTTP ${r.status} ${text.slice(0, 300)}`);
   return text ? JSON.parse(text) : null;
@@ -65,7 +67,8 @@ async function bareWarm(server: ScriptedPolicyServer, dir: string, id: string): 
   try {
     for (;;) {
       if (child.exitCode !== null) throw new Error(`opencode serve exited (${child.exitCode})`);
-      if (await api(base, 'GET', '/global/health').then(() => true, () => false)) break;
+      // A short timeout: a request that reaches the server before it is ready can go unanswered (seen: 300 s).
+      if (await api(base, 'GET', '/global/health', undefined, 1000).then(() => true, () => false)) break;
       await sleep(20);
     }
     const listening = performance.now();
