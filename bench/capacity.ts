@@ -173,7 +173,9 @@ async function ladderPart(opts: CapacityOptions, dir: string, log: (l: string) =
   try {
     for (const n of opts.ladder) {
       const count = n * opts.waves;
-      const fleet = new Fleet({ redisUrl: opts.redisUrl, dir, policyUrl: server.url, concurrency: opts.admission === 'auto' ? 'auto' : n, memoryMib: opts.memoryMib });
+      const fleet = new Fleet({
+        redisUrl: opts.redisUrl, dir, policyUrl: server.url, concurrency: opts.admission === 'auto' ? 'auto' : n, globalCap: Math.max(32, count), memoryMib: opts.memoryMib,
+      });
       const oomBefore = hostOomKills();
       let wave: WaveResult | null = null;
       let why = '';

@@ -42,7 +42,7 @@
  *   --heap-runs N            8: rollouts of each setting [3]
  *   --out FILE               where to write the table [bench/RESULTS.md when every benchmark ran]
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -84,6 +84,9 @@ const DEFAULTS = {
   out: '',
 };
 type Flags = typeof DEFAULTS;
+
+/** Everything from this line to the end of the results file is kept when the table is written again. */
+const NOTES_MARKER = '<!-- notes below: kept when npm run bench writes this file again -->';
 
 function parseFlags(argv: string[]): { flags: Flags; changed: Set<string> } {
   const flags: Record<string, string | number> = { ...DEFAULTS };
@@ -188,7 +191,10 @@ async function main(): Promise<void> {
   const partial = only.size < 8 || [...changed].some((k) => k !== 'out');
   const out = flags.out || (partial ? '' : path.join(import.meta.dirname, 'RESULTS.md'));
   if (out) {
-    writeFileSync(out, doc);
+    // Write-ups below the notes marker of the file (what the figures mean, what was tried) are kept.
+    const old = existsSync(out) ? readFileSync(out, 'utf8') : '';
+    const notes = old.includes(NOTES_MARKER) ? old.slice(old.indexOf(NOTES_MARKER)) : '';
+    writeFileSync(out, notes ? `${doc}\n${notes}` : doc);
     log(`written to ${out}`);
   } else log('partial run: not written to bench/RESULTS.md (pass --out FILE to keep it)');
   if (rows.some((r) => r.metric === 'FAILED')) process.exitCode = 1;

@@ -40,6 +40,8 @@ export interface FleetOptions {
   concurrency: number | 'auto';
   /** `sandbox_config.resources.memory_mib`; default the config's. */
   memoryMib?: number;
+  /** `queues.rollout_global_concurrency`; default the larger of 32 and a fixed concurrency. */
+  globalCap?: number;
   /** Extra `++key=value` of the worker and the producer. */
   overrides?: string[];
 }
@@ -78,7 +80,7 @@ export class Fleet {
       `++policy.context_window=${POLICY.contextWindow}`,
       `++policy.max_output_tokens=${POLICY.maxOutputTokens}`,
       `++policy.request_timeout_s=${POLICY.requestTimeoutS}`,
-      `++queues.rollout_global_concurrency=${Math.max(32, typeof opts.concurrency === 'number' ? opts.concurrency : 0)}`,
+      `++queues.rollout_global_concurrency=${opts.globalCap ?? Math.max(32, typeof opts.concurrency === 'number' ? opts.concurrency : 0)}`,
       `++output_jsonl_fpath=${this.outputPath}`,
       ...(opts.concurrency === 'auto' ? ['++queues.rollout_concurrency=auto'] : []),
       ...(opts.memoryMib ? [`++sandbox_config.resources.memory_mib=${opts.memoryMib}`] : []),
