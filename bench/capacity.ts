@@ -137,6 +137,25 @@ async function concurrencyPart(opts: CapacityOptions, server: ScriptedPolicyServ
   return { perN, bareSessions, boxSessions, fleetFirst, bareFirst, workerPeakKib };
 }
 
+/**
+ * What the box costs under load: N rollouts of the in-process harness at once, with every limit and
+ * without (benchmark 6 times one sandbox start alone); sides alternate, medians of makespans.
+ */
+async function boxUnderLoad(n: number, rounds: number, server: ScriptedPolicyServer, dir: string, log: (l: string) => void) {
+  const wave = async (box: boolean, tag: string) => {
+    const t = performance.now();
+    await Promise.all(Array.from({ length: n }, (_, i) => harnessRun(server, dir, `bench-box${box ? 'ed' : 'less'}-${tag}-${i}`, { box })));
+    return (performance.now() - t) / 1000;
+  };
+  const [boxed, bare]: [number[], number[]] = [[], []];
+  for (let round = 1; round <= rounds; round++) {
+    if (round % 2) boxed.push(await wave(true, String(round))), bare.push(await wave(false, String(round)));
+    else bare.push(await wave(false, String(round))), boxed.push(await wave(true, String(round)));
+    log(`  box under load, N=${n} round ${round}: with limits ${fmt(boxed.at(-1)!)} s, without ${fmt(bare.at(-1)!)} s`);
+  }
+  return { boxed, bare };
+}
+
 /** In-process rollouts of the whole harness, timed phase by phase up to the first policy call. */
 async function firstCallPart(runs: number, server: ScriptedPolicyServer, dir: string) {
   const parts: Array<Record<string, number>> = [];
@@ -226,6 +245,7 @@ function ladderRows(opts: CapacityOptions, steps: LadderStep[]): BenchRow[] {
         m && m.sessions.length ? `PSS per session peak ${fmtInt(medianPeak(m.sessions))} MiB (median; max ${fmtInt(Math.max(...m.sessions.map((x) => x.peakKib)) / MIB)}), mean ${fmtInt(medianMean(m.sessions))} MiB; all sessions at once ${fmtInt(m.peakTotalKib / MIB)} MiB; ` : '',
         m ? `MemAvailable min ${fmtInt(m.minAvailableKib / MIB)} MiB; swap ${m.swapTotalKib ? `grew ${fmtInt(m.swapGrowthKib / MIB)} MiB` : 'none configured'}; ` : '',
         `OOM kills: host ${s.hostOoms}, sandboxes (limit_hits) ${s.sandboxOoms}`,
+        m ? `; memory sampled every ${fmt(Math.max(0.5, (4 * m.sampleMs) / 1000), 1)} s or more (a sample took ${fmtInt(m.sampleMs)} ms)` : '',
         w && w.firstCallS.length ? `; first policy call after ${fmt(median(w.firstCallS), 1)} s (median; p90 ${fmt(quantile(w.firstCallS, 0.9), 1)} s)` : '',
       ].join(''),
     };
@@ -266,6 +286,12 @@ export async function benchCapacity(opts: CapacityOptions): Promise<BenchRow[]> 
     rows.push({
       bench: '7 capacity', metric: 'sessions per GiB, bare / in the box (by peak PSS)', value: `${fmt(1024 / bp)} / ${fmt(1024 / xp)}`,
       note: 'how many sessions fit per GiB if each holds its peak at once; the box costs in start time, not memory: sandbox start with limits / without is benchmark 6 (`--only 6`), sandbox up is in the next row',
+    });
+    const nMax = Math.max(...opts.ns);
+    const box = await boxUnderLoad(nMax, opts.rounds, server, dir, log);
+    rows.push({
+      bench: '7 capacity', metric: `the box under load: N=${nMax} harness rollouts at once, with limits / without`, value: fmt(median(box.boxed) / median(box.bare)),
+      note: `medians of ${opts.rounds}: ${box.boxed.map((x) => fmt(x, 1)).join(', ')} s vs ${box.bare.map((x) => fmt(x, 1)).join(', ')} s; the same in-process harness with the \`local\` provider's cgroup, tmpfs disk, seccomp filter and rlimits, and without them (one sandbox start alone: benchmark 6)`,
     });
     const first = await firstCallPart(opts.firstCallRuns, server, dir);
     const fleetFirst = c.fleetFirst;

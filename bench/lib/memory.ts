@@ -5,21 +5,18 @@
  * mean; and the host's MemAvailable, swap in use and OOM kills (`oom_kill` of /proc/vmstat counts
  * every OOM kill, a cgroup's included).
  */
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
+import { readFile, readdir } from 'node:fs/promises';
 
 /** ppid of every live process. */
-function parents(): Map<number, number> {
+async function parents(): Promise<Map<number, number>> {
   const out = new Map<number, number>();
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-      // The command name (field 2) may hold spaces and parentheses: fields start after the last ')'.
-      out.set(Number(name), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
-    } catch {
-      // exited meanwhile
-    }
-  }
+  const names = (await readdir('/proc')).filter((n) => /^\d+$/.test(n));
+  await Promise.all(names.map(async (name) => {
+    const stat = await readFile(`/proc/${name}/stat`, 'utf8').catch(() => null);
+    // The command name (field 2) may hold spaces and parentheses: fields start after the last ')'.
+    if (stat) out.set(Number(name), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+  }));
   return out;
 }
 
@@ -40,22 +37,17 @@ function subtree(root: number, kids: Map<number, number[]>): number[] {
 }
 
 /** PSS of one process in KiB (0 once it is gone or for a kernel thread). */
-export function pssKib(pid: number): number {
-  try {
-    const m = /^Pss:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));
-    return m ? Number(m[1]) : 0;
-  } catch {
-    return 0;
-  }
+export async function pssKib(pid: number): Promise<number> {
+  const text = await readFile(`/proc/${pid}/smaps_rollup`, 'utf8').catch(() => '');
+  const m = /^Pss:\s+(\d+) kB/m.exec(text);
+  return m ? Number(m[1]) : 0;
 }
 
-function cmdline(pid: number): string {
-  try {
-    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
-  } catch {
-    return '';
-  }
+async function cmdline(pid: number): Promise<string> {
+  return (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).replace(/\0/g, ' ');
 }
+
+const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 
 export interface HostMemory {
   availableKib: number;
@@ -97,6 +89,8 @@ export interface MemoryReport {
   swapTotalKib: number;
   /** PSS of the watched parent processes themselves (e.g. the sandbox-worker), at their largest. */
   parentPeakKib: number;
+  /** Mean milliseconds one sample took (reading /proc of every session process). */
+  sampleMs: number;
 }
 
 export interface MemoryWatchOptions {
@@ -112,11 +106,19 @@ export interface MemoryWatchOptions {
   onSample?(host: HostMemory, totalKib: number): void;
 }
 
-/** Samples the sessions' PSS and the host's memory until stop(). Sessions can also be added by pid. */
+/**
+ * Samples the sessions' PSS and the host's memory until stop(). Sessions can also be added by pid.
+ * Reads are asynchronous and a sample starts only after the last one ended (at least 4 of its
+ * durations later), so the watch never holds up this process's event loop, where the scripted
+ * policy server may be answering.
+ */
 export class MemoryWatch {
   private readonly sessions = new Map<number, { peak: number; sum: number; samples: number; maxProcs: number }>();
   private readonly roots = new Set<number>();
-  private readonly timer: NodeJS.Timeout;
+  private timer: NodeJS.Timeout | null = null;
+  private stopped = false;
+  private sampleMsSum = 0;
+  private sampleCount = 0;
   private readonly swapAtStart: number;
   private maxSessions = 0;
   private peakTotal = 0;
@@ -127,7 +129,20 @@ export class MemoryWatch {
 
   constructor(private readonly opts: MemoryWatchOptions = {}) {
     this.swapAtStart = hostMemory().swapUsedKib;
-    this.timer = setInterval(() => this.sample(), opts.intervalMs ?? 250);
+    this.schedule(opts.intervalMs ?? 250);
+  }
+
+  private schedule(ms: number): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      const t = performance.now();
+      void this.sample().then(() => {
+        const took = performance.now() - t;
+        this.sampleMsSum += took;
+        this.sampleCount++;
+        this.schedule(Math.max(this.opts.intervalMs ?? 250, 4 * took));
+      });
+    }, ms);
   }
 
   /** Watch the tree of `pid` as one session from now on (bare runs). */
@@ -135,13 +150,14 @@ export class MemoryWatch {
     this.roots.add(pid);
   }
 
-  private sample(): void {
-    const ppids = parents();
+  private async sample(): Promise<void> {
+    const ppids = await parents();
     const kids = childrenMap(ppids);
     const parentPids = this.opts.parents?.() ?? [];
     for (const parent of parentPids) {
       for (const child of kids.get(parent) ?? []) {
-        if (!this.opts.sessionMatch || this.opts.sessionMatch.test(cmdline(child))) this.roots.add(child);
+        if (this.roots.has(child)) continue;
+        if (!this.opts.sessionMatch || this.opts.sessionMatch.test(await cmdline(child))) this.roots.add(child);
       }
     }
     let total = 0;
@@ -152,7 +168,7 @@ export class MemoryWatch {
         continue;
       }
       const pids = subtree(root, kids);
-      const kib = pids.reduce((a, p) => a + pssKib(p), 0);
+      const kib = sum(await Promise.all(pids.map(pssKib)));
       if (kib === 0) continue;
       alive++;
       total += kib;
@@ -163,7 +179,7 @@ export class MemoryWatch {
       s.maxProcs = Math.max(s.maxProcs, pids.length);
       this.sessions.set(root, s);
     }
-    this.parentPeak = Math.max(this.parentPeak, parentPids.reduce((a, p) => a + pssKib(p), 0));
+    this.parentPeak = Math.max(this.parentPeak, sum(await Promise.all(parentPids.map(pssKib))));
     this.maxSessions = Math.max(this.maxSessions, alive);
     this.peakTotal = Math.max(this.peakTotal, total);
     const host = hostMemory();
@@ -174,7 +190,8 @@ export class MemoryWatch {
   }
 
   stop(): MemoryReport {
-    clearInterval(this.timer);
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
     return {
       // A session seen in fewer than 2 samples was too short to say anything about its memory.
       sessions: [...this.sessions].filter(([, s]) => s.samples >= 2).map(([root, s]) => ({ root, peakKib: s.peak, meanKib: s.sum / s.samples, samples: s.samples, maxProcesses: s.maxProcs })),
@@ -184,6 +201,7 @@ export class MemoryWatch {
       swapGrowthKib: Math.max(0, this.maxSwap - this.swapAtStart),
       swapTotalKib: this.swapTotal,
       parentPeakKib: this.parentPeak,
+      sampleMs: this.sampleCount ? this.sampleMsSum / this.sampleCount : 0,
     };
   }
 }

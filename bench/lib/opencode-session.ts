@@ -17,6 +17,7 @@ import { opencodeBinaryPath, opencodeRoBinds } from '../../src/workers/sandbox/o
 import { createOpenCodeRunner } from '../../src/workers/sandbox/opencode/runner.ts';
 import { buildOpenCodeConfig, buildOpenCodeEnv, buildRunArgv, seedFiles, sessionPaths } from '../../src/workers/sandbox/opencode/session-config.ts';
 import { createSandboxProvider, type Sandbox, type SandboxProvider } from '../../src/workers/sandbox/sandboxes/index.ts';
+import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local-bwrap.ts';
 import { discardLogger } from './fleet.ts';
 
 export const MODEL = 'scripted-vlm';
@@ -106,13 +107,23 @@ export interface HarnessRun {
 }
 
 /** One rollout of the whole harness (gateway, sandbox, files, OpenCode, outcome, transcript, teardown). */
-export async function harnessRun(server: ScriptedPolicyServer, dir: string, id: string, opts: { extraEnv?: Record<string, string>; overrides?: string[] } = {}): Promise<HarnessRun> {
+export interface HarnessRunOptions {
+  extraEnv?: Record<string, string>;
+  overrides?: string[];
+  /** false: the same `local` sandboxes without their limits (no cgroup, tmpfs disk, seccomp, rlimits). */
+  box?: boolean;
+}
+
+export async function harnessRun(server: ScriptedPolicyServer, dir: string, id: string, opts: HarnessRunOptions = {}): Promise<HarnessRun> {
   const config = harnessConfig(opts.overrides);
   const logger = discardLogger('warn');
   const phases: Phases = {};
   let sessionStartedAt = Number.NaN;
   const hooks = { extraEnv: opts.extraEnv, onSessionStart: (at: number) => (sessionStartedAt = at) };
-  const provider = timedProvider(createSandboxProvider(config, { logger, extraRoBinds: opencodeRoBinds(config) }), phases, hooks);
+  const inner = opts.box === false
+    ? new LocalBwrapProvider({ workdir: config.sandbox_workdir, extraRoBinds: opencodeRoBinds(config), box: false, logger })
+    : createSandboxProvider(config, { logger, extraRoBinds: opencodeRoBinds(config) });
+  const provider = timedProvider(inner, phases, hooks);
   const runner = createOpenCodeRunner({ config, logger, provider, socketDir: path.join(dir, 'sockets') });
   const startedAt = performance.now();
   try {
