@@ -3,11 +3,13 @@
  * table printed and written to bench/RESULTS.md. Every figure is a ratio or a count measured in this
  * run, side by side.
  *
- *   npm run bench                                  # everything, default sizes (~10 minutes on 2 cores)
+ *   npm run bench                                  # everything, default sizes (~20 minutes on 2 cores)
  *   npm run bench -- --only 1,3 --rollouts 2000    # a quick partial run (printed, not written)
+ *   npm run bench -- --only 7,8                    # capacity and runtime heap of the real OpenCode (~10 minutes)
+ *   npm run bench -- --only 7 --capacity-ladder 8,16,24,32,40,48 --out /tmp/ladder.md   # how far this host goes
  *
  * Flags (defaults in brackets):
- *   --only LIST              benchmarks to run, e.g. 1,3 [1,2,3,4,5,6]
+ *   --only LIST              benchmarks to run, e.g. 1,3 [1,2,3,4,5,6,7,8]
  *   --rollouts N             1: rollouts per side [10000]
  *   --latency-samples N      1: unloaded latency samples, one at a time [300]
  *   --concurrency N          1: jobs at once in hops 1 and 2 (hop 3 is always 1) [8]
@@ -24,9 +26,23 @@
  *   --prepare-rows N         5: parquet rows [388]
  *   --prepare-image-kb N     5: size of each random-noise PNG [130]
  *   --box-runs N             6: sandbox starts of each side, with and without the box [15]
+ *   --capacity-n LIST        7: sessions at once, fleet vs bare `opencode run` [1,2,4]
+ *   --capacity-rounds N      7: rounds of each N, the sides alternating; medians reported [2]
+ *   --capacity-ladder LIST   7: sessions at once in the ladder's steps; it stops at the first step not held [4,8,16]
+ *   --capacity-concurrency fixed|auto
+ *                            7: fixed: the worker takes `--concurrency N`; auto: `++queues.rollout_concurrency=auto`
+ *                               (admission by memory), N x waves queued [fixed]
+ *   --capacity-delay-s S     7: seconds the scripted policy takes per call in the ladder [5]
+ *   --capacity-memory-mib M  7: sandbox_config.resources.memory_mib in the ladder [1024]
+ *   --capacity-waves W       7: rollouts per ladder step = W x N [1]
+ *   --capacity-reserve-mib M 7: a ladder step is stopped when MemAvailable falls below M MiB [2048]
+ *   --first-call-runs N      7: in-process rollouts timed phase by phase to the first policy call [3]
+ *   --warm-runs N            7: cold `opencode run`s and warm `opencode serve` hand-overs, bare and in the box [3]
+ *   --heap-settings LIST     8: unset, a BUN_JSC_forceRAMSize in MiB, or smol [unset,2048,1024,512,256,smol]
+ *   --heap-runs N            8: rollouts of each setting [3]
  *   --out FILE               where to write the table [bench/RESULTS.md when every benchmark ran]
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -36,7 +52,7 @@ import { startBenchRedis } from './lib/redis-server.ts';
 import { fmt } from './lib/stats.ts';
 
 const DEFAULTS = {
-  only: '1,2,3,4,5,6',
+  only: '1,2,3,4,5,6,7,8',
   rollouts: 10000,
   'latency-samples': 300,
   concurrency: 8,
@@ -53,9 +69,24 @@ const DEFAULTS = {
   'prepare-rows': 388,
   'prepare-image-kb': 130,
   'box-runs': 15,
+  'capacity-n': '1,2,4',
+  'capacity-rounds': 2,
+  'capacity-ladder': '4,8,16',
+  'capacity-concurrency': 'fixed',
+  'capacity-delay-s': 5,
+  'capacity-memory-mib': 1024,
+  'capacity-waves': 1,
+  'capacity-reserve-mib': 2048,
+  'first-call-runs': 3,
+  'warm-runs': 3,
+  'heap-settings': 'unset,2048,1024,512,256,smol',
+  'heap-runs': 3,
   out: '',
 };
 type Flags = typeof DEFAULTS;
+
+/** Everything from this line to the end of the results file is kept when the table is written again. */
+const NOTES_MARKER = '<!-- notes below: kept when npm run bench writes this file again -->';
 
 function parseFlags(argv: string[]): { flags: Flags; changed: Set<string> } {
   const flags: Record<string, string | number> = { ...DEFAULTS };
@@ -72,6 +103,12 @@ function parseFlags(argv: string[]): { flags: Flags; changed: Set<string> } {
     changed.add(m[1]);
   }
   return { flags: flags as Flags, changed };
+}
+
+function numberList(raw: string, flag: string): number[] {
+  const list = raw.split(',').map((x) => Number(x.trim()));
+  if (list.length === 0 || list.some((n) => !Number.isInteger(n) || n <= 0)) throw new Error(`--${flag} takes positive whole numbers separated by commas, got ${raw}`);
+  return list;
 }
 
 async function machine(url: string): Promise<string> {
@@ -122,6 +159,18 @@ async function main(): Promise<void> {
     await step('5', 'prepare', async () =>
       (await import('./prepare.ts')).benchPrepare({ dir, rows: flags['prepare-rows'], imageKb: flags['prepare-image-kb'], log }));
     await step('6', 'box', async () => (await import('./box.ts')).benchBox({ dir, runs: flags['box-runs'], log }));
+    await step('7', 'capacity', async () => {
+      const admission = flags['capacity-concurrency'];
+      if (admission !== 'fixed' && admission !== 'auto') throw new Error(`--capacity-concurrency must be fixed or auto, got ${admission}`);
+      return (await import('./capacity.ts')).benchCapacity({
+        redisUrl: redis.url, dir, ns: numberList(flags['capacity-n'], 'capacity-n'), rounds: flags['capacity-rounds'],
+        ladder: numberList(flags['capacity-ladder'], 'capacity-ladder'), admission, delayS: flags['capacity-delay-s'],
+        memoryMib: flags['capacity-memory-mib'], waves: flags['capacity-waves'], reserveMib: flags['capacity-reserve-mib'],
+        firstCallRuns: flags['first-call-runs'], warmRuns: flags['warm-runs'], log,
+      });
+    });
+    await step('8', 'runtime heap', async () =>
+      (await import('./heap.ts')).benchHeap({ dir, settings: flags['heap-settings'].split(',').map((x) => x.trim()).filter(Boolean), runs: flags['heap-runs'], log }));
   } finally {
     await redis.stop();
     rmSync(dir, { recursive: true, force: true });
@@ -139,10 +188,13 @@ async function main(): Promise<void> {
     '',
   ].join('\n');
   process.stdout.write(`\n${table}\n\nWhole run: ${fmt(totalS, 1)} s\n`);
-  const partial = only.size < 6 || [...changed].some((k) => k !== 'out');
+  const partial = only.size < 8 || [...changed].some((k) => k !== 'out');
   const out = flags.out || (partial ? '' : path.join(import.meta.dirname, 'RESULTS.md'));
   if (out) {
-    writeFileSync(out, doc);
+    // Write-ups below the notes marker of the file (what the figures mean, what was tried) are kept.
+    const old = existsSync(out) ? readFileSync(out, 'utf8') : '';
+    const notes = old.includes(NOTES_MARKER) ? old.slice(old.indexOf(NOTES_MARKER)) : '';
+    writeFileSync(out, notes ? `${doc}\n${notes}` : doc);
     log(`written to ${out}`);
   } else log('partial run: not written to bench/RESULTS.md (pass --out FILE to keep it)');
   if (rows.some((r) => r.metric === 'FAILED')) process.exitCode = 1;

@@ -6,7 +6,6 @@
  * divided by the ideal, sum of durations / (K x C), and by the makespan of greedy FIFO list
  * scheduling of the same durations (the best any queue can do in that order).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -14,6 +13,7 @@ import { produceRun } from '../src/producer/produce.ts';
 import { createRedis } from '../src/shared/redis.ts';
 import { startJudgeWorker } from '../src/workers/judge/worker.ts';
 import { startResultsWorker } from '../src/workers/results/worker.ts';
+import { startSandboxProcess, type WorkerProcess } from './lib/sandbox-worker.ts';
 import { benchConfig, benchPrefix, deferred, deletePrefix, discardLogger, noopJudge, readBenchImage, syntheticTasks } from './lib/fleet.ts';
 import type { BenchRow } from './lib/report.ts';
 import { fmt, listScheduleMakespan, lognormalSamples, quantile } from './lib/stats.ts';
@@ -33,36 +33,6 @@ export interface UtilizationOptions {
   sigma: number;
   seed: number;
   log?: (line: string) => void;
-}
-
-const ROOT = path.resolve(import.meta.dirname, '..');
-
-interface WorkerProcess {
-  child: ChildProcess;
-  ready: Promise<void>;
-  exited: Promise<number | null>;
-  output(): string;
-}
-
-/** `vcfleet worker sandbox ++...`, ready once it logs that it started. */
-function startSandboxProcess(overrides: string[], slots: number): WorkerProcess {
-  const child = spawn(process.execPath, [path.join(ROOT, 'bin/vcfleet.js'), 'worker', 'sandbox', '--concurrency', String(slots), ...overrides], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', VCFLEET_LOG_JSON: '1' },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let out = '';
-  const ready = deferred();
-  child.stderr!.on('data', (d: Buffer) => {
-    out += d.toString();
-    if (out.includes('sandbox worker started')) ready.resolve();
-    if (out.length > 200_000) out = out.slice(-100_000);
-  });
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const failed = exited.then((code) => {
-    throw new Error(`vcfleet worker sandbox exited (${code}) before it was ready:\n${out.slice(-2000)}`);
-  });
-  return { child, ready: Promise.race([ready.promise, failed]), exited, output: () => out };
 }
 
 export async function benchUtilization(opts: UtilizationOptions): Promise<BenchRow[]> {
