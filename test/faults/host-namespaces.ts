@@ -73,16 +73,22 @@ export const PRIVATE_WORK = '/srv';
 
 /**
  * Mounts of a private host, then exec: $1 host name, $2 working folder, $3 HOME, then folders to make
- * read-only up to `--`, then the command. HOME and the working folder are bound before the tmpfs
- * hides /tmp, where they live on the real disk.
+ * read-only up to `--`, then the command. The new /tmp is a tmpfs built on /mnt and moved over /tmp
+ * last: code that lives under /tmp (a checkout in /tmp, as CI may make) is bound into it first, so
+ * hiding the real /tmp hides neither the code nor HOME and the working folder (bound before the move).
  */
 const PRIVATE_HOST_SCRIPT = [
   'set -e',
   'hostname "$1"; work=$2; home=$3; shift 3',
-  'while [ "$1" != -- ]; do mount --bind "$1" "$1"; mount -o remount,bind,ro "$1"; shift; done; shift',
+  'mount -t tmpfs -o mode=1777,size=4g vcfleet-host-tmp /mnt',
+  'while [ "$1" != -- ]; do',
+  '  mount --bind "$1" "$1"; mount -o remount,bind,ro "$1"',
+  '  case "$1" in /tmp/*) keep="/mnt${1#/tmp}"; mkdir -p "$keep"; mount --bind "$1" "$keep"; mount -o remount,bind,ro "$keep";; esac',
+  '  shift',
+  'done; shift',
   `mount --bind "$home" ${PRIVATE_HOME}`,
   `mount --bind "$work" ${PRIVATE_WORK}`,
-  'mount -t tmpfs -o mode=1777,size=4g vcfleet-host-tmp /tmp',
+  'mount --move /mnt /tmp',
   `cd ${PRIVATE_WORK}`,
   'exec "$@"',
 ].join('\n');
