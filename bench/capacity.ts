@@ -73,7 +73,7 @@ const load = () => os.loadavg().map((x) => fmt(x, 1)).join(' / ');
 /** N concurrent bare `opencode run`s, each with its own scripted server (so first calls can be told apart). */
 async function bareWave(n: number, dir: string, tag: string): Promise<{ makespanS: number; memory: MemoryReport; firstCallS: number[] }> {
   const servers = await Promise.all(Array.from({ length: n }, () => startScriptedPolicyServer({ script: ONE_TOOL, modelName: MODEL })));
-  const watch = new MemoryWatch({ intervalMs: 500 });
+  const watch = new MemoryWatch();
   const t0 = performance.now();
   try {
     const runs = await Promise.all(servers.map((s, i) => bareRun(s, dir, `${tag}-${i}`, { onSpawn: (pid) => watch.add(pid) })));

@@ -61,7 +61,7 @@ export async function benchHeap(opts: HeapOptions): Promise<BenchRow[]> {
       // Each round in another order, so no setting always runs first on a warmer machine.
       const order = settings.map((_, i) => settings[(i + round - 1) % settings.length]);
       for (const setting of order) {
-        const watch = new MemoryWatch({ intervalMs: 250, parents: () => [process.pid], sessionMatch: /bwrap/ });
+        const watch = new MemoryWatch({ parents: () => [process.pid], sessionMatch: /bwrap/ });
         const h = await harnessRun(server, dir, `bench-heap-${setting}-${round}`, { extraEnv: heapEnv(setting) }).finally(() => watch.stop());
         const memory = watch.stop();
         const s = memory.sessions.sort((a, b) => b.peakKib - a.peakKib)[0];
