@@ -21,7 +21,7 @@ export class BoardQueues {
   /** The queues to show now, opening new runs' and closing those of runs no longer listed. */
   async refresh(): Promise<AnyQueue[]> {
     const wanted: Array<{ name: QueueName; scope: string | null }> = QUEUE_NAMES.map((name) => ({ name, scope: null }));
-    const ids = await this.redis.zrevrange(this.store.keys.runs(), 0, this.maxRuns - 1);
+    const ids = await this.store.recentRuns(this.maxRuns);
     for (const id of ids) {
       const run = await this.store.getRun(id);
       if (run?.queue_scope) for (const name of QUEUE_NAMES) wanted.push({ name, scope: run.queue_scope });

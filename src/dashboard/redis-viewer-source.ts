@@ -47,7 +47,7 @@ export function createRedisViewerSource(opts: RedisViewerSourceOptions): ViewerS
   }
 
   async function recentRuns(): Promise<RunRecord[]> {
-    const ids = await store.redis.zrevrange(store.keys.runs(), 0, maxRuns - 1);
+    const ids = await store.recentRuns(maxRuns);
     const runs = await Promise.all(ids.map((id) => store.getRun(id)));
     return runs.filter((r): r is RunRecord => r !== null);
   }

@@ -49,7 +49,7 @@ export function runState(done: number, total: number, scored: number): RunState 
 /** The most recent `maxRuns` runs, newest first. */
 export async function runOverview(redis: Redis, prefix: string, maxRuns = 50): Promise<RunSummary[]> {
   const store = new RunStore(redis, prefix);
-  const ids = await redis.zrevrange(store.keys.runs(), 0, maxRuns - 1);
+  const ids = await store.recentRuns(maxRuns);
   // The fleet's queues are read once for every run in them; a run with queues of its own, in those.
   const fleetJobs = await readRunJobs(redis, prefix);
   const out: RunSummary[] = [];
