@@ -105,6 +105,9 @@ describe('detectCgroupLayout on fake cgroup trees', () => {
     const host = fakeHost('0::/\n', OTHER_MOUNTS, {});
     const layout = await detectCgroupLayout(host);
     expect(layout.places).toEqual({});
-    for (const c of ['memory', 'pids', 'cpu'] as const) expect(layout.missing[c]).toContain(host.mountinfo);
+    for (const c of ['memory', 'pids', 'cpu'] as const) {
+      expect(layout.missing[c]).toContain(host.mountinfo);
+      expect(layout.missing[c]).toMatch(/no cgroup file system is mounted in this mount namespace.*mount cgroup2 on .*ip netns exec/);
+    }
   });
 });

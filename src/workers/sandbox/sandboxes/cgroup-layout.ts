@@ -184,8 +184,14 @@ export async function detectCgroupLayout(paths: CgroupPaths = HOST_CGROUP_PATHS)
   const v2Proc = procs.find((p) => p.hierarchy === 0);
   const v2Mount = mounts.find((m) => m.fsType === 'cgroup2');
   if (v2Proc && v2Mount) await placeV2(v2Mount, v2Proc, paths, layout);
+  const noneMounted = !mounts.some((m) => m.fsType === 'cgroup' || m.fsType === 'cgroup2');
   for (const c of CGROUP_CONTROLLERS) {
     if (layout.places[c]) continue;
+    if (noneMounted) {
+      layout.missing[c] = `no cgroup file system is mounted in this mount namespace (${paths.mountinfo} lists none): mount cgroup2 on ${paths.sysfsRoot} ` +
+        '(a container needs it, e.g. --cgroupns=private), or start the worker without `ip netns exec`, which mounts a /sys without it (use nsenter --net)';
+      continue;
+    }
     const mount = mounts.find((m) => m.fsType === 'cgroup' && m.superOptions.includes(c));
     const proc = procs.find((p) => p.hierarchy !== 0 && p.controllers.includes(c));
     const folder = mount && proc ? folderOf(mount, proc.path, paths) : null;
