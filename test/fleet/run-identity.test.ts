@@ -56,4 +56,9 @@ describe('identityFromRows', () => {
     expect(recordedIdentity(file, 'r')).toBeNull();
     expect(recordedIdentity(path.join(dir, 'missing.json'), 'r')).toBeNull();
   });
+
+  it('a worker host whose clock runs behind the producer\'s gives a wall time of 0, not a negative one', () => {
+    const recorded = { run_id: 'r', benchmark: 'bench', policy_model: 'pm', judge_model: 'jm', config_hash: null, started_at: '2030-01-01T00:00:10.000Z', finished_at: null, wall_s: null };
+    expect(identityFromRows('r', [row(1, '2030-01-01T00:00:07.250Z')], recorded)).toMatchObject({ finished_at: '2030-01-01T00:00:07.250Z', wall_s: 0 });
+  });
 });

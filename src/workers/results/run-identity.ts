@@ -22,7 +22,7 @@ export interface RunIdentity {
   started_at: string | null;
   /** The latest row's `finished_at` (ISO 8601); null before the first row. */
   finished_at: string | null;
-  /** finished_at − started_at, in seconds (3 decimals); null when either is unknown. */
+  /** finished_at − started_at, in seconds (3 decimals; 0 when hosts' clocks put the end first); null when either is unknown. */
   wall_s: number | null;
 }
 
@@ -54,10 +54,15 @@ export function laterTime(a: string | null, b: string): string {
   return a === null || Date.parse(b) > Date.parse(a) ? b : a;
 }
 
+/**
+ * finished − started in seconds. The start is the producer host's clock and the end a worker host's:
+ * a worker whose clock runs behind can put the end before the start, and a run never takes less
+ * than no time, so that is 0, not a negative wall time.
+ */
 function wallSeconds(started: string | null, finished: string | null): number | null {
   if (started === null || finished === null) return null;
   const ms = Date.parse(finished) - Date.parse(started);
-  return Number.isFinite(ms) ? Math.round(ms) / 1000 : null;
+  return Number.isFinite(ms) ? Math.max(0, Math.round(ms)) / 1000 : null;
 }
 
 /** The identity the results consumer records: all of it from the run record, the end from the rows. */
