@@ -35,7 +35,7 @@ export interface CapacityOptions {
   dir: string;
   /** Concurrent sessions compared, fleet vs bare. Default 1, 2, 4. */
   ns: number[];
-  /** Rounds of each N, sides alternating. Default 2. */
+  /** Rounds of each N, sides alternating. Default 5. */
   rounds: number;
   /** Concurrent sessions of the ladder's steps. Default 4, 8, 16. */
   ladder: number[];

@@ -27,7 +27,7 @@
  *   --prepare-image-kb N     5: size of each random-noise PNG [130]
  *   --box-runs N             6: sandbox starts of each side, with and without the box [15]
  *   --capacity-n LIST        7: sessions at once, fleet vs bare `opencode run` [1,2,4]
- *   --capacity-rounds N      7: rounds of each N, the sides alternating; medians reported [2]
+ *   --capacity-rounds N      7: rounds of each N, the sides alternating; medians reported [5]
  *   --capacity-ladder LIST   7: sessions at once in the ladder's steps; it stops at the first step not held [4,8,16]
  *   --capacity-concurrency fixed|auto
  *                            7: fixed: the worker takes `--concurrency N`; auto: `++queues.rollout_concurrency=auto`
@@ -70,7 +70,7 @@ const DEFAULTS = {
   'prepare-image-kb': 130,
   'box-runs': 15,
   'capacity-n': '1,2,4',
-  'capacity-rounds': 2,
+  'capacity-rounds': 5,
   'capacity-ladder': '4,8,16',
   'capacity-concurrency': 'fixed',
   'capacity-delay-s': 5,
