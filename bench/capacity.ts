@@ -24,6 +24,7 @@ import { scripts } from '../src/demo/scripted-policy-scripts.ts';
 import { errorMessage } from '../src/shared/errors.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Fleet, type WaveResult } from './lib/fleet-wave.ts';
+import { childless, cpuDelta, cpuSeconds, hostBusySeconds } from './lib/cpu.ts';
 import { hostMemory, hostOomKills, MemoryWatch, type MemoryReport, type SessionMemory } from './lib/memory.ts';
 import { bareRun, firstCallAt, harnessRun, MODEL } from './lib/opencode-session.ts';
 import type { BenchRow } from './lib/report.ts';
@@ -94,6 +95,7 @@ function checkRows(w: WaveResult, n: number): void {
 async function concurrencyPart(opts: CapacityOptions, server: ScriptedPolicyServer, dir: string, log: (l: string) => void) {
   const fleet = new Fleet({ redisUrl: opts.redisUrl, dir, policyUrl: server.url, concurrency: Math.max(...opts.ns) });
   const perN: Array<{ n: number; ratios: number[]; fleetS: number[]; bareS: number[] }> = [];
+  const cpu: CpuSplit = { rollouts: 0, fleetHost: 0, fleetWorker: 0, fleetBench: 0, bareHost: 0, bareSessions: 0, bareBench: 0 };
   const bareSessions: SessionMemory[] = [];
   const boxSessions: SessionMemory[] = [];
   const fleetFirst = new Map<number, number[]>();
@@ -107,7 +109,14 @@ async function concurrencyPart(opts: CapacityOptions, server: ScriptedPolicyServ
       const entry = { n, ratios: [] as number[], fleetS: [] as number[], bareS: [] as number[] };
       for (let round = 1; round <= opts.rounds; round++) {
         const runFleet = async () => {
+          const [host0, worker0, bench0] = [hostBusySeconds(), cpuSeconds(fleet.workerPid), process.cpuUsage()];
           const w = await fleet.wave(n, `n${n}r${round}`);
+          // A sandbox's CPU reaches the worker's children count when bwrap is reaped (teardown may trail the row).
+          for (let i = 0; i < 40 && !childless(fleet.workerPid); i++) await sleep(50);
+          cpu.fleetHost += hostBusySeconds() - host0;
+          cpu.fleetWorker += cpuDelta(worker0, cpuSeconds(fleet.workerPid)).self;
+          cpu.fleetBench += cpuUsageS(process.cpuUsage(bench0));
+          cpu.rollouts += n;
           checkRows(w, n);
           boxSessions.push(...w.memory.sessions);
           workerPeakKib = Math.max(workerPeakKib, w.memory.parentPeakKib);
@@ -115,7 +124,11 @@ async function concurrencyPart(opts: CapacityOptions, server: ScriptedPolicyServ
           return w.makespanS;
         };
         const runBare = async () => {
+          const [host0, own0, bench0] = [hostBusySeconds(), cpuSeconds(process.pid), process.cpuUsage()];
           const b = await bareWave(n, dir, `n${n}r${round}`);
+          cpu.bareHost += hostBusySeconds() - host0;
+          cpu.bareSessions += cpuDelta(own0, cpuSeconds(process.pid)).children;
+          cpu.bareBench += cpuUsageS(process.cpuUsage(bench0));
           bareSessions.push(...b.memory.sessions);
           if (n === 1) bareFirst.push(...b.firstCallS);
           return b.makespanS;
@@ -134,7 +147,36 @@ async function concurrencyPart(opts: CapacityOptions, server: ScriptedPolicyServ
   } finally {
     await fleet.close();
   }
-  return { perN, bareSessions, boxSessions, fleetFirst, bareFirst, workerPeakKib };
+  return { perN, bareSessions, boxSessions, fleetFirst, bareFirst, workerPeakKib, cpu };
+}
+
+/** CPU seconds over every round of every N, by where they were spent (`bench/lib/cpu.ts`). */
+interface CpuSplit {
+  /** Rollouts of each side. */
+  rollouts: number;
+  /** The whole host during fleet waves. */
+  fleetHost: number;
+  /** The sandbox-worker process itself: jobs, gateway, sandbox set-up and teardown, transcripts. */
+  fleetWorker: number;
+  /** This process during fleet waves: the policy server, the memory watch, the producer, the judge and results roles. */
+  fleetBench: number;
+  /** The whole host during bare waves. */
+  bareHost: number;
+  /** `opencode run` and its tools, as this process reaped them. */
+  bareSessions: number;
+  /** This process during bare waves: the policy servers and the memory watch. */
+  bareBench: number;
+}
+
+const cpuUsageS = (u: NodeJS.CpuUsage) => (u.user + u.system) / 1e6;
+
+function cpuRow(c: CpuSplit): BenchRow {
+  const per = (x: number) => x / c.rollouts;
+  const [fleet, bare] = [per(c.fleetHost), per(c.bareHost)];
+  return {
+    bench: '7 capacity', metric: 'CPU per rollout (the whole host), fleet / bare', value: `${fmt(fleet)} / ${fmt(bare)} s (${fmt(fleet / bare)})`,
+    note: `over the ${c.rollouts} rollouts of each side above, /proc/stat before and after each wave. Fleet: the sandbox-worker process ${fmt(per(c.fleetWorker))} s, this process (policy server, memory watch, producer, judge and results roles) ${fmt(per(c.fleetBench))} s, the rest (the sessions in their sandboxes: OpenCode, its tools, bwrap, the entry and its gateway bridge; and whatever else ran) ${fmt(per(c.fleetHost - c.fleetWorker - c.fleetBench))} s. Bare: this process (policy servers, memory watch) ${fmt(per(c.bareBench))} s, the rest ${fmt(per(c.bareHost - c.bareBench))} s, of which \`opencode run\` and its tools as reaped ${fmt(per(c.bareSessions))} s`,
+  };
 }
 
 /**
@@ -278,6 +320,7 @@ export async function benchCapacity(opts: CapacityOptions): Promise<BenchRow[]> 
         note: `median of ${opts.rounds} rounds (${e.ratios.map((x) => fmt(x)).join(', ')}): fleet ${e.fleetS.map((x) => fmt(x, 1)).join(', ')} s, bare ${e.bareS.map((x) => fmt(x, 1)).join(', ')} s; one bash tool call (Python, Pillow) then the answer, policy answers at once`,
       });
     }
+    rows.push(cpuRow(c.cpu));
     const [bp, xp] = [medianPeak(c.bareSessions), medianPeak(c.boxSessions)];
     rows.push({
       bench: '7 capacity', metric: 'PSS per session, bare / in the box: peak', value: `${fmtInt(bp)} / ${fmtInt(xp)} MiB`,
