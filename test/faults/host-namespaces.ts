@@ -19,6 +19,7 @@ import { mkdirSync, readdirSync, readFileSync, realpathSync, rmdirSync } from 'n
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseMountinfo, WORKER_LEAF } from '../../src/workers/sandbox/sandboxes/cgroup-layout.ts';
+import { captured, type CapturedOutput } from '../helpers/processes.ts';
 import { descendants, stillAlive, type ProcId } from './fault-helpers.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -52,13 +53,9 @@ export interface LabHost {
   work: string;
 }
 
-export interface LabProcess {
+export interface LabProcess extends CapturedOutput {
   host: LabHost;
   child: ChildProcess;
-  /** stdout and stderr together. */
-  output(): string;
-  stdout(): string;
-  exited: Promise<number | null>;
 }
 
 export interface StartOptions {
@@ -187,15 +184,7 @@ export function createLab(baseDir: string): Lab {
         env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', ...env },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
-      let out = '';
-      let stdout = '';
-      child.stdout!.on('data', (d) => {
-        out += d;
-        stdout += d;
-      });
-      child.stderr!.on('data', (d) => (out += d));
-      const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-      const p: LabProcess = { host, child, output: () => out, stdout: () => stdout, exited };
+      const p: LabProcess = { host, child, ...captured(child) };
       processes.push(p);
       return p;
     },

@@ -15,6 +15,7 @@ import type { AgentScriptSchema } from '../../src/workers/sandbox/scripted-agent
 import type { z } from 'zod';
 type AgentScript = z.input<typeof AgentScriptSchema>;
 import { writeFixtureParquet, type Fixture, type FixtureOptions } from './fixture-parquet.ts';
+import { captured, type CapturedOutput } from './processes.ts';
 import { createTmpDir } from './tmp.ts';
 import { deletePrefix } from './redis-keys.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -86,12 +87,8 @@ export async function makeFleetEnv(options: FleetEnvOptions): Promise<FleetEnv> 
   };
 }
 
-export interface CliProcess {
+export interface CliProcess extends CapturedOutput {
   child: ChildProcess;
-  /** stdout and stderr together. */
-  output(): string;
-  stdout(): string;
-  exited: Promise<number | null>;
 }
 
 /** Run `vcfleet <args>` as its own OS process, as a user on another host would. */
@@ -101,15 +98,7 @@ export function startCli(args: string[], env: Record<string, string> = {}): CliP
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', VCFLEET_LOG_JSON: '1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let out = '';
-  let stdout = '';
-  child.stdout!.on('data', (d) => {
-    out += d;
-    stdout += d;
-  });
-  child.stderr!.on('data', (d) => (out += d));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  return { child, output: () => out, stdout: () => stdout, exited };
+  return { child, ...captured(child) };
 }
 
 /** A `vcfleet` process in a terminal of its own (a pseudo-terminal made by util-linux `script`). */

@@ -5,7 +5,6 @@
  * tokens, read-only mode (403 on Bull Board's write API, the board itself marked read-only),
  * cross-origin writes, Host headers of a loopback dashboard, and job data trimmed for display.
  */
-import http from 'node:http';
 import net from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -20,6 +19,7 @@ import { openQueue } from '../../src/shared/queues.ts';
 import { createRedis } from '../../src/shared/redis.ts';
 import { REDIS_URL, runCli, startCli, waitFor, type CliProcess } from '../helpers/fleet.ts';
 import { deletePrefix } from '../helpers/redis-keys.ts';
+import { statusWithHost } from '../helpers/http.ts';
 
 const creds = { user: 'ops', password: 'pw-DASHSECRET', token: null };
 const basic = (u: string, p: string) => `Basic ${Buffer.from(`${u}:${p}`).toString('base64')}`;
@@ -126,16 +126,6 @@ function dashboardUrl(p: CliProcess): string | undefined {
 }
 
 const cleanupPrefix = deletePrefix;
-
-/** GET with a chosen Host header (fetch does not let a caller set it). */
-function statusWithHost(url: string, host: string): Promise<number | undefined> {
-  return new Promise((resolve, reject) => {
-    http.get(url, { headers: { host } }, (res) => {
-      res.resume();
-      resolve(res.statusCode);
-    }).on('error', reject);
-  });
-}
 
 describe('vcfleet dashboard access (process and server)', () => {
   const prefix = `vcftest-dash-${randomBytes(4).toString('hex')}`;

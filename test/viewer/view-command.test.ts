@@ -4,7 +4,6 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, utimesSync, writeFileSync } from 'node:fs';
-import http from 'node:http';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { pickFile } from '../../src/cli/commands/view.ts';
@@ -13,6 +12,7 @@ import { createFileSource } from '../../src/viewer/file-source.ts';
 import { newestJsonl } from '../../src/viewer/newest-output.ts';
 import { startViewerServer, type ViewerServer } from '../../src/viewer/server.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
+import { statusWithHost } from '../helpers/http.ts';
 import { writeViewerFixture } from '../helpers/viewer-fixture.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -75,16 +75,6 @@ describe('the viewer server', () => {
     expect((await fetch(`${open.url}api/runs`, { method: 'POST' })).status).toBe(403);
   });
 });
-
-/** GET with a chosen Host header (fetch does not let a caller set it). */
-function statusWithHost(url: string, host: string): Promise<number | undefined> {
-  return new Promise((resolve, reject) => {
-    http.get(url, { headers: { host } }, (res) => {
-      res.resume();
-      resolve(res.statusCode);
-    }).on('error', reject);
-  });
-}
 
 function runCli(args: string[], cwd: string) {
   const env = { ...process.env };
