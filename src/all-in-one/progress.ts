@@ -31,7 +31,7 @@ function duration(s: number): string {
  * The ETA from recent throughput (the rows of the last `windowMs`, so a run that slows down says so)
  * and "stalled" when no row came for `stalledAfterMs`.
  */
-export class Eta {
+class Eta {
   private readonly samples: Array<{ at: number; done: number }> = [];
 
   constructor(private readonly windowMs = 5 * 60_000, private readonly stalledAfterMs = 3 * 60_000, private readonly now = () => Date.now()) {}

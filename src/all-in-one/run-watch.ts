@@ -13,7 +13,7 @@ import { openQueue, QUEUE_NAMES, type JobData, type QueueName } from '../shared/
 import type { Redis } from '../shared/redis.ts';
 import { policySilenceWarning, type RowTally } from '../shared/row-tally.ts';
 import type { RunRecord } from '../shared/run-store.ts';
-import { readRunJobs } from '../ops/run-jobs.ts';
+import { openJobs, readRunJobs } from '../ops/run-jobs.ts';
 import type { ProgressView } from './progress.ts';
 
 export type WatchStatus = 'complete' | 'stopped' | 'stuck' | 'paused';
@@ -59,8 +59,7 @@ async function pendingOf(o: WatchOptions, queues: Array<Queue<JobData<QueueName>
   }
   const jobs = (await readRunJobs(o.connection, o.prefix, o.run.run_id)).get(o.run.run_id);
   if (!jobs) return { running: 0, pending: 0 };
-  const open = (q: QueueName) => jobs.counts[q].active + jobs.counts[q].waiting + jobs.counts[q].delayed + jobs.counts[q].prioritized;
-  return { running: jobs.counts.rollout.active, pending: QUEUE_NAMES.reduce((n, q) => n + open(q), 0) };
+  return { running: jobs.counts.rollout.active, pending: openJobs(jobs.counts) };
 }
 
 /**

@@ -9,7 +9,7 @@ import { mkdir, access } from 'node:fs/promises';
 import { constants } from 'node:fs';
 import type { Config } from '../shared/config.ts';
 import { ConfigError, errorMessage } from '../shared/errors.ts';
-import type { Redis } from '../shared/redis.ts';
+import { redisPersists, type Redis } from '../shared/redis.ts';
 import { stripCredentials } from '../shared/run-settings.ts';
 
 export interface PreflightFailure {
@@ -90,15 +90,8 @@ export async function checkJudge(config: Config, apiKey: string): Promise<Prefli
 
 /** Redis keeps what it holds across a restart (append-only file or snapshots). */
 export async function checkRedisPersistence(redis: Redis): Promise<PreflightFailure | null> {
-  let aof: string | undefined;
-  let save: string | undefined;
-  try {
-    aof = ((await redis.config('GET', 'appendonly')) as string[])[1];
-    save = ((await redis.config('GET', 'save')) as string[])[1];
-  } catch {
-    return null; // CONFIG is disabled (a managed Redis): it says nothing, so nothing is refused
-  }
-  if (aof === 'yes' || (save ?? '') !== '') return null;
+  // null: CONFIG is disabled (a managed Redis); it says nothing, so nothing is refused.
+  if ((await redisPersists(redis)) !== false) return null;
   return {
     check: 'redis',
     message: 'Redis persists nothing (appendonly no, no save points): a Redis restart would lose the run; run it with --appendonly yes, or accept the risk with ++preflight.require_redis_persistence=false',

@@ -53,6 +53,11 @@ export function emptyJobCounts(): JobCounts {
   return Object.fromEntries(QUEUE_NAMES.map((q) => [q, zero()])) as JobCounts;
 }
 
+/** Jobs not yet finished (waiting, prioritized, delayed or running) over every queue. */
+export function openJobs(counts: JobCounts): number {
+  return QUEUE_NAMES.reduce((n, q) => n + counts[q].waiting + counts[q].prioritized + counts[q].delayed + counts[q].active, 0);
+}
+
 export interface RunJobs {
   counts: JobCounts;
   /** Active jobs by the worker that holds them (`processedBy`), as `queue/jobId`. */

@@ -1,10 +1,10 @@
 /** What `vcfleet status` and the dashboard show of a run: rows by outcome, jobs by state, workers. */
 import type { Redis } from 'ioredis';
-import { QUEUE_NAMES, type QueueName } from '../shared/queues.ts';
+import type { QueueName } from '../shared/queues.ts';
 import { RunStore, type OutputLocation, type RunRecord } from '../shared/run-store.ts';
 import { accuracyOf, policySilenceWarning, RowTally, type TallyCounts } from '../shared/row-tally.ts';
 import { listWorkers, type WorkerRecord } from '../shared/worker-registry.ts';
-import { emptyJobCounts, readRunJobs, type JobState } from './run-jobs.ts';
+import { emptyJobCounts, openJobs, readRunJobs, type JobState } from './run-jobs.ts';
 
 export interface RunStatus {
   run: RunRecord;
@@ -42,7 +42,7 @@ export async function runStatus(redis: Redis, prefix: string, runId: string, now
   const jobs = (await readRunJobs(redis, prefix, runId, run.queue_scope)).get(runId) ?? { counts: emptyJobCounts(), heldBy: new Map<string, string[]>() };
   const fleet = await listWorkers(redis, prefix, now);
   const stale = fleet.stale.map((w) => ({ ...w, held: jobs.heldBy.get(w.id) ?? [] }));
-  const pending = QUEUE_NAMES.reduce((n, q) => n + jobs.counts[q].waiting + jobs.counts[q].prioritized + jobs.counts[q].delayed + jobs.counts[q].active, 0);
+  const pending = openJobs(jobs.counts);
   const silence = policySilenceWarning(t);
   const warnings = [...(silence ? [silence] : []), ...fleet.live.flatMap((w) => w.notices)];
   return {

@@ -16,7 +16,7 @@ function unwrap(schema: z.ZodType): z.ZodType {
 }
 
 /** Every dotted key path of an object schema, parents included (`judge`, `judge.rate_limit_per_s`), in schema order. */
-export function keyPaths(schema: z.ZodType, prefix = ''): string[] {
+function keyPaths(schema: z.ZodType, prefix = ''): string[] {
   const object = unwrap(schema);
   if (!(object instanceof z.ZodObject)) return [];
   return Object.entries(object.shape as Record<string, z.ZodType>).flatMap(([key, value]) => {

@@ -88,7 +88,7 @@ const BROKEN = /EPIPE|ECONNRESET|Connection is closed|max retries per request/i;
  * What a Redis server says to a new client before any command (`-DENIED …` in protected mode), read
  * on a plain socket (not for `rediss://`); null when it says nothing within `ms`.
  */
-export async function serverGreeting(url: string, ms = 1000): Promise<string | null> {
+async function serverGreeting(url: string, ms = 1000): Promise<string | null> {
   let target: URL;
   try {
     target = new URL(url);
@@ -142,17 +142,27 @@ export function redactUrl(url: string): string {
 }
 
 /**
+ * Whether the server keeps what it holds across a restart (an append-only file or save points);
+ * null when it does not say (CONFIG is disabled, as on some managed Redis).
+ */
+export async function redisPersists(redis: Redis): Promise<boolean | null> {
+  try {
+    const aof = ((await redis.config('GET', 'appendonly')) as string[])[1];
+    const save = ((await redis.config('GET', 'save')) as string[])[1];
+    return aof === 'yes' || (save ?? '') !== '';
+  } catch {
+    return null;
+  }
+}
+
+/**
  * Check the server suits a job queue: `maxmemory-policy` must be `noeviction` (an evicted job is a
  * lost rollout); warn when nothing is persisted (a restart loses the run).
  */
 export async function checkRedisServer(redis: Redis, logger: Logger, warnPersistence = true): Promise<void> {
   let policy: string | undefined;
-  let aof: string | undefined;
-  let save: string | undefined;
   try {
     policy = ((await redis.config('GET', 'maxmemory-policy')) as string[])[1];
-    aof = ((await redis.config('GET', 'appendonly')) as string[])[1];
-    save = ((await redis.config('GET', 'save')) as string[])[1];
   } catch {
     logger.warn('cannot read the Redis configuration (CONFIG is disabled); make sure maxmemory-policy is noeviction');
     return;
@@ -163,7 +173,7 @@ export async function checkRedisServer(redis: Redis, logger: Logger, warnPersist
         'Set it with `redis-cli CONFIG SET maxmemory-policy noeviction` (and in redis.conf).',
     );
   }
-  if (warnPersistence && aof !== 'yes' && !save) {
+  if (warnPersistence && (await redisPersists(redis)) === false) {
     logger.warn('Redis persists nothing (appendonly no, no save points): a Redis restart loses the run in flight');
   }
 }

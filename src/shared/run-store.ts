@@ -13,7 +13,7 @@ import { ConfigError, DataError, InfraError, PoisonJobError } from './errors.ts'
 import { LruCache } from './lru-cache.ts';
 import { OutputLocationSchema, RunRecordSchema, type OutputLocation, type RunRecord } from './run-record.ts';
 
-export { OutputLocationSchema, RUN_ORIGINS, RunRecordSchema, runSettings, SettingsChangeSchema } from './run-record.ts';
+export { runSettings } from './run-record.ts';
 export type { OutputLocation, RunOrigin, RunRecord, SettingsChange } from './run-record.ts';
 
 /** The parts of a transcript waiting in Redis for the results host. */
@@ -77,9 +77,10 @@ export class RunStore {
    */
   async updateRun(runId: string, change: (run: RunRecord) => RunRecord): Promise<RunRecord> {
     const key = this.keys.run(runId);
-    for (let attempt = 0; attempt < 10; attempt++) {
-      const watcher = this.redis.duplicate();
-      try {
+    // One connection of its own for WATCH (EXEC, run or aborted, clears it for the next attempt).
+    const watcher = this.redis.duplicate();
+    try {
+      for (let attempt = 0; attempt < 10; attempt++) {
         await watcher.watch(key);
         const raw = await watcher.hget(key, 'record');
         if (!raw) throw new ConfigError(`run ${runId} does not exist under the prefix ${this.prefix}; check --run-id, REDIS_URL and VCFLEET_PREFIX`);
@@ -89,9 +90,9 @@ export class RunStore {
           this.runs?.set(runId, { run: next, at: Date.now() });
           return next;
         }
-      } finally {
-        watcher.disconnect();
       }
+    } finally {
+      watcher.disconnect();
     }
     throw new InfraError(`run ${runId} kept changing while it was being updated; try again`);
   }

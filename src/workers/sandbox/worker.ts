@@ -32,7 +32,6 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Sandb
   const scope = deps.scope ?? null;
   // Runs, tasks and images never change once produced: read each once per process.
   const store = new RunStore(connection, prefix, { cache: true });
-  const rollout = openQueue('rollout', connection, prefix, { scope });
   const judge = openQueue('judge', connection, prefix, { policy: config.queues, scope });
   const results = openQueue('results', connection, prefix, { policy: config.queues, scope });
   const host = {
@@ -82,7 +81,7 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Sandb
     async close(graceMs) {
       admission.stop();
       await stage.close(graceMs);
-      await Promise.allSettled([rollout.close(), judge.close(), results.close()]);
+      await Promise.allSettled([judge.close(), results.close()]);
       await deps.agent.close();
     },
   };
