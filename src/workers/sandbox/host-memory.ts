@@ -27,7 +27,7 @@ export interface HostMemoryPaths extends CgroupPaths {
   pressure: string;
 }
 
-export const HOST_MEMORY_PATHS: HostMemoryPaths = { ...HOST_CGROUP_PATHS, meminfo: '/proc/meminfo', pressure: '/proc/pressure/memory' };
+const HOST_MEMORY_PATHS: HostMemoryPaths = { ...HOST_CGROUP_PATHS, meminfo: '/proc/meminfo', pressure: '/proc/pressure/memory' };
 
 async function readText(file: string): Promise<string | null> {
   return readFile(file, 'utf8').catch(() => null);
@@ -58,9 +58,22 @@ interface CgroupRoom {
   where: string;
 }
 
+/**
+ * The worker's own memory cgroup, looked up once per set of paths: admission reads the room before
+ * every job, and where the worker sits does not change once it takes jobs (a cgroup v2 worker moves
+ * into its leaf when its box is set up, before that).
+ */
+const ownCgroups = new WeakMap<CgroupPaths, ReturnType<typeof ownMemoryCgroup>>();
+
+function ownCgroup(paths: CgroupPaths): ReturnType<typeof ownMemoryCgroup> {
+  let own = ownCgroups.get(paths);
+  if (!own) ownCgroups.set(paths, (own = ownMemoryCgroup(paths)));
+  return own;
+}
+
 /** The tightest memory limit at or above the worker's cgroup, with what is free under it. */
 async function cgroupRoom(paths: CgroupPaths): Promise<{ room: CgroupRoom | null; pressureFile: string | null }> {
-  const own = await ownMemoryCgroup(paths);
+  const own = await ownCgroup(paths);
   if (!own) return { room: null, pressureFile: null };
   let tightest: CgroupRoom | null = null;
   const [limitFile, usageFile] = own.version === 2 ? ['memory.max', 'memory.current'] : ['memory.limit_in_bytes', 'memory.usage_in_bytes'];
