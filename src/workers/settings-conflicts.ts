@@ -7,7 +7,7 @@
  */
 import { ConfigSchema, type Config } from '../shared/config-schema.ts';
 import type { Logger } from '../shared/logger.ts';
-import { RUN_SETTING_KEYS, shownValue, valueAt } from '../shared/run-settings.ts';
+import { RUN_SETTING_KEYS, runSettingsFrom, settingDifferences, shownValue, type RunSettings } from '../shared/run-settings.ts';
 import { runSettings, type RunRecord } from '../shared/run-store.ts';
 
 /** The run settings each role reads. */
@@ -18,23 +18,23 @@ const ROLE_KEYS = {
 
 export class RunSettingConflicts {
   private readonly told = new Set<string>();
-  /** The run settings this host's configuration sets away from the defaults. */
-  private readonly mine: Array<{ key: string; path: readonly string[]; value: unknown }>;
+  /** This host's run settings (as a run would store them: an endpoint without credentials). */
+  private readonly host: RunSettings;
+  /** The keys of the run settings this role reads that this host's configuration sets away from the defaults. */
+  private readonly mine: ReadonlySet<string>;
 
   constructor(private readonly config: Config, private readonly role: keyof typeof ROLE_KEYS, private readonly logger: Logger) {
-    const defaults = ConfigSchema.parse({});
-    this.mine = RUN_SETTING_KEYS.filter(({ key, fixed }) => !fixed && ROLE_KEYS[role](key)).flatMap(({ key, path }) => {
-      const value = valueAt(config, key.split('.'));
-      return JSON.stringify(value) === JSON.stringify(valueAt(defaults, key.split('.'))) ? [] : [{ key, path, value }];
-    });
+    this.host = runSettingsFrom(config);
+    const fixed = new Set(RUN_SETTING_KEYS.filter((k) => k.fixed).map((k) => k.key));
+    this.mine = new Set(settingDifferences(runSettingsFrom(ConfigSchema.parse({})), this.host)
+      .map((d) => d.key).filter((key) => !fixed.has(key) && ROLE_KEYS[role](key)));
   }
 
   /** Say what differs between this host and `run`, once per run and key. */
   check(run: RunRecord): void {
     const settings = runSettings(run);
-    for (const { key, path, value } of this.mine) {
-      const theirs = valueAt(settings, path);
-      if (JSON.stringify(theirs) === JSON.stringify(value)) continue;
+    for (const { key, run: theirs, other: value } of settingDifferences(settings, this.host)) {
+      if (!this.mine.has(key)) continue;
       this.once(`${run.run_id}\n${key}`, { run: run.run_id, key, run_value: theirs, host_value: value },
         `run ${run.run_id} has ${key}=${shownValue(theirs)} (a run setting, used); this ${this.role}-worker's configuration says ${shownValue(value)}, which applies only to runs produced with it. ` +
           `To change the run: vcfleet run-set --run-id ${run.run_id} ++${key}=${shownValue(value)}`);
