@@ -21,10 +21,8 @@ export class BoardQueues {
   /** The queues to show now, opening new runs' and closing those of runs no longer listed. */
   async refresh(): Promise<AnyQueue[]> {
     const wanted: Array<{ name: QueueName; scope: string | null }> = QUEUE_NAMES.map((name) => ({ name, scope: null }));
-    const ids = await this.store.recentRuns(this.maxRuns);
-    for (const id of ids) {
-      const run = await this.store.getRun(id);
-      if (run?.queue_scope) for (const name of QUEUE_NAMES) wanted.push({ name, scope: run.queue_scope });
+    for (const run of await this.store.recentRuns(this.maxRuns)) {
+      if (run.queue_scope) for (const name of QUEUE_NAMES) wanted.push({ name, scope: run.queue_scope });
     }
     const keep = new Set(wanted.map((w) => bullQueueName(w.name, w.scope)));
     for (const [name, queue] of this.open) {

@@ -46,12 +46,6 @@ export function createRedisViewerSource(opts: RedisViewerSourceOptions): ViewerS
     return store.getRun(runId);
   }
 
-  async function recentRuns(): Promise<RunRecord[]> {
-    const ids = await store.recentRuns(maxRuns);
-    const runs = await Promise.all(ids.map((id) => store.getRun(id)));
-    return runs.filter((r): r is RunRecord => r !== null);
-  }
-
   function outputOf(run: RunRecord): RunOutput {
     try {
       return { files: outputFiles(resolveOutputPath(run.run_id, run.output_jsonl_fpath, opts.output)) };
@@ -60,10 +54,11 @@ export function createRedisViewerSource(opts: RedisViewerSourceOptions): ViewerS
     }
   }
 
+  /** The run's rows in Redis's order (a run's page sorts them by task; the run list does not need to). */
   async function rowsOf(runId: string): Promise<Row[]> {
     const rows: Row[] = [];
     for await (const row of store.scanRows(runId)) rows.push(row);
-    return rows.sort(byTask);
+    return rows;
   }
 
   function meta(run: RunRecord, out: RunOutput): RunMeta {
@@ -90,13 +85,13 @@ export function createRedisViewerSource(opts: RedisViewerSourceOptions): ViewerS
     async runs(): Promise<RunListEntry[]> {
       const entries: RunListEntry[] = [];
       // One run's rows at a time: a long list never holds every row of every run.
-      for (const run of await recentRuns()) entries.push(runListEntry(run, await rowsOf(run.run_id)));
+      for (const run of await store.recentRuns(maxRuns)) entries.push(runListEntry(run, await rowsOf(run.run_id)));
       return entries.sort((a, b) => b.last_finished_at.localeCompare(a.last_finished_at));
     },
     async run(runId): Promise<RunData | null> {
       const run = await knownRun(runId);
       if (!run) return null;
-      const rows = await rowsOf(runId);
+      const rows = (await rowsOf(runId)).sort(byTask);
       return { meta: meta(run, outputOf(run)), rows, metrics: aggregateMetrics(rows, run.num_repeats) };
     },
     async rollout(runId, rolloutId): Promise<RolloutData | null> {
@@ -105,7 +100,7 @@ export function createRedisViewerSource(opts: RedisViewerSourceOptions): ViewerS
       return run && row ? { row, transcript: transcriptOf(run, row) } : null;
     },
     async image(sha256) {
-      for (const run of await recentRuns()) {
+      for (const run of await store.recentRuns(maxRuns)) {
         const out = outputOf(run);
         const bytes = 'files' in out ? out.files.image(sha256) : null;
         if (bytes) return bytes;

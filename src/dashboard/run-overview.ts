@@ -6,7 +6,7 @@
 import type { Redis } from 'ioredis';
 import type { QueueName } from '../shared/queues.ts';
 import { RunStore, type OutputLocation } from '../shared/run-store.ts';
-import { emptyJobCounts, readRunJobs } from '../ops/run-jobs.ts';
+import { emptyJobCounts, readRunJobs, type JobState } from '../ops/run-jobs.ts';
 import { tallyRows } from '../ops/run-status.ts';
 
 export interface RunSummary {
@@ -46,17 +46,19 @@ export function runState(done: number, total: number, scored: number): RunState 
   return done > 0 && scored === 0 ? 'failed' : 'complete';
 }
 
+/** The job states the overview shows (running rollouts, failed jobs). */
+const SHOWN_STATES: readonly JobState[] = ['active', 'failed'];
+
 /** The most recent `maxRuns` runs, newest first. */
 export async function runOverview(redis: Redis, prefix: string, maxRuns = 50): Promise<RunSummary[]> {
   const store = new RunStore(redis, prefix);
-  const ids = await store.recentRuns(maxRuns);
   // The fleet's queues are read once for every run in them; a run with queues of its own, in those.
-  const fleetJobs = await readRunJobs(redis, prefix);
+  // Only running and failed jobs are shown, so only those are read (the waiting list is the long one).
+  const fleetJobs = await readRunJobs(redis, prefix, undefined, null, SHOWN_STATES);
   const out: RunSummary[] = [];
-  for (const id of ids) {
-    const run = await store.getRun(id);
-    if (!run) continue;
-    const jobs = (run.queue_scope === null ? fleetJobs : await readRunJobs(redis, prefix, id, run.queue_scope)).get(id)?.counts ?? emptyJobCounts();
+  for (const run of await store.recentRuns(maxRuns)) {
+    const id = run.run_id;
+    const jobs = (run.queue_scope === null ? fleetJobs : await readRunJobs(redis, prefix, id, run.queue_scope, SHOWN_STATES)).get(id)?.counts ?? emptyJobCounts();
     const { done, scored, correct, maskedByKind: masked } = await tallyRows(store, id);
     out.push({
       run_id: id, benchmark: run.benchmark, policy_model: run.policy_model, judge_model: run.judge_model,

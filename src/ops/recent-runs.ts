@@ -33,14 +33,11 @@ export interface RecentRun {
  * whose record is gone (deleted by hand) is left out.
  */
 export async function recentRuns(store: RunStore, limit: number): Promise<{ runs: RecentRun[]; totalRuns: number }> {
-  const ids = await store.recentRuns(limit);
   const runs: RecentRun[] = [];
-  for (const id of ids) {
-    const run = await store.getRun(id);
-    if (!run) continue;
-    const t = await tallyRows(store, id);
+  for (const run of await store.recentRuns(limit)) {
+    const t = await tallyRows(store, run.run_id);
     runs.push({
-      run_id: id, benchmark: run.benchmark, policy_model: run.policy_model, judge_model: run.judge_model, created_at: run.created_at,
+      run_id: run.run_id, benchmark: run.benchmark, policy_model: run.policy_model, judge_model: run.judge_model, created_at: run.created_at,
       total: run.total, rows: t.done, scored: t.scored, correct: t.correct, accuracy: accuracyOf(t), masked: t.masked,
       masked_by_kind: t.maskedByKind, output_jsonl_fpath: run.output_jsonl_fpath,
     });

@@ -64,11 +64,14 @@ export interface RunJobs {
   heldBy: Map<string, string[]>;
 }
 
-/** Job counts by run (of one run with `runId`), and who holds the active ones, in the queues of `scope`. */
-export async function readRunJobs(redis: Redis, prefix: string, runId?: string, scope: QueueScope = null): Promise<Map<string, RunJobs>> {
+/**
+ * Job counts by run (of one run with `runId`), and who holds the active ones, in the queues of
+ * `scope`; only `states` are read (the others count 0).
+ */
+export async function readRunJobs(redis: Redis, prefix: string, runId?: string, scope: QueueScope = null, states: readonly JobState[] = JOB_STATES): Promise<Map<string, RunJobs>> {
   const out = new Map<string, RunJobs>();
   await forEachJob(
-    redis, prefix, JOB_STATES,
+    redis, prefix, states,
     (queue, state, job, run) => {
       let r = out.get(run);
       if (!r) out.set(run, (r = { counts: emptyJobCounts(), heldBy: new Map() }));

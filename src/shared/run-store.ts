@@ -112,9 +112,11 @@ export class RunStore {
     return this.redis.zcard(this.keys.runs());
   }
 
-  /** The ids of the `limit` most recently created runs, newest first. */
-  async recentRuns(limit: number): Promise<string[]> {
-    return limit > 0 ? this.redis.zrevrange(this.keys.runs(), 0, limit - 1) : [];
+  /** The records of the `limit` most recently created runs, newest first; an id whose record is gone (deleted by hand) is left out. */
+  async recentRuns(limit: number): Promise<RunRecord[]> {
+    const ids = limit > 0 ? await this.redis.zrevrange(this.keys.runs(), 0, limit - 1) : [];
+    const runs = await Promise.all(ids.map((id) => this.getRun(id)));
+    return runs.filter((r): r is RunRecord => r !== null);
   }
 
   async putTasks(runId: string, tasks: readonly PreparedTask[]): Promise<void> {
