@@ -13,7 +13,7 @@ import type { Config } from '../shared/config.ts';
 import type { Judge } from '../shared/judge.ts';
 import type { Logger } from '../shared/logger.ts';
 import { checkRedisServer, createRedis, waitForRedis, type Redis } from '../shared/redis.ts';
-import { RunStore, type RunOrigin } from '../shared/run-store.ts';
+import { RunStore, type RunOrigin, type RunRecord } from '../shared/run-store.ts';
 import { stripCredentials } from '../shared/run-settings.ts';
 import { announceWorker, publishNotice } from '../shared/worker-registry.ts';
 import { loadOrPrepare } from '../prepare/load-or-prepare.ts';
@@ -97,10 +97,8 @@ async function preflightRun(options: RunAllOptions, config: Config, client: Redi
 }
 
 /** The run: resumed from Redis when it exists (nothing prepared), else prepared and produced with its own queues. */
-async function produceOrResume(config: Config, client: Redis, logger: Logger, origin: RunOrigin): Promise<ProduceResult> {
-  if (config.run_id && (await new RunStore(client, config.queues.prefix).getRun(config.run_id))) {
-    return resumeRun({ config, redis: client, logger, runId: config.run_id });
-  }
+async function produceOrResume(config: Config, client: Redis, logger: Logger, origin: RunOrigin, existing: RunRecord | null): Promise<ProduceResult> {
+  if (existing) return resumeRun({ config, redis: client, logger, runId: existing.run_id });
   const bench = await loadOrPrepare(config, logger);
   return produceRun({ config, redis: client, logger, tasks: bench.tasks, readImage: bench.readImage, ownQueues: true, origin });
 }
@@ -126,7 +124,8 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     await checkRedisServer(client, logger);
     // The run id first: the run's own queues, and this process's record as their worker, are named by it.
     config = { ...config, run_id: config.run_id ?? newRunId(config.benchmark) };
-    const existing = await new RunStore(client, config.queues.prefix).getRun(config.run_id!);
+    const store = new RunStore(client, config.queues.prefix);
+    const existing = await store.getRun(config.run_id!);
     // A demo run needs the demo's scripted servers: the caller resumes it as a demo.
     if (existing?.origin === 'demo' && options.origin !== 'demo') throw new DemoRunToResume(existing.run_id);
     await preflightRun(options, config, client, existing?.policy_model ?? config.policy_model_name);
@@ -140,8 +139,8 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     closers.add(() => presence.stop());
     const agent = prom.wrapAgent(options.agent ?? (await createAgentRunner(config, logger, { onBoxReport: (r) => void publishNotice(presence, unenforcedNotice(r, presence.id)) })));
     closers.add(() => agent.close());
-    const produced = await produceOrResume(config, client, logger, options.origin ?? 'run');
-    const run = await new RunStore(client, config.queues.prefix).requireRun(produced.runId);
+    const produced = await produceOrResume(config, client, logger, options.origin ?? 'run', existing);
+    const run = await store.requireRun(produced.runId);
     options.onStart?.(run.run_id, produced.total, produced.created);
     const fleet = await startRoles({ ...options, config }, connection, run, { prom, judge, agent, workerName: presence.id }, closers);
     const watched = await watchRun({

@@ -4,9 +4,8 @@
  * container's limit), how much of it is free now, and how much the kernel stalls on memory
  * (pressure, where it reports it). Admission (admission.ts) counts sandboxes against these.
  */
-import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { HOST_CGROUP_PATHS, ownMemoryCgroup, type CgroupPaths } from './sandboxes/cgroup-layout.ts';
+import { HOST_CGROUP_PATHS, ownMemoryCgroup, readText, type CgroupPaths } from './sandboxes/cgroup-layout.ts';
 
 const MIB = 1024 * 1024;
 
@@ -29,13 +28,9 @@ export interface HostMemoryPaths extends CgroupPaths {
 
 const HOST_MEMORY_PATHS: HostMemoryPaths = { ...HOST_CGROUP_PATHS, meminfo: '/proc/meminfo', pressure: '/proc/pressure/memory' };
 
-async function readText(file: string): Promise<string | null> {
-  return readFile(file, 'utf8').catch(() => null);
-}
-
 /** A byte count from a cgroup file; null for "max", an absent file, or v1's "no limit" (near 2^63). */
 async function bytes(file: string): Promise<number | null> {
-  const text = (await readText(file))?.trim();
+  const text = (await readText(file)).trim();
   if (!text || text === 'max') return null;
   const n = Number(text);
   return Number.isFinite(n) && n < 2 ** 60 ? n : null;
@@ -90,7 +85,7 @@ async function cgroupRoom(paths: CgroupPaths): Promise<{ room: CgroupRoom | null
 }
 
 export async function readHostMemory(paths: HostMemoryPaths = HOST_MEMORY_PATHS): Promise<HostMemory> {
-  const meminfo = (await readText(paths.meminfo)) ?? '';
+  const meminfo = await readText(paths.meminfo);
   const hostTotal = meminfoMib(meminfo, 'MemTotal') ?? 0;
   const hostAvailable = meminfoMib(meminfo, 'MemAvailable') ?? meminfoMib(meminfo, 'MemFree') ?? 0;
   const { room, pressureFile } = await cgroupRoom(paths);

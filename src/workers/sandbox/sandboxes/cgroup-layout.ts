@@ -103,7 +103,8 @@ function folderOf(mount: MountEntry, cgPath: string, paths: CgroupPaths): string
   return path.resolve(mountPoint, `.${rel}`);
 }
 
-async function readText(file: string): Promise<string> {
+/** A file's text, or '' when it cannot be read (absent, no permission). */
+export async function readText(file: string): Promise<string> {
   return readFile(file, 'utf8').catch(() => '');
 }
 
@@ -153,6 +154,14 @@ async function placeV2(mount: MountEntry, proc: ProcCgroup, paths: CgroupPaths, 
   }
 }
 
+/** The v1 hierarchy that offers `controller`, and this process's folder in it; null when either is not visible. */
+function v1Cgroup(mounts: MountEntry[], procs: ProcCgroup[], controller: CgroupController, paths: CgroupPaths): { mount: MountEntry; folder: string } | null {
+  const mount = mounts.find((m) => m.fsType === 'cgroup' && m.superOptions.includes(controller));
+  const proc = procs.find((p) => p.hierarchy !== 0 && p.controllers.includes(controller));
+  const folder = mount && proc ? folderOf(mount, proc.path, paths) : null;
+  return mount && folder ? { mount, folder } : null;
+}
+
 /** The worker's own memory cgroup (v2 when the worker's v2 cgroup has the controller, else v1), read only; null when none is visible. */
 export async function ownMemoryCgroup(paths: CgroupPaths = HOST_CGROUP_PATHS): Promise<{ version: 1 | 2; folder: string; mountRoot: string } | null> {
   const procs = parseProcCgroup(await readText(paths.procSelfCgroup));
@@ -166,11 +175,9 @@ export async function ownMemoryCgroup(paths: CgroupPaths = HOST_CGROUP_PATHS): P
       return { version: 2, folder, mountRoot };
     }
   }
-  const mount = mounts.find((m) => m.fsType === 'cgroup' && m.superOptions.includes('memory'));
-  const proc = procs.find((p) => p.hierarchy !== 0 && p.controllers.includes('memory'));
-  const folder = mount && proc ? folderOf(mount, proc.path, paths) : null;
-  const mountRoot = mount ? folderOf(mount, mount.root, paths) : null;
-  return folder && mountRoot ? { version: 1, folder, mountRoot } : null;
+  const v1 = v1Cgroup(mounts, procs, 'memory', paths);
+  const mountRoot = v1 ? folderOf(v1.mount, v1.mount.root, paths) : null;
+  return v1 && mountRoot ? { version: 1, folder: v1.folder, mountRoot } : null;
 }
 
 /**
@@ -192,11 +199,9 @@ export async function detectCgroupLayout(paths: CgroupPaths = HOST_CGROUP_PATHS)
         '(a container needs it, e.g. --cgroupns=private), or start the worker without `ip netns exec`, which mounts a /sys without it (use nsenter --net)';
       continue;
     }
-    const mount = mounts.find((m) => m.fsType === 'cgroup' && m.superOptions.includes(c));
-    const proc = procs.find((p) => p.hierarchy !== 0 && p.controllers.includes(c));
-    const folder = mount && proc ? folderOf(mount, proc.path, paths) : null;
-    if (folder) {
-      layout.places[c] = { version: 1, parent: folder };
+    const v1 = v1Cgroup(mounts, procs, c, paths);
+    if (v1) {
+      layout.places[c] = { version: 1, parent: v1.folder };
       delete layout.missing[c];
     } else {
       layout.missing[c] ??= `no cgroup hierarchy offers the ${c} controller to this process (${paths.procSelfCgroup}, ${paths.mountinfo})`;
