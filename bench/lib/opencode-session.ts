@@ -48,6 +48,7 @@ export function timedProvider(inner: SandboxProvider, phases: Phases, hooks: Tim
   };
   return {
     name: inner.name,
+    capabilities: inner.capabilities,
     async create(spec, signal): Promise<Sandbox> {
       const sb = await time('sandbox up', () => inner.create(spec, signal));
       let execs = 0;

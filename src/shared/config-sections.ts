@@ -46,6 +46,11 @@ export const SandboxConfigSchema = z
     gateway_host: nullableString,
     /** Port on which the policy gateway appears inside a `local` sandbox (`http://127.0.0.1:<port>/v1`). */
     gateway_port: z.number().int().min(1).max(65535).default(18080),
+    /**
+     * The host uid (and gid) a root worker's `local` sandboxes run as: never 0, so nothing sandboxed
+     * is host root. Pick one no account of the host uses (a rootless worker's sandboxes run as its own uid).
+     */
+    host_uid: z.number().int().min(1).max(2 ** 31 - 2).default(100_000),
   })
   .strict();
 

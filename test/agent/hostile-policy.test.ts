@@ -6,8 +6,7 @@
  * on a real Redis: a hung policy scores timeout/0 and goes to the results without a judge call, and
  * a run record that names another endpoint gets no key.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
+import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentRunner } from '../../src/shared/agent.ts';
@@ -24,9 +23,10 @@ import { runRolloutStage, type SandboxHostSettings } from '../../src/workers/san
 import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local-bwrap.ts';
 import { makeFleetEnv, REDIS_URL, type FleetEnv } from '../helpers/fleet.ts';
 import { lastToolOutput, scripts, startScriptedPolicyServer, toolResults, type Script, type ScriptedPolicyServer } from '../helpers/scripted-policy-server.ts';
+import { passableTmpDir } from '../helpers/tmp.ts';
 
 const KEY = 'sk-policy-HOSTILE-TEST-0003';
-const ROOT = mkdtempSync(path.join(os.tmpdir(), 'vcfleet-hostile-'));
+const ROOT = passableTmpDir('vcfleet-hostile-');
 
 /** Python run by the model's bash tool: find the gateway token, then attack the gateway. */
 const ATTACK_GATEWAY = String.raw`

@@ -4,8 +4,7 @@
  * sequential.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
-import os from 'node:os';
+import { existsSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentResult, RolloutRequest } from '../../src/shared/agent.ts';
@@ -21,9 +20,10 @@ import { encodePng } from '../helpers/fixture-images.ts';
 import { scripts, startScriptedPolicyServer, type Script, type ScriptedPolicyServer } from '../helpers/scripted-policy-server.ts';
 import { processesWith } from '../helpers/processes.ts';
 import { waitFor } from '../helpers/fleet.ts';
+import { passableTmpDir } from '../helpers/tmp.ts';
 
 const KEY = 'sk-policy-secret-7f3a9c';
-const ROOT = mkdtempSync(path.join(os.tmpdir(), 'vcfleet-oc-test-'));
+const ROOT = passableTmpDir('vcfleet-oc-test-');
 const SANDBOX_ROOT = path.join(ROOT, 'sandboxes');
 const SOCKET_DIR = path.join(ROOT, 'sockets');
 const IMAGE = Buffer.from(encodePng(64, 48, (x, y) => (x < 32 ? [200, 20, 20] : [20, 20, 200 - (y % 2)])));
@@ -34,6 +34,7 @@ interface ExecRecord { argv: string[]; env?: Record<string, string>; stdin?: str
 function recordingProvider(inner: SandboxProvider, execs: ExecRecord[]): SandboxProvider {
   return {
     name: inner.name,
+    capabilities: inner.capabilities,
     async create(spec: SandboxSpec, signal?: AbortSignal): Promise<Sandbox> {
       const sb = await inner.create(spec, signal);
       return {

@@ -3,8 +3,7 @@
  * the checks around them: skip where the host cannot enforce the box, and after each test, nothing
  * of any sandbox left on the host (no mount, no folder, no cgroup).
  */
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
-import os from 'node:os';
+import { existsSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { expect, type TestContext } from 'vitest';
 import { unenforced } from '../../src/workers/sandbox/sandboxes/box-report.ts';
@@ -12,6 +11,7 @@ import { detectCgroupLayout } from '../../src/workers/sandbox/sandboxes/cgroup-l
 import { LocalBwrapProvider, type LocalBwrapOptions } from '../../src/workers/sandbox/sandboxes/local-bwrap.ts';
 import { cgroupName } from '../../src/workers/sandbox/sandboxes/sandbox-cgroup.ts';
 import type { BoxReport, Sandbox, SandboxResources } from '../../src/workers/sandbox/sandboxes/types.ts';
+import { passableTmpDir } from './tmp.ts';
 
 export const BOX_LIMITS: SandboxResources = { cpu: 1, memory_mib: 128, pids: 64, disk_mib: 32 };
 
@@ -43,7 +43,7 @@ export async function cgroupFile(sb: Sandbox, controller: 'cpu' | 'memory' | 'pi
 }
 
 export async function boxTestEnv(): Promise<BoxTestEnv> {
-  const root = mkdtempSync(path.join(os.tmpdir(), 'vcfleet-box-test-'));
+  const root = passableTmpDir('vcfleet-box-test-');
   const sandboxes = path.join(root, 'sandboxes');
   const base: LocalBwrapOptions = { workdir: '/workspace', rootDir: sandboxes, resources: BOX_LIMITS, killGraceMs: 500, diskPollMs: 100 };
   const provider = new LocalBwrapProvider(base);

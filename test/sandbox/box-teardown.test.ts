@@ -6,7 +6,7 @@
  * instead of giving up.
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, rmdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, rmdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -20,9 +20,10 @@ import { bootId } from '../../src/workers/sandbox/sandboxes/proc-tree.ts';
 import { cgroupName } from '../../src/workers/sandbox/sandboxes/sandbox-cgroup.ts';
 import { mountDisk } from '../../src/workers/sandbox/sandboxes/sandbox-disk.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { passableTmpDir } from '../helpers/tmp.ts';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
-const ROOT = mkdtempSync(path.join(os.tmpdir(), 'vcfleet-teardown-test-'));
+const ROOT = passableTmpDir('vcfleet-teardown-test-');
 const LIMITS = { cpu: 1, memory_mib: 256, pids: 64, disk_mib: 16 };
 const isRoot = process.getuid?.() === 0;
 const DEAD = { pid: 2 ** 22 + 23, startTime: 1, bootId: bootId(), hostname: os.hostname() };

@@ -4,7 +4,7 @@
  * live workers' and other hosts' folders alone.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -14,9 +14,10 @@ import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local-bw
 import { bootId, identityOf } from '../../src/workers/sandbox/sandboxes/proc-tree.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { processesWith } from '../helpers/processes.ts';
+import { passableTmpDir } from '../helpers/tmp.ts';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
-const ROOT = mkdtempSync(path.join(os.tmpdir(), 'vcfleet-reap-test-'));
+const ROOT = passableTmpDir('vcfleet-reap-test-');
 const SANDBOXES = path.join(ROOT, 'sandboxes');
 
 /** A worker process that creates a sandbox, runs a long command in it, and says READY. */

@@ -3,7 +3,7 @@
  * network), the gateway bridge, killing whole process trees on timeout/abort/destroy, file paths
  * that try to escape, and reaping what a dead worker left behind.
  */
-import { readFileSync, readdirSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { readFileSync, readdirSync, existsSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
@@ -16,8 +16,9 @@ import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local-bw
 import type { Sandbox } from '../../src/workers/sandbox/sandboxes/types.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { processesWith } from '../helpers/processes.ts';
+import { passableTmpDir } from '../helpers/tmp.ts';
 
-const ROOT = mkdtempSync(path.join(os.tmpdir(), 'vcfleet-bwrap-test-'));
+const ROOT = passableTmpDir('vcfleet-bwrap-test-');
 const SANDBOXES = path.join(ROOT, 'sandboxes');
 const GATEWAY_SOCK = path.join(ROOT, 'gw.sock');
 const GATEWAY_PORT = 18931;

@@ -3,7 +3,7 @@
  */
 import type { BoxReport, BoxResource, LimitHits, SandboxResources } from './types.ts';
 
-export const BOX_RESOURCES: readonly BoxResource[] = ['memory', 'pids', 'cpu', 'disk', 'seccomp'];
+export const BOX_RESOURCES: readonly BoxResource[] = ['memory', 'pids', 'cpu', 'disk', 'seccomp', 'user'];
 
 /** A report where every item has the same status and detail (e.g. a provider with the box turned off). */
 export function uniformReport(enforced: boolean, detail: string): BoxReport {

@@ -6,10 +6,10 @@
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, rmdir } from 'node:fs/promises';
+import { chmod, mkdir, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import { errorMessage } from '../../../shared/errors.ts';
-import { namespaceArgs } from './bwrap-policy.ts';
+import { SANDBOX_PYTHON, namespaceArgs } from './bwrap-policy.ts';
 import { runCheck } from './bwrap-process.ts';
 import { CGROUP_CONTROLLERS, detectCgroupLayout, type CgroupController, type CgroupLayout, type CgroupPaths } from './cgroup-layout.ts';
 import { SandboxCgroup, cgroupName, joinCommand, limitFiles } from './sandbox-cgroup.ts';
@@ -25,6 +25,10 @@ export interface BoxSetupOptions {
   cgroupPaths: CgroupPaths;
   /** The Python with libseccomp's bindings. */
   seccompPython: string;
+  /** The host uid a root worker's sandboxes run as (through sandbox-launch.py); null: as this process. */
+  hostUid: number | null;
+  /** Host paths every sandbox binds read-only (they must be readable by `hostUid`). */
+  extraRoBinds: readonly string[];
 }
 
 export interface BoxSetup {
@@ -85,6 +89,40 @@ async function trialSeccomp(opts: BoxSetupOptions): Promise<{ bpf: Buffer | null
   }
 }
 
+const LAUNCH_SCRIPT = new URL('./sandbox-launch.py', import.meta.url).pathname;
+/** Fails naming the first path of "$@" this uid cannot pass through (a folder) or read (a file). */
+const READABLE = 'for p in "$@"; do if [ -d "$p" ]; then test -x "$p" || { echo "cannot pass through $p" >&2; exit 1; }; else test -r "$p" || { echo "cannot read $p" >&2; exit 1; }; fi; done';
+
+/**
+ * Who sandboxed code is on the host: this worker's own uid when it is not root; for a root worker,
+ * `hostUid`, tried once through the launcher with the paths every sandbox binds (readable by it).
+ */
+async function trialUser(opts: BoxSetupOptions): Promise<BoxItem> {
+  const own = process.geteuid?.() ?? -1;
+  if (opts.hostUid === null) {
+    return own === 0
+      ? { enforced: false, detail: 'sandboxed code would run as host root: the provider was made without a host uid' }
+      : { enforced: true, detail: `sandboxed code runs as this worker's own uid ${own}` };
+  }
+  // Everything a sandbox binds from the host: its own folders under the root, and the read-only binds.
+  await mkdir(opts.rootDir, { recursive: true, mode: 0o711 });
+  await chmod(opts.rootDir, 0o711);
+  const paths = [opts.rootDir, ...opts.extraRoBinds];
+  const binds = paths.flatMap((p) => ['--ro-bind', p, p]);
+  const launch = [LAUNCH_SCRIPT, '--uid', String(opts.hostUid), '--marker', 'launch:', '--', opts.bwrapPath];
+  try {
+    await runCheck(SANDBOX_PYTHON, ['-I', '-S', ...launch, ...namespaceArgs(), '--ro-bind', '/', '/', ...binds, '--', '/bin/sh', '-c', READABLE, 'sh', ...paths]);
+    return { enforced: true, detail: `sandboxed code runs as host uid and gid ${opts.hostUid} (sandbox_config.host_uid), never root; /proc/sys and the kernel's other settings are read-only` };
+  } catch (err) {
+    return {
+      enforced: false,
+      detail: `cannot run sandboxes as host uid ${opts.hostUid} (sandbox_config.host_uid): ${errorMessage(err)}; ` +
+        `the worker needs CAP_SETUID, CAP_SETGID and CAP_SYS_ADMIN, and that uid must be able to pass through every folder above the sandbox root (${opts.rootDir}) ` +
+        "and read what sandboxes bind (the OpenCode binary's folder and its parents): chmod o+x the folders, or move them",
+    };
+  }
+}
+
 /** Tries every part of the box on this host. Never throws: what fails is reported as not enforced. */
 export async function setUpBox(opts: BoxSetupOptions): Promise<BoxSetup> {
   const r = opts.resources;
@@ -100,6 +138,7 @@ export async function setUpBox(opts: BoxSetupOptions): Promise<BoxSetup> {
   }
   const tmpfsWhy = await trialTmpfs(opts.rootDir);
   const seccomp = await trialSeccomp(opts);
+  const user = await trialUser(opts);
   const report: BoxReport = {
     memory: cgroupItem('memory', cgroups, r),
     pids: cgroupItem('pids', cgroups, r),
@@ -108,6 +147,7 @@ export async function setUpBox(opts: BoxSetupOptions): Promise<BoxSetup> {
       ? { enforced: true, detail: `a ${r.disk_mib} MiB tmpfs per sandbox under ${opts.rootDir} (workspace, /tmp, /dev/shm); RLIMIT_FSIZE ${r.disk_mib} MiB` }
       : { enforced: false, detail: `cannot mount a tmpfs under ${opts.rootDir} (${tmpfsWhy}): needs root or CAP_SYS_ADMIN; only RLIMIT_FSIZE (${r.disk_mib} MiB per file) applies` },
     seccomp: seccomp.item,
+    user,
   };
   return { report, cgroups, tmpfs: tmpfsWhy === null, seccomp: seccomp.bpf };
 }

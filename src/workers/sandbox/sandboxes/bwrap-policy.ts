@@ -3,7 +3,9 @@
  *
  * The sandbox root is an empty tmpfs, remounted read-only, holding only: the system (`/usr` and the
  * merged-/usr links), an allowlist of `/etc` entries (no shadow files, no ssh keys, no service
- * configs), `--proc` with the host's kernel command line and kernel internals masked, `--dev`
+ * configs), `--proc` with the host's kernel command line and kernel internals masked and the kernel's
+ * settings read-only (`/proc/sys`, `/proc/sysrq-trigger`, `/proc/irq`, `/proc/bus`, `/proc/fs`, as
+ * Docker keeps them; this holds in every mode, on top of the unprivileged host uid), `--dev`
  * remounted read-only (so it cannot be used as storage) with `/dev/shm` from the sandbox disk, the
  * task's workspace and tmp folders read-write, the caller's extra read-only binds, the entry script
  * and the gateway socket. The worker's home, the project checkout, `/run`, `/var`, `/opt`, `/home`,
@@ -30,6 +32,8 @@ const PROC_MASKED_FILES = [
   'sched_debug', 'config.gz',
 ];
 const PROC_MASKED_DIRS = ['acpi', 'asound', 'scsi', 'driver'];
+/** `/proc` entries that change the host's kernel: visible, never writable. */
+export const PROC_READ_ONLY = ['sys', 'sysrq-trigger', 'irq', 'bus', 'fs'];
 
 /** Top-level system paths: a symlink on merged-/usr systems, a folder elsewhere. */
 const SYSTEM_PATHS = ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
@@ -64,8 +68,10 @@ export interface BwrapPolicy {
   cwd: string;
   /** Host paths visible read-only at the same path. */
   extraRoBinds: readonly string[];
-  /** Host Unix socket of the task's gateway, bound at GATEWAY_SOCKET_IN_SANDBOX. */
+  /** Host Unix socket of the task's gateway, bound at GATEWAY_SOCKET_IN_SANDBOX (when no bridge outside serves it). */
   gatewaySocket?: string;
+  /** Keep the network namespace bwrap is started in (the launcher made it, with the gateway bridge in it). */
+  shareNet?: boolean;
   /** Host path of sandbox-entry.py, bound at ENTRY_IN_SANDBOX. */
   entryScript?: string;
   /** A file descriptor of the bwrap process from which it reads the seccomp BPF program. */
@@ -103,12 +109,13 @@ function procArgs(emptyFile: string, emptyDir: string): string[] {
   // Only what this kernel has: a bind needs an existing mount point.
   for (const f of PROC_MASKED_FILES) if (existsSync(`/proc/${f}`)) args.push('--ro-bind', emptyFile, `/proc/${f}`);
   for (const d of PROC_MASKED_DIRS) if (existsSync(`/proc/${d}`)) args.push('--ro-bind', emptyDir, `/proc/${d}`);
+  for (const p of PROC_READ_ONLY) if (existsSync(`/proc/${p}`)) args.push('--ro-bind', `/proc/${p}`, `/proc/${p}`);
   return args;
 }
 
 /** Builds every bwrap option (the command follows after `--`). */
 export function buildBwrapArgs(policy: BwrapPolicy): string[] {
-  const args = [...NAMESPACE_ARGS, ...systemArgs(), ...procArgs(policy.emptyFile, policy.emptyDir), '--dev', '/dev'];
+  const args = [...NAMESPACE_ARGS, ...(policy.shareNet ? ['--share-net'] : []), ...systemArgs(), ...procArgs(policy.emptyFile, policy.emptyDir), '--dev', '/dev'];
   if (policy.shmHostDir) args.push('--bind', policy.shmHostDir, '/dev/shm');
   // Not recursive: /dev/shm, /dev/pts and the device nodes keep their own mounts.
   args.push('--remount-ro', '/dev');

@@ -41,6 +41,7 @@ export function createSandboxProvider(config: Config, deps: SandboxProviderDeps)
     workdir: config.sandbox_workdir,
     extraRoBinds: deps.extraRoBinds,
     resources: config.sandbox_config.resources,
+    hostUid: config.sandbox_config.host_uid,
     logger,
   });
 }

@@ -11,6 +11,12 @@
  * box): one cgroup for all its processes (memory without swap, pids, CPU), one size-capped tmpfs for
  * its workspace, /tmp and /dev/shm, rlimits on file size and open files, and a seccomp filter. What
  * the host cannot enforce is reported by `probe()` (box-setup.ts).
+ *
+ * A root worker never runs sandboxed code as root: every command goes through the launcher
+ * (sandbox-launch.py), which maps the sandbox to host uid `hostUid` (`sandbox_config.host_uid`) and
+ * serves the gateway from outside the sandbox, telling the agent's own connections from the others
+ * (`verifiesCallOrigin`). A rootless worker's sandboxes run as the worker's own uid, and the entry
+ * script bridges the gateway socket inside the sandbox (origin not verified).
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
@@ -21,19 +27,21 @@ import { defaultBwrapPath, probeBwrap } from './bwrap-process.ts';
 import { uniformReport } from './box-report.ts';
 import { setUpBox, type BoxSetup } from './box-setup.ts';
 import { HOST_CGROUP_PATHS, type CgroupPaths } from './cgroup-layout.ts';
-import { LocalBwrapSandbox, type SandboxOptions } from './local-bwrap-sandbox.ts';
+import { ENTRY_SCRIPT, LocalBwrapSandbox, type SandboxOptions } from './local-bwrap-sandbox.ts';
 import { DEFAULT_MAX_CAPTURE_BYTES } from './output-capture.ts';
 import { SandboxBox } from './sandbox-box.ts';
 import { reapOrphanCgroups } from './sandbox-cgroup.ts';
 import { createSandboxDirs, defaultSandboxRoot, reapOrphanDirs, removeSandboxDirs } from './sandbox-dirs.ts';
 import { mountDisk } from './sandbox-disk.ts';
 import { SECCOMP_PYTHON } from './seccomp-filter.ts';
-import type { BoxReport, Sandbox, SandboxProvider, SandboxResources, SandboxSpec } from './types.ts';
+import type { BoxReport, Sandbox, SandboxCapabilities, SandboxProvider, SandboxResources, SandboxSpec } from './types.ts';
 
 export { SANDBOX_PATH } from './bwrap-process.ts';
 
 /** `sandbox_config.resources` defaults. */
 export const DEFAULT_RESOURCES: SandboxResources = { cpu: 2, memory_mib: 8192, pids: 1024, disk_mib: 8192 };
+/** `sandbox_config.host_uid` default: the host uid (and gid) a root worker's sandboxes run as. */
+export const DEFAULT_HOST_UID = 100_000;
 
 export interface LocalBwrapOptions {
   /** Parent folder of the sandbox folders; default `os.tmpdir()/vcfleet-sandboxes`. */
@@ -58,11 +66,16 @@ export interface LocalBwrapOptions {
   seccompPython?: string;
   /** How often a running sandbox's disk is checked for being full, in milliseconds; default 2000. */
   diskPollMs?: number;
+  /** The host uid a root worker's sandboxes run as (`sandbox_config.host_uid`); default DEFAULT_HOST_UID. */
+  hostUid?: number;
+  /** Whether this process is root (default: its effective uid is 0); tests set it. */
+  asRoot?: boolean;
   logger?: Logger;
 }
 
 export class LocalBwrapProvider implements SandboxProvider {
   readonly name = 'local' as const;
+  readonly capabilities: SandboxCapabilities;
   private readonly live = new Set<LocalBwrapSandbox>();
   private usable: Promise<void> | null = null;
   private setup: Promise<BoxSetup> | null = null;
@@ -73,13 +86,16 @@ export class LocalBwrapProvider implements SandboxProvider {
   constructor(private readonly opts: LocalBwrapOptions) {
     this.rootDir = opts.rootDir ?? defaultSandboxRoot();
     this.resources = opts.resources ?? DEFAULT_RESOURCES;
+    const asRoot = opts.asRoot ?? process.geteuid?.() === 0;
     this.sandboxOpts = {
       workdir: opts.workdir,
       extraRoBinds: opts.extraRoBinds ?? [],
       bwrapPath: opts.bwrapPath ?? defaultBwrapPath(),
       killGraceMs: opts.killGraceMs ?? 2000,
       maxCaptureBytes: opts.maxCaptureBytes ?? DEFAULT_MAX_CAPTURE_BYTES,
+      hostUid: asRoot ? (opts.hostUid ?? DEFAULT_HOST_UID) : null,
     };
+    this.capabilities = { gateway: 'unix', verifiesCallOrigin: asRoot };
   }
 
   async create(spec: SandboxSpec, signal?: AbortSignal): Promise<Sandbox> {
@@ -90,7 +106,12 @@ export class LocalBwrapProvider implements SandboxProvider {
       throw new InfraError(`local sandboxes need ${SANDBOX_PYTHON} (their entry script), which is missing on this host`);
     }
     const r = this.resources;
-    const dirs = await createSandboxDirs(this.rootDir, spec.label, setup?.tmpfs ? (d) => mountDisk(d, r.disk_mib) : undefined).catch((err: unknown) => {
+    const owner = this.sandboxOpts.hostUid ?? undefined;
+    const dirs = await createSandboxDirs(this.rootDir, spec.label, {
+      mountDisk: setup?.tmpfs ? (d) => mountDisk(d, r.disk_mib, owner) : undefined,
+      owner,
+      entryScript: ENTRY_SCRIPT,
+    }).catch((err: unknown) => {
       throw new InfraError(`cannot create sandbox folders under ${this.rootDir}: ${errorMessage(err)}`, { cause: err });
     });
     let box: SandboxBox | null = null;
@@ -152,6 +173,8 @@ export class LocalBwrapProvider implements SandboxProvider {
       bwrapPath: this.sandboxOpts.bwrapPath,
       cgroupPaths: this.opts.cgroupPaths ?? HOST_CGROUP_PATHS,
       seccompPython: this.opts.seccompPython ?? SECCOMP_PYTHON,
+      hostUid: this.sandboxOpts.hostUid,
+      extraRoBinds: this.sandboxOpts.extraRoBinds,
     });
     return this.setup;
   }

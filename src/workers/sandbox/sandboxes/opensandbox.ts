@@ -143,6 +143,8 @@ async function deleteWithRetry(sdk: SdkSandbox, logger?: Logger): Promise<void> 
 
 export class OpenSandboxProvider implements SandboxProvider {
   readonly name = 'opensandbox' as const;
+  /** Remote sandboxes reach the worker's gateway over TCP; nothing outside them tells the agent's calls from others. */
+  readonly capabilities = { gateway: 'tcp', verifiesCallOrigin: false } as const;
   private readonly live = new Set<RemoteSandbox>();
   private readonly connection: ConnectionConfigOptions;
   private readonly fleet: string;
@@ -199,6 +201,7 @@ export class OpenSandboxProvider implements SandboxProvider {
       pids: runtime,
       disk: runtime,
       seccomp: runtime,
+      user: { enforced: true, detail: `by ${server}: the sandbox image's own user (${this.opts.image})` },
     };
   }
 

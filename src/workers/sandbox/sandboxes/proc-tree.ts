@@ -69,12 +69,17 @@ function pidNamespaceOf(pid: number): string | null {
 /**
  * The host pids of every process in the PID namespace that the bubblewrap process `bwrapPid`
  * created, except its init (which ignores signals it has no handler for). Empty when it is gone.
+ * (A launcher's gateway bridge is another child of bwrap, in the host's PID namespace: not counted.)
  */
 export function namespaceMembers(bwrapPid: number): number[] {
-  const init = childrenOf(bwrapPid)[0];
+  const own = pidNamespaceOf(process.pid);
+  const init = childrenOf(bwrapPid).find((pid) => {
+    const ns = pidNamespaceOf(pid);
+    return ns !== null && ns !== own;
+  });
   if (init === undefined) return [];
   const ns = pidNamespaceOf(init);
-  if (ns === null || ns === pidNamespaceOf(process.pid)) return [];
+  if (ns === null) return [];
   const members: number[] = [];
   for (const entry of readdirSync('/proc')) {
     const pid = Number(entry);

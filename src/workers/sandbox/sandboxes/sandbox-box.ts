@@ -4,8 +4,6 @@
  * on the way. A command killed by the OOM killer comes back as an ordinary result with signal
  * SIGKILL; EAGAIN at the process limit and ENOSPC on a full disk reach the command itself.
  */
-import { randomBytes } from 'node:crypto';
-import { InfraError } from '../../../shared/errors.ts';
 import type { BoxSetup } from './box-setup.ts';
 import { SandboxCgroup, cgroupName, joinCommand } from './sandbox-cgroup.ts';
 import { DiskWatch } from './sandbox-disk.ts';
@@ -26,8 +24,6 @@ export interface SandboxBoxOptions {
 }
 
 export class SandboxBox {
-  /** Printed by the cgroup-join shell when it fails; unknown to the sandboxed code, so it cannot fake it. */
-  private readonly marker = `vcfleet-box-${randomBytes(8).toString('hex')}:`;
   private final: LimitHits | null = null;
 
   private constructor(
@@ -45,9 +41,12 @@ export class SandboxBox {
     return new SandboxBox(cgroup, setup.seccomp, disk, opts.resources);
   }
 
-  /** The process to spawn for `command args`: the cgroup-join shell around it, when there is a cgroup. */
-  spawnCommand(command: string, args: string[]): { command: string; args: string[] } {
-    return this.cgroup ? joinCommand(this.cgroup.procsFiles(), this.marker, command, args) : { command, args };
+  /**
+   * The process to spawn for `command args`: the cgroup-join shell around it, when there is a cgroup.
+   * A failed join prints `marker` on stderr and exits 125 (the caller reports it).
+   */
+  spawnCommand(command: string, args: string[], marker: string): { command: string; args: string[] } {
+    return this.cgroup ? joinCommand(this.cgroup.procsFiles(), marker, command, args) : { command, args };
   }
 
   /** Bytes for the child's fd 3 (the seccomp program), or none. */
@@ -73,9 +72,6 @@ export class SandboxBox {
       result = await run();
     } finally {
       await this.disk?.execEnded();
-    }
-    if (result.exitCode === 125 && result.stderr.startsWith(this.marker)) {
-      throw new InfraError(`the sandbox command could not join its cgroup: ${result.stderr.trim()}`);
     }
     const oomAfter = (await this.cgroup?.oomKills()) ?? 0;
     if (result.exitCode === EXIT_SIGKILL && oomAfter > oomBefore) return { ...result, exitCode: null, signal: 'SIGKILL' };

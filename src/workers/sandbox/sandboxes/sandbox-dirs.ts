@@ -1,18 +1,22 @@
 /**
  * Host folders of `local` sandboxes. Each sandbox is `<root>/<label>-<random>/` holding `disk/` (the
  * sandbox's tmpfs when the worker can mount one, see sandbox-disk.ts) with `workspace/` (the sandbox
- * workdir), `tmp/` (its `/tmp`) and `shm/` (its `/dev/shm`); `owner.json` (the worker that made it);
- * `execs/<pid>.json` (the bwrap processes running in it); and an empty file and folder that mask
- * parts of `/proc`. A worker that starts removes the folders whose owner is dead, killing any bwrap
- * process still recorded there and unmounting their disks; whatever sandboxed code did to the
- * permissions of its files cannot stop that.
+ * workdir), `tmp/` (its `/tmp`), `shm/` (its `/dev/shm`) and `.box/` (a copy of the entry script, and
+ * an empty file and folder that mask parts of `/proc`: on the sandbox's own tmpfs, so its mount table
+ * names no host path); `owner.json` (the worker that made it); `execs/<pid>.json` (the bwrap processes
+ * running in it). With an `owner` uid (a root worker's sandboxes run as that host uid), what the
+ * sandbox may write is that uid's, and the folders above it can be passed through but not listed.
+ * A worker that starts removes the folders whose owner is dead, killing any bwrap process still
+ * recorded there and unmounting their disks; whatever sandboxed code did to the permissions of its
+ * files cannot stop that.
  */
-import { mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, chown, copyFile, mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { forceRemove } from './force-remove.ts';
 import { identityOf, isAlive, signalQuietly, type ProcessIdentity } from './proc-tree.ts';
 import { unmountAllUnder } from './sandbox-disk.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Default parent of all sandbox folders of this host. */
 export function defaultSandboxRoot(): string {
@@ -27,8 +31,19 @@ export interface SandboxDirs {
   tmp: string;
   shm: string;
   execs: string;
+  /** The entry script as the sandbox's commands run it (a copy on the sandbox disk). */
+  entryScript: string;
   emptyFile: string;
   emptyDir: string;
+}
+
+export interface SandboxDirsOptions {
+  /** Mounts the sandbox disk on the empty `disk/` folder before anything is made in it. */
+  mountDisk?: (dir: string) => Promise<void>;
+  /** The host uid (and gid) the sandbox runs as, when not this process's: it owns what the sandbox may write. */
+  owner?: number;
+  /** The entry script to copy into the sandbox (sandbox-entry.py). */
+  entryScript: string;
 }
 
 /** A folder without an owner file older than this is a creation that crashed half-way. */
@@ -38,14 +53,16 @@ function safeLabel(label: string): string {
   return label.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 60) || 'sandbox';
 }
 
-/**
- * Creates the folders of a new sandbox, owned by this process. `mountDisk`, when given, mounts the
- * sandbox disk on the empty `disk/` folder before anything is made in it.
- */
-export async function createSandboxDirs(rootDir: string, label: string, mountDisk?: (dir: string) => Promise<void>): Promise<SandboxDirs> {
-  await mkdir(rootDir, { recursive: true, mode: 0o700 });
+/** Creates the folders of a new sandbox, owned by this process (what the sandbox writes: by `owner`). */
+export async function createSandboxDirs(rootDir: string, label: string, options: SandboxDirsOptions): Promise<SandboxDirs> {
+  const { owner } = options;
+  // 0711 with an owner: bwrap, running as that uid, must pass through to the folders it binds.
+  const passable = owner === undefined ? 0o700 : 0o711;
+  await mkdir(rootDir, { recursive: true, mode: passable });
+  if (owner !== undefined) await chmod(rootDir, passable);
   const root = await mkdtemp(path.join(rootDir, `${safeLabel(label)}-`));
   const disk = path.join(root, 'disk');
+  const box = path.join(disk, '.box');
   const dirs: SandboxDirs = {
     root,
     disk,
@@ -53,14 +70,23 @@ export async function createSandboxDirs(rootDir: string, label: string, mountDis
     tmp: path.join(disk, 'tmp'),
     shm: path.join(disk, 'shm'),
     execs: path.join(root, 'execs'),
-    emptyFile: path.join(root, 'empty'),
-    emptyDir: path.join(root, 'empty.d'),
+    entryScript: path.join(box, 'entry.py'),
+    emptyFile: path.join(box, 'empty'),
+    emptyDir: path.join(box, 'empty.d'),
   };
   try {
+    await chmod(root, passable);
     await writeFile(path.join(root, 'owner.json'), JSON.stringify(identityOf(process.pid)));
-    await Promise.all([mkdir(disk), mkdir(dirs.execs), writeFile(dirs.emptyFile, ''), mkdir(dirs.emptyDir, { mode: 0o555 })]);
-    if (mountDisk) await mountDisk(disk);
-    await Promise.all([mkdir(dirs.workspace), mkdir(path.join(dirs.tmp, 'home'), { recursive: true }), mkdir(dirs.shm)]);
+    await Promise.all([mkdir(disk), mkdir(dirs.execs)]);
+    if (options.mountDisk) await options.mountDisk(disk);
+    await mkdir(box, { mode: 0o711 });
+    await Promise.all([copyFile(options.entryScript, dirs.entryScript), writeFile(dirs.emptyFile, ''), mkdir(dirs.emptyDir, { mode: 0o555 })]);
+    const home = path.join(dirs.tmp, 'home');
+    await Promise.all([mkdir(dirs.workspace), mkdir(home, { recursive: true }), mkdir(dirs.shm)]);
+    if (owner !== undefined) {
+      for (const dir of [disk, dirs.workspace, dirs.tmp, home, dirs.shm]) await chown(dir, owner, owner);
+      await chmod(disk, 0o711);
+    }
   } catch (err) {
     await removeAll(root).catch(() => {});
     throw err;
@@ -76,6 +102,21 @@ export async function recordExec(dirs: SandboxDirs, pid: number): Promise<void> 
 
 export async function forgetExec(dirs: SandboxDirs, pid: number): Promise<void> {
   await rm(path.join(dirs.execs, `${pid}.json`), { force: true });
+}
+
+/**
+ * Ends the gateway bridge of the exec `pid` (a root worker's launcher records it as `<pid>.bridge.json`):
+ * it dies with bwrap (PR_SET_PDEATHSIG); this waits for that, kills it if it lingers, and forgets it.
+ */
+export async function stopBridge(dirs: SandboxDirs, pid: number): Promise<void> {
+  const file = path.join(dirs.execs, `${pid}.bridge.json`);
+  const id = await readIdentity(file);
+  if (!id) return;
+  for (let i = 0; i < 100 && isAlive(id); i++) {
+    if (i === 50) signalQuietly(id.pid, 'SIGKILL');
+    await sleep(10);
+  }
+  await rm(file, { force: true });
 }
 
 async function readIdentity(file: string): Promise<ProcessIdentity | null> {

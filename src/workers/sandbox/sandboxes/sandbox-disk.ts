@@ -29,9 +29,13 @@ function run(file: string, args: string[]): Promise<void> {
   });
 }
 
-/** Mounts a tmpfs of `sizeMib` MiB at `dir` (an existing empty folder); only root can. */
-export function mountDisk(dir: string, sizeMib: number): Promise<void> {
-  return run(tool('mount'), ['-t', 'tmpfs', '-o', `size=${sizeMib}m,mode=0700,nosuid,nodev`, 'tmpfs', dir]);
+/** Room on the sandbox disk for the worker's own files there (`.box/`: the entry script, the /proc masks), in KiB. */
+const BOX_FILES_KIB = 64;
+
+/** Mounts a tmpfs of `sizeMib` MiB (and the box's files) at `dir`, an existing empty folder, owned by `owner` when given; only root can. */
+export function mountDisk(dir: string, sizeMib: number, owner?: number): Promise<void> {
+  const ids = owner === undefined ? '' : `,uid=${owner},gid=${owner}`;
+  return run(tool('mount'), ['-t', 'tmpfs', '-o', `size=${sizeMib * 1024 + BOX_FILES_KIB}k,mode=0700${ids},nosuid,nodev`, 'tmpfs', dir]);
 }
 
 /** Unmounts `dir`; when something still holds it, detaches it lazily so teardown never waits on it. */

@@ -10,7 +10,14 @@ export interface SandboxSpec {
    * How the sandbox reaches the policy model: the worker's per-task gateway. `local` exposes a Unix
    * socket of the host as `http://127.0.0.1:<port>` inside the sandbox; `opensandbox` reaches `url`.
    */
-  gateway: { socketPath?: string; url?: string; port: number };
+  gateway: {
+    /** The gateway's Unix socket for every connection whose origin the provider does not vouch for. */
+    socketPath?: string;
+    /** With `verifiesCallOrigin`: the socket that gets only the connections the agent process made. */
+    agentSocketPath?: string;
+    url?: string;
+    port: number;
+  };
   /** Environment of processes run in the sandbox (the worker's own environment is never passed). */
   env?: Record<string, string>;
 }
@@ -56,7 +63,7 @@ export type LimitName = 'memory' | 'pids' | 'disk';
 export type LimitHits = Partial<Record<LimitName, number>>;
 
 /** What a provider makes its sandboxes hold to. */
-export type BoxResource = 'memory' | 'pids' | 'cpu' | 'disk' | 'seccomp';
+export type BoxResource = 'memory' | 'pids' | 'cpu' | 'disk' | 'seccomp' | 'user';
 export interface BoxItem {
   enforced: boolean;
   /** How it is enforced (`cgroup v1 /sys/fs/cgroup/memory/...`), or why not (`cannot write ...: EACCES`). */
@@ -80,8 +87,23 @@ export interface Sandbox {
   destroy(): Promise<void>;
 }
 
+/** What a provider's sandboxes offer the session around them. */
+export interface SandboxCapabilities {
+  /**
+   * How a sandbox reaches its gateway: `unix`, sockets on this host that the provider bridges to
+   * `127.0.0.1:<port>` inside the sandbox; `tcp`, a port of this host the sandbox reaches by name.
+   */
+  gateway: 'unix' | 'tcp';
+  /**
+   * Whether the provider tells the gateway which connections the agent process itself made (a bridge
+   * outside the sandbox identifies each one): the agent's calls then come on `agentSocketPath`.
+   */
+  verifiesCallOrigin: boolean;
+}
+
 export interface SandboxProvider {
   readonly name: 'local' | 'opensandbox';
+  readonly capabilities: SandboxCapabilities;
   /** Throws InfraError when the provider cannot create a sandbox. */
   create(spec: SandboxSpec, signal?: AbortSignal): Promise<Sandbox>;
   /** Remove sandboxes that a dead worker of this host left behind; returns how many. */

@@ -1,0 +1,337 @@
+"""The first process of every command of a `local` sandbox when the worker runs as root: it gives the
+sandbox an unprivileged host identity and a network namespace of its own, then execs bubblewrap.
+
+Usage: python3 -I -S sandbox-launch.py --uid U --marker M [--bridge PORT AGENT_SOCKET OTHER_SOCKET RECORD_DIR] -- BWRAP [ARG...]
+
+It runs as root on the host, already inside the sandbox's cgroup. It drops its supplementary groups,
+makes a new user namespace whose one uid and gid (0) are host uid and gid U (a helper it forks first
+writes the maps: only a process of the parent namespace may map another uid), becomes that 0 and
+execs BWRAP, which makes the sandbox's own namespaces inside it. So nothing the sandbox runs is ever
+host root: root-only files of the host, /proc/sys among them, stay out of its reach whatever bwrap
+binds, and the uid the kernel charges is U.
+
+--bridge: the sandbox reaches the policy gateway at 127.0.0.1:PORT of a network namespace made here
+(bwrap --share-net keeps it). The helper stays root in the host's namespaces, joins that network
+namespace and serves the port. For each connection it finds the process that made it (the client's
+socket in /proc/net/tcp, then that socket among the descriptors of the sandbox's processes) and
+forwards it to AGENT_SOCKET when that process alone holds it and is the sandbox's command (pid 2 of
+the sandbox's PID namespace: OpenCode), else to OTHER_SOCKET. The sandbox cannot see, signal or
+replace the helper (another PID namespace, another uid), so which calls are the agent's own is a
+fact the sandbox cannot forge. The helper dies with the sandbox: PR_SET_PDEATHSIG on bwrap's exit,
+and the cgroup kill at teardown. It records itself as RECORD_DIR/<launcher pid>.bridge.json (pid,
+start time, boot id, host), so that the worker can wait for it to be gone, and a later worker kill it.
+
+Failures before BWRAP runs print "M <what failed>" on stderr and exit 125, which the worker reports
+as an infrastructure error.
+"""
+import ctypes
+import fcntl
+import os
+import socket
+import struct
+import sys
+import threading
+
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+PR_SET_PDEATHSIG = 1
+SIGKILL = 9
+SIOCGIFFLAGS = 0x8913
+SIOCSIFFLAGS = 0x8914
+IFF_UP = 0x1
+CHUNK = 65536
+# Connections served at once; more are closed at once (a sandbox cannot exhaust the helper's threads).
+MAX_CONNECTIONS = 64
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+class LaunchError(Exception):
+    pass
+
+
+def check(result, what):
+    if result != 0:
+        err = ctypes.get_errno()
+        raise LaunchError("%s: %s" % (what, os.strerror(err)))
+
+
+def parse(argv):
+    opts = {"uid": None, "marker": "sandbox-launch:", "bridge": None}
+    i = 1
+    while i < len(argv) and argv[i] != "--":
+        if argv[i] == "--uid":
+            opts["uid"], i = int(argv[i + 1]), i + 2
+        elif argv[i] == "--marker":
+            opts["marker"], i = argv[i + 1], i + 2
+        elif argv[i] == "--bridge":
+            opts["bridge"], i = (int(argv[i + 1]), argv[i + 2], argv[i + 3], argv[i + 4]), i + 5
+        else:
+            raise ValueError("unknown option %s" % argv[i])
+    if opts["uid"] is None or opts["uid"] <= 0:
+        raise ValueError("--uid must name a host uid other than 0")
+    if i >= len(argv) - 1:
+        raise ValueError("no command after --")
+    return opts, argv[i + 1:]
+
+
+# --- The helper: maps, then (with --bridge) the gateway bridge --------------------------------------
+
+
+def write_maps(pid, uid):
+    with open("/proc/%d/uid_map" % pid, "w") as f:
+        f.write("0 %d 1\n" % uid)
+    with open("/proc/%d/setgroups" % pid, "w") as f:
+        f.write("deny")
+    with open("/proc/%d/gid_map" % pid, "w") as f:
+        f.write("0 %d 1\n" % uid)
+
+
+def hex_address(ip, port):
+    return "%08X:%04X" % (struct.unpack("<I", socket.inet_aton(ip))[0], port)
+
+
+def socket_inode(peer, port):
+    """The inode of the client's end of a connection to 127.0.0.1:port (this network namespace)."""
+    local, remote = hex_address(peer[0], peer[1]), hex_address("127.0.0.1", port)
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if len(fields) > 9 and fields[1] == local and fields[2] == remote:
+                return fields[9]
+    return None
+
+
+def descendants(root, skip):
+    found, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        try:
+            tasks = os.listdir("/proc/%d/task" % pid)
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open("/proc/%d/task/%s/children" % (pid, tid)) as f:
+                    kids = [int(k) for k in f.read().split()]
+            except OSError:
+                continue
+            for kid in kids:
+                if kid != skip and kid not in found:
+                    found.append(kid)
+                    stack.append(kid)
+    return found
+
+
+def holds(pid, target):
+    try:
+        names = os.listdir("/proc/%d/fd" % pid)
+    except OSError:
+        return False
+    for name in names:
+        try:
+            if os.readlink("/proc/%d/fd/%s" % (pid, name)) == target:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def namespace_pid(pid):
+    """The pid of `pid` in its innermost PID namespace, and how deep that namespace is."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    ids = line.split()[1:]
+                    return int(ids[-1]), len(ids)
+    except OSError:
+        pass
+    return None, 0
+
+
+def made_by_command(peer, port, root):
+    """Whether the sandbox's command (ns pid 2) alone holds the client's socket of this connection."""
+    inode = socket_inode(peer, port)
+    if inode is None:
+        return False
+    target = "socket:[%s]" % inode
+    owners = [pid for pid in descendants(root, os.getpid()) if holds(pid, target)]
+    if len(owners) != 1:
+        return False
+    ns_pid, depth = namespace_pid(owners[0])
+    return ns_pid == 2 and depth >= 2
+
+
+def pump(src, dst):
+    try:
+        while True:
+            data = src.recv(CHUNK)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        try:
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+
+def handle(client, peer, bridge, root, slots):
+    port, agent_socket, other_socket = bridge[:3]
+    upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        target = agent_socket if made_by_command(peer, port, root) else other_socket
+        upstream.connect(target)
+        back = threading.Thread(target=pump, args=(upstream, client), daemon=True)
+        back.start()
+        pump(client, upstream)
+        back.join()
+    except OSError:
+        pass
+    finally:
+        client.close()
+        upstream.close()
+        slots.release()
+
+
+def serve(listener, bridge, root):
+    slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+    while True:
+        try:
+            client, peer = listener.accept()
+        except OSError:
+            continue
+        if not slots.acquire(blocking=False):
+            client.close()
+            continue
+        threading.Thread(target=handle, args=(client, peer, bridge, root, slots), daemon=True).start()
+
+
+def record(folder, parent):
+    """RECORD_DIR/<parent>.bridge.json: this process, as the worker identifies processes (proc-tree.ts)."""
+    with open("/proc/self/stat") as f:
+        start = int(f.read().rsplit(")", 1)[1].split()[19])
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        boot = f.read().strip()
+    ident = '{"pid": %d, "startTime": %d, "bootId": "%s", "hostname": "%s"}' % (os.getpid(), start, boot, socket.gethostname())
+    path = os.path.join(folder, "%d.bridge.json" % parent)
+    with open(path + ".tmp", "w") as f:
+        f.write(ident)
+    os.rename(path + ".tmp", path)
+
+
+def helper(opts, parent, from_parent, to_parent):
+    try:
+        if os.read(from_parent, 1) != b"u":
+            os._exit(0)
+        write_maps(parent, opts["uid"])
+        os.write(to_parent, b"m")
+        if not opts["bridge"]:
+            os._exit(0)
+        if os.read(from_parent, 1) != b"n":
+            os._exit(0)
+        fd = os.open("/proc/%d/ns/net" % parent, os.O_RDONLY)
+        check(libc.setns(fd, CLONE_NEWNET), "join the sandbox's network namespace")
+        os.close(fd)
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", opts["bridge"][0]))
+        listener.listen(128)
+        check(libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+        if os.getppid() != parent:
+            os._exit(0)
+        record(opts["bridge"][3], parent)
+        try:
+            # The sandbox may run its memory to the limit: the OOM killer takes its processes first.
+            with open("/proc/self/oom_score_adj", "w") as f:
+                f.write("-1000")
+        except OSError:
+            pass
+        os.write(to_parent, b"r")
+        # Nothing of the command's stdio or descriptors stays open here.
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for n in (0, 1, 2):
+            os.dup2(devnull, n)
+        keep = {listener.fileno(), 0, 1, 2}
+        for n in range(3, 1024):
+            if n not in keep:
+                try:
+                    os.close(n)
+                except OSError:
+                    pass
+        serve(listener, opts["bridge"], parent)
+    except BaseException as err:  # noqa: BLE001 - tell the parent, whatever it was
+        try:
+            os.write(to_parent, b"E" + str(err).encode()[:500])
+        except OSError:
+            pass
+    os._exit(1)
+
+
+# --- The launcher itself -----------------------------------------------------------------------------
+
+
+def expect(from_helper, want, what):
+    got = os.read(from_helper, 1)
+    if got == want:
+        return
+    rest = os.read(from_helper, 600).decode(errors="replace") if got == b"E" else ""
+    raise LaunchError("%s: %s" % (what, rest or "the helper ended"))
+
+
+def loopback_up():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        ifr = struct.pack("16sH", b"lo", 0)
+        flags = struct.unpack("16sH", fcntl.ioctl(s, SIOCGIFFLAGS, ifr)[:18])[1]
+        fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH", b"lo", flags | IFF_UP))
+    finally:
+        s.close()
+
+
+def launch(opts, command):
+    os.setgroups([])
+    to_helper_r, to_helper_w = os.pipe()
+    from_helper_r, from_helper_w = os.pipe()
+    parent = os.getpid()
+    child = os.fork()
+    if child == 0:
+        os.close(to_helper_w)
+        os.close(from_helper_r)
+        helper(opts, parent, to_helper_r, from_helper_w)
+    os.close(to_helper_r)
+    os.close(from_helper_w)
+    check(libc.unshare(CLONE_NEWUSER), "unshare(CLONE_NEWUSER)")
+    os.write(to_helper_w, b"u")
+    expect(from_helper_r, b"m", "map uid %d" % opts["uid"])
+    os.setresgid(0, 0, 0)
+    os.setresuid(0, 0, 0)
+    if not opts["bridge"]:
+        os.waitpid(child, 0)
+    else:
+        check(libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)")
+        loopback_up()
+        os.write(to_helper_w, b"n")
+        expect(from_helper_r, b"r", "start the gateway bridge on port %d" % opts["bridge"][0])
+    os.close(to_helper_w)
+    os.close(from_helper_r)
+    os.execvp(command[0], command)
+
+
+def main(argv):
+    marker = "sandbox-launch:"
+    try:
+        opts, command = parse(argv)
+        marker = opts["marker"]
+        launch(opts, command)
+    except (ValueError, IndexError, LaunchError, OSError) as err:
+        sys.stderr.write("%s %s\n" % (marker, err))
+        return 125
+    return 125
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
