@@ -105,7 +105,7 @@ async function boxWarm(server: ScriptedPolicyServer, dir: string, id: string): P
   const request = harnessRequest(config, server, dir, `bench-warm-box-${id}`);
   const token = `vcfleet-${randomBytes(18).toString('hex')}`;
   const gw = await openSessionGateway(
-    { provider: 'local', socketDir: path.join(dir, 'sockets'), gatewayPort: config.sandbox_config.gateway_port, gatewayHost: null, logger },
+    { capabilities: provider.capabilities, socketDir: path.join(dir, 'sockets'), gatewayPort: config.sandbox_config.gateway_port, gatewayHost: null, logger },
     request, token, {},
   );
   const t0 = performance.now();

@@ -3,6 +3,7 @@
  * every infrastructure verdict, and the line between them (the model's first answer).
  */
 import { describe, expect, it } from 'vitest';
+import { extractBoxedAnswer } from '../../src/shared/answer.ts';
 import { decideSessionEnd, type SessionFacts } from '../../src/workers/sandbox/opencode/session-end.ts';
 import { emptyStats, recordCall, type GatewayCall, type GatewayStats } from '../../src/workers/sandbox/gateway/call-stats.ts';
 import { upstreamGiveUpReason } from '../../src/workers/sandbox/gateway/health.ts';
@@ -18,8 +19,12 @@ const failed = (status: number | null, more: Partial<GatewayCall> = {}, errorMes
 const refusedConn = (): Partial<GatewayCall> => failed(null, { connected: false, upstreamError: 'connection_refused (ECONNREFUSED): x', upstreamErrorKind: 'connection_refused' });
 const hung = (): Partial<GatewayCall> => failed(null, { connected: true, clientAborted: true });
 
+/** Calls as the gateway records them: each answer's own box read from its text (shared/answer.ts). */
 function callsOf(parts: Array<Partial<GatewayCall>>): GatewayCall[] {
-  return parts.map((p, index) => ({ index, startedAt: '', latencyMs: 1, stream: true, connected: true, status: 200, request: { toolResults: [], shownImages: [] }, ...p }) as GatewayCall);
+  return parts.map((p, index) => ({
+    index, startedAt: '', latencyMs: 1, stream: true, connected: true, status: 200, request: { toolResults: [], shownImages: [] }, origin: 'agent',
+    answer: p.response ? extractBoxedAnswer(p.response.text) : null, ...p,
+  }) as GatewayCall);
 }
 
 function outcome(parts: Array<Partial<GatewayCall>>, exec: Partial<SessionFacts['exec']> = {}, over: Partial<SessionFacts> = {}) {

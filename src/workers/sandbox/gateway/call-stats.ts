@@ -1,8 +1,9 @@
 /**
  * What the gateway saw of the policy server, call by call, and the running totals the runner reads.
- * `recordCall` is pure: the same calls give the same stats.
+ * Only the agent's own calls are recorded and counted here (conversation.ts tells them apart); the
+ * others are counted as forged, nothing more. `recordCall` is pure: the same calls give the same stats.
  */
-import type { RequestView } from './conversation.ts';
+import type { CallOrigin, RequestView } from './conversation.ts';
 import type { ForwardResult } from './forward-call.ts';
 
 /** One forwarded call as the gateway saw it: what came back (forward-call.ts) and what was sent. */
@@ -14,6 +15,10 @@ export interface GatewayCall extends Omit<ForwardResult, 'chunks'> {
   stream: boolean;
   /** What was new in the request: tool results and images the model was shown. */
   request: RequestView;
+  /** Who made the call's connection, as the provider told it. */
+  origin: CallOrigin;
+  /** The final `\boxed{}` of this answer (shared/answer.ts), read from the whole answer before any of it was cut; null when none. */
+  answer: string | null;
 }
 
 export interface GatewayStats {
@@ -37,17 +42,19 @@ export interface GatewayStats {
   toolCalls: number;
   /** Requests of the sandbox the gateway answered itself with a 4xx, by reason. */
   refused: Record<string, number>;
+  /** Chat calls forwarded that were not the agent's own (sent by something the model ran). */
+  forgedCalls: number;
 }
 
 export function emptyStats(): GatewayStats {
   return {
     calls: 0, answered: 0, upstreamErrors: 0, upstreamErrorReasons: {}, retryableStatuses: 0, consecutiveFailures: 0,
-    failingSince: null, lastSuccessAt: null, promptTokens: 0, completionTokens: 0, toolCalls: 0, refused: {},
+    failingSince: null, lastSuccessAt: null, promptTokens: 0, completionTokens: 0, toolCalls: 0, refused: {}, forgedCalls: 0,
   };
 }
 
-export function isAnswered(call: Pick<GatewayCall, 'status' | 'upstreamError'>): boolean {
-  return call.status !== null && call.status >= 200 && call.status < 300 && call.upstreamError === undefined;
+export function isAnswered(call: Pick<GatewayCall, 'status' | 'upstreamError' | 'clientStalled'>): boolean {
+  return call.status !== null && call.status >= 200 && call.status < 300 && call.upstreamError === undefined && call.clientStalled !== true;
 }
 
 /** A failure that says the policy server is down or overloaded (OpenCode retries these). */
@@ -77,6 +84,11 @@ export function recordCall(stats: GatewayStats, call: GatewayCall, now: number):
   next.promptTokens += call.response.promptTokens ?? 0;
   next.completionTokens += call.response.completionTokens ?? 0;
   return next;
+}
+
+/** The stats after a forged call (not the agent's) was forwarded: counted, nothing else. */
+export function recordForged(stats: GatewayStats): GatewayStats {
+  return { ...stats, forgedCalls: stats.forgedCalls + 1 };
 }
 
 /** The stats after the gateway refused a request itself. */

@@ -8,10 +8,41 @@
 import { z } from 'zod';
 
 const TextPart = z.object({ type: z.literal('text'), text: z.string() }).strict();
+
+/** The image types a data URL may carry, and the bytes each starts with. */
+const IMAGE_MAGIC: Record<string, (b: Buffer) => boolean> = {
+  'image/png': (b) => b.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])),
+  'image/jpeg': (b) => b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff,
+  'image/webp': (b) => b.subarray(0, 4).toString('latin1') === 'RIFF' && b.subarray(8, 12).toString('latin1') === 'WEBP',
+  'image/gif': (b) => /^GIF8[79]a$/.test(b.subarray(0, 6).toString('latin1')),
+};
+const DATA_URL = /^data:(image\/[a-z]+);base64,/;
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+/**
+ * Why an image URL is not forwarded, or null: only `data:` URLs of PNG, JPEG, WebP or GIF whose bytes
+ * are that type. A URL (`http://...`) would make the policy server fetch it from its own network.
+ */
+export function imageUrlProblem(url: string): string | null {
+  const m = DATA_URL.exec(url);
+  if (!m) return 'only data: URLs of images are forwarded (an http(s) URL would be fetched by the policy server)';
+  const check = IMAGE_MAGIC[m[1]];
+  if (!check) return `${m[1]} is not an accepted image type (image/png, image/jpeg, image/webp, image/gif)`;
+  const payload = url.slice(m[0].length);
+  if (payload.length === 0 || !BASE64.test(payload)) return 'the image data is not base64';
+  if (!check(Buffer.from(payload.slice(0, 64), 'base64'))) return `the image data is not ${m[1]}`;
+  return null;
+}
+
 const ImagePart = z
   .object({
     type: z.literal('image_url'),
-    image_url: z.object({ url: z.string(), detail: z.enum(['auto', 'low', 'high']).optional() }).strict(),
+    image_url: z
+      .object({ url: z.string().superRefine((url, ctx) => {
+        const problem = imageUrlProblem(url);
+        if (problem) ctx.addIssue({ code: 'custom', message: problem });
+      }), detail: z.enum(['auto', 'low', 'high']).optional() })
+      .strict(),
   })
   .strict();
 const ContentPart = z.discriminatedUnion('type', [TextPart, ImagePart]);

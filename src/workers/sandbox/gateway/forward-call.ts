@@ -30,6 +30,11 @@ export interface ForwardResult {
   upstreamErrorKind?: UpstreamErrorKind;
   /** The sandbox side hung up before the call finished (OpenCode's own request timeout, or a kill). */
   clientAborted?: boolean;
+  /**
+   * The deadline came while the answer waited for the sandbox to read it: the sandbox stalled, not the
+   * policy server (never counted against the server).
+   */
+  clientStalled?: boolean;
   /** The answer as the gateway assembled it (text, tool calls, finish reason, usage, error body). */
   response: AssembledResponse;
   /** Parsed SSE chunks, when asked for (capture). */
@@ -68,8 +73,10 @@ function requestHeaders(up: Upstream, payload: Buffer, stream: boolean): http.Ou
 
 /** One call on its way: the upstream request, its timers, and what came back so far. */
 class ForwardedCall {
-  private reader = new ResponseReader(false, false);
+  private reader: ResponseReader;
   private connected = false;
+  /** The answer is paused until the sandbox reads what was sent (backpressure). */
+  private waitingForClient = false;
   private status: number | null = null;
   private settled = false;
   private wholeTimer: NodeJS.Timeout | undefined;
@@ -80,8 +87,11 @@ class ForwardedCall {
     private readonly up: Upstream,
     private readonly res: http.ServerResponse,
     private readonly keepChunks: boolean,
+    private readonly assemble: boolean,
     private readonly resolve: (r: ForwardResult) => void,
-  ) {}
+  ) {
+    this.reader = new ResponseReader(false, false, assemble);
+  }
 
   start(payload: Buffer, stream: boolean, onOpen: (r: http.ClientRequest) => void): void {
     const { up } = this;
@@ -92,7 +102,7 @@ class ForwardedCall {
     );
     this.upReq = upReq;
     onOpen(upReq);
-    this.wholeTimer = setTimeout(() => upReq.destroy(codedError('UPSTREAM_TIMEOUT', `no complete answer within ${up.requestTimeoutMs} ms`)), up.requestTimeoutMs);
+    this.wholeTimer = setTimeout(() => this.deadline(upReq), up.requestTimeoutMs);
     upReq.on('socket', (socket) => this.onSocket(socket));
     upReq.on('error', (err) => this.fail(err));
     // The sandbox hung up early (OpenCode's own request timeout, or the session was killed).
@@ -102,6 +112,17 @@ class ForwardedCall {
       this.finish({ clientAborted: true });
     });
     upReq.end(payload);
+  }
+
+  /** The call's time is up: the policy server's fault, unless the answer was waiting on the sandbox. */
+  private deadline(upReq: http.ClientRequest): void {
+    if (!this.waitingForClient) {
+      upReq.destroy(codedError('UPSTREAM_TIMEOUT', `no complete answer within ${this.up.requestTimeoutMs} ms`));
+      return;
+    }
+    this.res.destroy();
+    upReq.destroy();
+    this.finish({ clientStalled: true });
   }
 
   private onSocket(socket: Socket): void {
@@ -122,7 +143,7 @@ class ForwardedCall {
     this.connected = true;
     this.status = upRes.statusCode ?? 502;
     const isSse = /text\/event-stream/i.test(String(upRes.headers['content-type'] ?? ''));
-    this.reader = new ResponseReader(isSse, this.keepChunks && isSse);
+    this.reader = new ResponseReader(isSse, this.keepChunks && isSse, this.assemble);
     const back: http.OutgoingHttpHeaders = {};
     for (const h of RESPONSE_HEADERS) if (upRes.headers[h] !== undefined) back[h] = upRes.headers[h];
     res.writeHead(this.status, back);
@@ -131,7 +152,11 @@ class ForwardedCall {
       // A sandbox that reads slowly slows the stream down instead of filling the worker's memory.
       if (!res.destroyed && !res.write(chunk)) {
         upRes.pause();
-        res.once('drain', () => upRes.resume());
+        this.waitingForClient = true;
+        res.once('drain', () => {
+          this.waitingForClient = false;
+          upRes.resume();
+        });
       }
     });
     upRes.on('end', () => {
@@ -162,7 +187,15 @@ class ForwardedCall {
   }
 }
 
+export interface ForwardOptions {
+  /** Keep the parsed SSE chunks (capture). */
+  keepChunks: boolean;
+  /** Read the answer (text, tool calls, usage); false for a call that is not the agent's. */
+  assemble: boolean;
+  onOpen: (r: http.ClientRequest) => void;
+}
+
 /** Forward `payload` (an already checked and rewritten chat body) and pipe the answer to `res`. */
-export function forwardChat(up: Upstream, payload: Buffer, stream: boolean, res: http.ServerResponse, keepChunks: boolean, onOpen: (r: http.ClientRequest) => void): Promise<ForwardResult> {
-  return new Promise<ForwardResult>((resolve) => new ForwardedCall(up, res, keepChunks, resolve).start(payload, stream, onOpen));
+export function forwardChat(up: Upstream, payload: Buffer, stream: boolean, res: http.ServerResponse, options: ForwardOptions): Promise<ForwardResult> {
+  return new Promise<ForwardResult>((resolve) => new ForwardedCall(up, res, options.keepChunks, options.assemble, resolve).start(payload, stream, options.onOpen));
 }

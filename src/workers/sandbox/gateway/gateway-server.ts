@@ -2,28 +2,39 @@
 import http from 'node:http';
 import { rm } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
+import { extractBoxedAnswer } from '../../../shared/answer.ts';
 import { errorMessage } from '../../../shared/errors.ts';
 import { createCallCapture, type CallCapture } from './call-capture.ts';
 import { enforceChatPolicy, parseChatRequest, type ChatRequest } from './chat-request.ts';
-import { emptyStats, recordCall, recordRefusal, type GatewayCall, type GatewayStats } from './call-stats.ts';
-import { ConversationReader, ImageStore, type StoredImage } from './conversation.ts';
-import { createUpstream, forwardChat, type Upstream } from './forward-call.ts';
+import { emptyStats, isAnswered, recordCall, recordForged, recordRefusal, type GatewayCall, type GatewayStats } from './call-stats.ts';
+import { ConversationReader, ConversationTracker, ImageStore, type CallOrigin, type StoredImage } from './conversation.ts';
+import { createUpstream, forwardChat, type ForwardResult, type Upstream } from './forward-call.ts';
 import { listen, receiveBody, refuse } from './http-io.ts';
+import { KeptText } from './kept-text.ts';
 import { checkRequest, isRefusal, type Refusal } from './request-check.ts';
 import type { PolicyGateway, PolicyGatewayOptions } from './policy-gateway.ts';
+
+/** Largest body of a call that is known not to be the agent's (it may still be forwarded, within this). */
+const OTHER_MAX_BODY_BYTES = 16 * 1024 * 1024;
+/** Of each answer the transcript keeps at least its end: the judge reads the last 4,000 characters. */
+const ANSWER_TAIL_CHARS = 8_000;
 
 /** One gateway: its listeners, its budget and what it saw. */
 export class GatewayServer implements PolicyGateway {
   private readonly upstream: Upstream;
   private readonly calls_: GatewayCall[] = [];
   private readonly store: ImageStore;
+  private readonly kept = new KeptText();
   private readonly conversation: ConversationReader;
+  private readonly tracker = new ConversationTracker();
   private readonly open = new Set<http.ClientRequest>();
   private readonly servers: http.Server[] = [];
   private capture: CallCapture | null = null;
   private stats_ = emptyStats();
   private inFlight = 0;
-  /** Calls sent to the policy server so far (finished or not): the budget counts these. */
+  /** Calls in flight known not to be the agent's: they never take the agent's last slot. */
+  private otherInFlight = 0;
+  /** Calls sent to the policy server so far (finished or not, the agent's or not): the budget counts these. */
   private forwarded = 0;
   private budgetSpent = false;
   private closing: Promise<void> | null = null;
@@ -32,7 +43,7 @@ export class GatewayServer implements PolicyGateway {
   constructor(private readonly options: PolicyGatewayOptions) {
     this.upstream = createUpstream(options.upstreamBaseUrl, options.apiKey, options.requestTimeoutMs ?? 600_000, options.connectTimeoutMs ?? 15_000);
     this.store = new ImageStore(options.imageBudgetBytes ?? 32 * 1024 * 1024);
-    this.conversation = new ConversationReader(this.store);
+    this.conversation = new ConversationReader(this.store, this.kept);
   }
 
   get socketPath(): string | undefined {
@@ -47,19 +58,30 @@ export class GatewayServer implements PolicyGateway {
     return this.store.images;
   }
 
+  /** Parts of the record were cut to keep the rollout's text, images or lists within their bounds. */
+  get cut(): string[] {
+    const notes: string[] = [];
+    if (this.kept.cut) notes.push("text past the rollout's transcript budget was cut to its head and tail");
+    if (this.store.dropped > 0) notes.push(`${this.store.dropped} image(s) past the rollout's image count were not recorded`);
+    return notes;
+  }
+
   stats(): GatewayStats {
     return this.stats_;
   }
 
   async start(): Promise<void> {
-    const { socketPath, tcp, capture, logger } = this.options;
+    const { socketPath, agentSocketPath, tcp, capture, logger } = this.options;
     this.capture = capture ? await createCallCapture({ ...capture, logger }) : null;
-    if (socketPath) {
-      await rm(socketPath, { force: true });
-      this.servers.push(await listen(this.makeServer(), socketPath));
+    // Where the provider tells the agent's connections apart, the shared socket gets only the others.
+    const shared: CallOrigin = agentSocketPath ? 'other' : 'unknown';
+    for (const [at, origin] of [[agentSocketPath, 'agent'], [socketPath, shared]] as const) {
+      if (!at) continue;
+      await rm(at, { force: true });
+      this.servers.push(await listen(this.makeServer(origin), at));
     }
     if (tcp) {
-      const s = await listen(this.makeServer(), tcp.port, tcp.host);
+      const s = await listen(this.makeServer('unknown'), tcp.port, tcp.host);
       this.servers.push(s);
       this.tcpPort = (s.address() as AddressInfo).port;
     }
@@ -74,13 +96,13 @@ export class GatewayServer implements PolicyGateway {
       })));
       this.upstream.agent.destroy();
       await this.capture?.flush();
-      if (this.options.socketPath) await rm(this.options.socketPath, { force: true });
+      for (const at of [this.options.socketPath, this.options.agentSocketPath]) if (at) await rm(at, { force: true });
     })();
     return this.closing;
   }
 
-  private makeServer(): http.Server {
-    const server = http.createServer({ maxHeaderSize: 32 * 1024, requestTimeout: 120_000, headersTimeout: 30_000 }, (req, res) => this.onRequest(req, res));
+  private makeServer(origin: CallOrigin): http.Server {
+    const server = http.createServer({ maxHeaderSize: 32 * 1024, requestTimeout: 120_000, headersTimeout: 30_000 }, (req, res) => this.onRequest(req, res, origin));
     server.keepAliveTimeout = 5_000;
     // Bad request lines, oversized headers, garbage: one connection fails, nothing else.
     server.on('clientError', (_err, socket) => {
@@ -91,14 +113,14 @@ export class GatewayServer implements PolicyGateway {
     return server;
   }
 
-  private onRequest(req: http.IncomingMessage, res: http.ServerResponse): void {
+  private onRequest(req: http.IncomingMessage, res: http.ServerResponse, origin: CallOrigin): void {
     req.on('error', () => res.destroy());
     res.on('error', () => undefined);
     try {
       const kind = checkRequest(req.method, req.url, req.headers.authorization, this.options.accessToken);
       if (isRefusal(kind)) return this.refused(res, kind);
       if (kind.kind === 'models') return this.models(res);
-      this.chat(req, res).catch((err: unknown) => {
+      this.chat(req, res, origin).catch((err: unknown) => {
         this.options.logger?.error({ err: errorMessage(err) }, 'policy gateway: a call failed unexpectedly');
         res.destroy();
       });
@@ -119,30 +141,38 @@ export class GatewayServer implements PolicyGateway {
     res.end(JSON.stringify({ object: 'list', data: [{ id: this.options.model, object: 'model', owned_by: 'policy' }] }));
   }
 
-  private async chat(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const { limits } = this.options;
-    if (this.inFlight >= limits.maxConcurrentCalls) {
-      return this.refused(res, { reason: 'busy', status: 429, message: `policy gateway: at most ${limits.maxConcurrentCalls} calls at once` }, { 'retry-after': '1' });
-    }
+  /** A 429 when the calls at once are spent (the agent always keeps one slot the others cannot take). */
+  private busy(origin: CallOrigin): Refusal | null {
+    const max = this.options.limits.maxConcurrentCalls;
+    const othersMax = Math.max(1, max - 1);
+    if (this.inFlight < max && (origin !== 'other' || this.otherInFlight < othersMax)) return null;
+    return { reason: 'busy', status: 429, message: `policy gateway: at most ${max} calls at once` };
+  }
+
+  private async chat(req: http.IncomingMessage, res: http.ServerResponse, origin: CallOrigin): Promise<void> {
+    const busy = this.busy(origin);
+    if (busy) return this.refused(res, busy, { 'retry-after': '1' });
     this.inFlight++;
+    if (origin === 'other') this.otherInFlight++;
     try {
-      const body = await this.checkedBody(req, res);
-      if (body) await this.forward(body, res);
+      const body = await this.checkedBody(req, res, origin);
+      if (body) await this.forward(body, res, origin);
     } finally {
       this.inFlight--;
+      if (origin === 'other') this.otherInFlight--;
     }
   }
 
   /** The body to forward, rewritten; null when the request was refused (or the sandbox hung up). */
-  private async checkedBody(req: http.IncomingMessage, res: http.ServerResponse): Promise<ChatRequest | null> {
-    const { limits } = this.options;
-    const raw = await receiveBody(req, limits.maxBodyBytes);
+  private async checkedBody(req: http.IncomingMessage, res: http.ServerResponse, origin: CallOrigin): Promise<ChatRequest | null> {
+    const max = origin === 'other' ? Math.min(OTHER_MAX_BODY_BYTES, this.options.limits.maxBodyBytes) : this.options.limits.maxBodyBytes;
+    const raw = await receiveBody(req, max);
     if (raw === 'aborted') {
       res.destroy();
       return null;
     }
     if (raw === 'too_large') {
-      this.refused(res, this.tooLarge());
+      this.refused(res, { reason: 'too_large', status: 413, message: `policy gateway: request bodies are limited to ${max} bytes` });
       return null;
     }
     const parsed = parseChatRequest(raw);
@@ -158,10 +188,6 @@ export class GatewayServer implements PolicyGateway {
     return enforceChatPolicy(parsed.body, { model: this.options.model, maxOutputTokens: this.options.maxOutputTokens });
   }
 
-  private tooLarge(): Refusal {
-    return { reason: 'too_large', status: 413, message: `policy gateway: request bodies are limited to ${this.options.limits.maxBodyBytes} bytes` };
-  }
-
   /** A refusal when this rollout's calls are spent (telling the session once), else null. */
   private overBudget(): Refusal | null {
     const max = this.options.limits.maxCalls;
@@ -171,25 +197,58 @@ export class GatewayServer implements PolicyGateway {
     return { reason: 'budget', status: 400, message: `policy gateway: this rollout's ${max} policy calls are spent` };
   }
 
-  private async forward(body: ChatRequest, res: http.ServerResponse): Promise<void> {
-    const request = this.conversation.read(body.messages);
+  private async forward(body: ChatRequest, res: http.ServerResponse, origin: CallOrigin): Promise<void> {
+    const agent = this.tracker.isAgentCall(body.messages, origin);
     const index = this.forwarded++;
+    if (!agent) return this.forwardForged(body, res, origin);
+    this.tracker.started(body.messages, origin);
+    const request = this.conversation.read(body.messages);
     const started = Date.now();
-    const result = await forwardChat(this.upstream, Buffer.from(JSON.stringify(body)), body.stream === true, res, this.capture !== null, (r) => {
-      this.open.add(r);
-      r.once('close', () => this.open.delete(r));
-    });
-    const call: GatewayCall = {
-      index, startedAt: new Date(started).toISOString(), latencyMs: Date.now() - started, stream: body.stream === true,
-      connected: result.connected, status: result.status, response: result.response, request,
-      ...(result.upstreamError !== undefined ? { upstreamError: result.upstreamError, upstreamErrorKind: result.upstreamErrorKind } : {}),
-      ...(result.clientAborted ? { clientAborted: true } : {}),
-    };
+    let result: ForwardResult;
+    try {
+      result = await forwardChat(this.upstream, Buffer.from(JSON.stringify(body)), body.stream === true, res, { keepChunks: this.capture !== null, assemble: true, onOpen: (r) => this.track(r) });
+    } catch (err) {
+      this.tracker.ended(null);
+      throw err;
+    }
+    const call = this.agentCall(index, started, body, result, request, origin);
+    this.tracker.ended(isAnswered(call) ? call.response.toolCalls.map((t) => t.id) : null);
     this.calls_.push(call);
     this.stats_ = recordCall(this.stats_, call, Date.now());
     if (call.upstreamError) this.options.logger?.warn({ reason: call.upstreamError }, 'policy gateway cannot reach the policy server');
     this.capture?.write({ call: { ...call, request: undefined }, request: body, response: result.chunks ?? result.response });
     this.options.onCall?.(call, this.stats_);
   }
-}
 
+  /** The agent call as kept: its answer's box read from the whole text, then the text within the rollout's budget. */
+  private agentCall(index: number, started: number, body: ChatRequest, result: ForwardResult, request: GatewayCall['request'], origin: CallOrigin): GatewayCall {
+    const r = result.response;
+    const answer = extractBoxedAnswer(r.text);
+    const response = {
+      ...r,
+      text: this.kept.keep(r.text, ANSWER_TAIL_CHARS),
+      reasoning: r.reasoning === null ? null : this.kept.keep(r.reasoning),
+      toolCalls: r.toolCalls.map((t) => ({ ...t, arguments: this.kept.keep(t.arguments) })),
+    };
+    return {
+      index, startedAt: new Date(started).toISOString(), latencyMs: Date.now() - started, stream: body.stream === true,
+      connected: result.connected, status: result.status, response, request, origin, answer,
+      ...(result.upstreamError !== undefined ? { upstreamError: result.upstreamError, upstreamErrorKind: result.upstreamErrorKind } : {}),
+      ...(result.clientAborted ? { clientAborted: true } : {}),
+      ...(result.clientStalled ? { clientStalled: true } : {}),
+    };
+  }
+
+  /** A call that is not the agent's: forwarded as any other, counted, and nothing of it kept. */
+  private async forwardForged(body: ChatRequest, res: http.ServerResponse, origin: CallOrigin): Promise<void> {
+    this.stats_ = recordForged(this.stats_);
+    this.options.logger?.info({ origin }, 'policy gateway: a chat call that is not the agent\'s own (counted as forged)');
+    const result = await forwardChat(this.upstream, Buffer.from(JSON.stringify(body)), body.stream === true, res, { keepChunks: false, assemble: false, onOpen: (r) => this.track(r) });
+    this.capture?.write({ forged: true, origin, status: result.status, request: { ...body, messages: `${body.messages.length} messages` } });
+  }
+
+  private track(r: http.ClientRequest): void {
+    this.open.add(r);
+    r.once('close', () => this.open.delete(r));
+  }
+}

@@ -7,8 +7,10 @@
  * refused with a 4xx and counted. Bodies, concurrent calls and calls per rollout are bounded, and no
  * input, however malformed, can throw past the connection it came on.
  *
- * Each forwarded call is recorded as the gateway saw it (status, connection, the assembled answer,
- * what the request added to the conversation): the rollout's outcome and transcript come from here.
+ * Each forwarded call of the agent's own conversation is recorded as the gateway saw it (status,
+ * connection, the assembled answer, what the request added to the conversation): the rollout's
+ * outcome and transcript come from here. Calls something else in the sandbox made are forwarded and
+ * counted as forged, never recorded (conversation.ts). What is kept per rollout is bounded (kept-text.ts).
  */
 import type { Logger } from '../../../shared/logger.ts';
 import type { GatewayCall, GatewayStats } from './call-stats.ts';
@@ -38,8 +40,10 @@ export interface PolicyGatewayOptions {
   /** The sandbox must present `Authorization: Bearer <accessToken>` (a per-rollout dummy key). */
   accessToken: string;
   limits: GatewayLimits;
-  /** Listen on this Unix socket (created; removed on close). */
+  /** Listen on this Unix socket (created; removed on close): connections of unknown origin, or (with `agentSocketPath`) the others. */
   socketPath?: string;
+  /** Listen on this Unix socket for the connections the provider vouches the agent process made. */
+  agentSocketPath?: string;
   /** Also (or instead) listen on TCP; port 0 picks a free port. */
   tcp?: { host: string; port: number };
   /** Give up on one upstream call after this long (ms) and answer 504; default 10 min. */
@@ -65,6 +69,8 @@ export interface PolicyGateway {
   readonly calls: readonly GatewayCall[];
   /** The images the model was shown, by SHA-256. */
   readonly images: ReadonlyMap<string, StoredImage>;
+  /** What was cut to keep the rollout's kept text and images within their bounds (notes for the transcript). */
+  readonly cut: string[];
   stats(): GatewayStats;
   /** Stop listening, cut open calls, flush the capture file and remove the socket. Safe to call twice. */
   close(): Promise<void>;

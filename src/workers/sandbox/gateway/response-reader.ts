@@ -53,11 +53,13 @@ export class ResponseReader {
   /** Every parsed SSE data object, when asked for (policy.capture: token ids, logprobs). */
   readonly chunks: unknown[] | null;
 
-  constructor(private readonly sse: boolean, keepChunks = false) {
+  /** `assemble: false` reads nothing (a call that is not the agent's: only its bytes pass through). */
+  constructor(private readonly sse: boolean, keepChunks = false, private readonly assemble = true) {
     this.chunks = keepChunks ? [] : null;
   }
 
   push(bytes: Buffer): void {
+    if (!this.assemble) return;
     if (!this.sse) {
       if (this.bodyBytes + bytes.length <= MAX_JSON_BYTES) this.body.push(bytes);
       else this.truncated = true;
@@ -81,7 +83,9 @@ export class ResponseReader {
   finish(status: number | null): AssembledResponse {
     let errorMessage: string | null = null;
     let errorCode: string | null = null;
-    if (this.sse) {
+    if (!this.assemble) {
+      // nothing was read
+    } else if (this.sse) {
       if (this.buffer) this.line(this.buffer);
       this.buffer = '';
     } else {

@@ -14,7 +14,10 @@ import { stripCredentials } from '../../../shared/run-settings.ts';
 import { imageExtension } from '../../../shared/task.ts';
 import type { ExecResult, LimitHits, Sandbox, SandboxProvider } from '../sandboxes/types.ts';
 import { upstreamGiveUpReason, type UpstreamFailureLimits } from '../gateway/health.ts';
-import { decideSessionEnd, type StopCause } from './session-end.ts';
+import { probePolicyServer, type ProbeResult } from '../gateway/probe.ts';
+import { isAnswered } from '../gateway/call-stats.ts';
+import { finalAnswer } from '../../../shared/answer.ts';
+import { decideSessionEnd, type SessionEnd, type StopCause } from './session-end.ts';
 import { buildOpenCodeConfig, buildOpenCodeEnv, buildRunArgv, seedFiles, sessionPaths } from './session-config.ts';
 import { openSessionGateway, type SessionGateway, type SessionGatewayOptions } from './session-gateway.ts';
 import { buildTranscript } from './transcript-builder.ts';
@@ -24,12 +27,14 @@ export interface SessionDeps {
   logger: Logger;
   /** The OpenCode binary as seen inside the sandbox. */
   bin: string;
-  gateway: Omit<SessionGatewayOptions, 'provider' | 'logger'>;
+  gateway: Omit<SessionGatewayOptions, 'capabilities' | 'logger'>;
   upstreamLimits: UpstreamFailureLimits;
   /** Names the first limit of the sandbox that was hit, or null. */
   describeLimitHit(hits: LimitHits): string | null;
   /** OpenCode's runtime heap budget in MiB (agent.runtime_heap_mib), or null for its own. */
   runtimeHeapMib?: number | null;
+  /** The gateway's own probe of the policy server (default: one tiny chat call, gateway/probe.ts). */
+  probe?: (baseUrl: string, apiKey: string | null, model: string) => Promise<ProbeResult>;
 }
 
 interface Collected {
@@ -79,7 +84,7 @@ export class RolloutSession {
     if (this.stop.signal.aborted && this.cause === null && !collected.exec.timedOut) {
       throw new RolloutAborted('the rollout was aborted (worker shutting down)', { cause: this.stop.signal.reason });
     }
-    return this.finish(collected);
+    return this.finish(collected, await this.decide(collected));
   }
 
   private stopFor(cause: StopCause): void {
@@ -101,7 +106,7 @@ export class RolloutSession {
 
   private async openGateway(): Promise<void> {
     const budget = this.request.policy.maxCallsPerRollout;
-    this.gw = await openSessionGateway({ ...this.deps.gateway, provider: this.deps.provider.name, logger: this.log }, this.request, this.accessToken, {
+    this.gw = await openSessionGateway({ ...this.deps.gateway, capabilities: this.deps.provider.capabilities, logger: this.log }, this.request, this.accessToken, {
       onCall: () => this.checkHealth(),
       onBudgetExhausted: () => this.stopFor({ kind: 'call_cap', message: `the policy-call budget was spent (policy.max_calls_per_rollout=${budget})` }),
     });
@@ -168,18 +173,37 @@ export class RolloutSession {
     await this.gw?.cleanup().catch(() => undefined);
   }
 
-  private finish({ exec, limitHits }: Collected): AgentResult {
+  /**
+   * How the session ended (session-end.ts). Once the model has acted, an infrastructure end needs
+   * evidence the sandbox cannot produce: the gateway's own probe of the policy server must fail too;
+   * when the server answers it, the failures were the conversation's own and the rollout scores 0.
+   */
+  private async decide({ exec, limitHits }: Collected): Promise<SessionEnd> {
     const gateway = this.gw!.gateway;
-    const { policy, task } = this.request;
-    const calls = gateway.calls;
+    const { policy } = this.request;
     const stats = gateway.stats();
-    const limitHit = this.deps.describeLimitHit(limitHits);
     const outcome = decideSessionEnd({
-      calls, stats, stoppedBy: this.cause, limitHit,
+      calls: gateway.calls, stats, stoppedBy: this.cause, limitHit: this.deps.describeLimitHit(limitHits),
       exec: { exitCode: exec.exitCode, signal: exec.signal, timedOut: exec.timedOut },
       policyUrl: stripCredentials(policy.baseUrl), taskTimeoutS: this.request.timeoutS, requestTimeoutS: policy.requestTimeoutS,
       stderrTail: exec.stderr.slice(-4000),
     });
+    if (outcome.kind !== 'infra' || stats.answered === 0) return outcome;
+    const probe = await (this.deps.probe ?? probePolicyServer)(policy.baseUrl, policy.apiKey, policy.modelName);
+    if (!probe.ok) return { kind: 'infra', message: `${outcome.message}; ${probe.reason}` };
+    const answered = gateway.calls.filter(isAnswered);
+    const text = answered.map((c) => c.response.text).filter((t) => t !== '').join('\n\n');
+    return {
+      kind: 'result', stopReason: 'agent_error', responseText: text, extractedAnswer: finalAnswer(answered.map((c) => c.answer)).answer,
+      error: `${outcome.message}; the policy server answered the gateway's own probe, so the failures were this conversation's (scored 0, not masked)`,
+    };
+  }
+
+  private finish({ exec, limitHits }: Collected, outcome: SessionEnd): AgentResult {
+    const gateway = this.gw!.gateway;
+    const { policy, task } = this.request;
+    const calls = gateway.calls;
+    const stats = gateway.stats();
     if (outcome.kind === 'infra') {
       this.log.warn({ reason: outcome.message }, 'rollout failed on infrastructure');
       throw new InfraError(outcome.message);
@@ -190,8 +214,12 @@ export class RolloutSession {
       ? buildTranscript({
           request: this.request, policyModel: policy.modelName, startedAt: new Date(this.started).toISOString(), wallS, calls,
           images: gateway.images,
-          outcome: { stop_reason: outcome.stopReason, extracted_answer: outcome.extractedAnswer, error: outcome.error, limit_hits: limitHits, refused_requests: stats.refused },
+          outcome: {
+            stop_reason: outcome.stopReason, extracted_answer: outcome.extractedAnswer, error: outcome.error, limit_hits: limitHits,
+            refused_requests: stats.refused, forged_calls: stats.forgedCalls,
+          },
           agent: { exit_code: exec.exitCode, signal: exec.signal, timed_out: exec.timedOut, stderr_tail: exec.stderr.slice(-8000) },
+          cut: gateway.cut,
         })
       : null;
     this.log.info({ stopReason: outcome.stopReason, turns: stats.answered, toolCalls: stats.toolCalls, wallS, task: task.task_id }, 'rollout finished');
@@ -207,6 +235,7 @@ export class RolloutSession {
       ...(error ? { error } : {}),
       limitHits,
       refusedRequests: stats.refused,
+      forgedCalls: stats.forgedCalls,
       transcript,
     };
   }

@@ -16,7 +16,7 @@
  * - output_cap / answered / no_answer: from the finish reasons and the `\boxed{}` in the answers.
  */
 import type { StopReason } from '../../../shared/agent.ts';
-import { extractBoxedAnswer } from '../../../shared/answer.ts';
+import { finalAnswer } from '../../../shared/answer.ts';
 import { isAnswered, isServerFailure, type GatewayCall, type GatewayStats } from '../gateway/call-stats.ts';
 import { describeFailures } from '../gateway/health.ts';
 
@@ -74,8 +74,8 @@ function how(exec: SessionFacts['exec']): string {
   return exec.exitCode === null ? `signal ${exec.signal}` : `exit code ${exec.exitCode}`;
 }
 
-const result = (stopReason: StopReason, text: string, error: string | null): SessionEnd => ({
-  kind: 'result', stopReason, responseText: text, extractedAnswer: extractBoxedAnswer(text), error,
+const result = (stopReason: StopReason, text: string, error: string | null, answer: string | null = null): SessionEnd => ({
+  kind: 'result', stopReason, responseText: text, extractedAnswer: answer, error,
 });
 
 /** Before the model's first answer: every way it ends is the harness's or the server's, but a hang. */
@@ -100,28 +100,30 @@ function beforeFirstAnswer(input: SessionFacts): SessionEnd {
   return { kind: 'infra', message: `the policy server at ${policyUrl} did not answer the first call (${refused.status === null ? refused.upstreamError ?? 'no answer' : statusText(refused)})` };
 }
 
-/** After the model acted: it may have caused anything from here on, so nothing is masked. */
-function afterAnswers(input: SessionFacts, text: string): SessionEnd {
+/**
+ * After the model acted: it may have caused anything from here on, so nothing is masked here (an
+ * infrastructure end still needs the gateway's own probe of the server, rollout-session.ts). The
+ * answer follows the one rule of shared/answer.ts, for the stop reason and the extraction alike:
+ * each answer's own last box (read by the gateway from the whole answer), the last one counts.
+ */
+function afterAnswers(input: SessionFacts, answered: readonly GatewayCall[]): SessionEnd {
   const { calls, exec, stoppedBy } = input;
-  if (exec.timedOut) return result('timeout', text, `the task timeout (${input.taskTimeoutS} s) was reached before the session ended`);
-  if (stoppedBy) return result('timeout', text, stoppedBy.message);
+  const text = answered.map((c) => c.response.text).filter((t) => t !== '').join('\n\n');
+  const final = finalAnswer(answered.map((c) => c.answer));
+  const answer = final.answer;
+  if (exec.timedOut) return result('timeout', text, `the task timeout (${input.taskTimeoutS} s) was reached before the session ended`, answer);
+  if (stoppedBy) return result('timeout', text, stoppedBy.message, answer);
   const last = calls[calls.length - 1];
-  if (isContextOverflow(last)) return result('context_limit', text, `a call went over the context window (${statusText(last)})`);
-  if (isHung(last)) return result('timeout', text, `the policy server at ${input.policyUrl} did not answer a call within policy.request_timeout_s (${input.requestTimeoutS} s)`);
+  if (isContextOverflow(last)) return result('context_limit', text, `a call went over the context window (${statusText(last)})`, answer);
+  if (isHung(last)) return result('timeout', text, `the policy server at ${input.policyUrl} did not answer a call within policy.request_timeout_s (${input.requestTimeoutS} s)`, answer);
   if (exec.exitCode !== 0) {
-    if (input.limitHit) return result('agent_error', text, `${input.limitHit}; OpenCode ended with ${how(exec)}`);
+    if (input.limitHit) return result('agent_error', text, `${input.limitHit}; OpenCode ended with ${how(exec)}`, answer);
     const rejected = last.status !== null && last.status >= 400 && last.status < 500 ? `; the last call was rejected (${statusText(last)})` : '';
-    return result('agent_error', text, `OpenCode ended with ${how(exec)}${rejected}: ${quote(input.stderrTail) || 'no output'}`);
+    return result('agent_error', text, `OpenCode ended with ${how(exec)}${rejected}: ${quote(input.stderrTail) || 'no output'}`, answer);
   }
-  let lastBox = -1;
-  let lastLength = -1;
-  calls.forEach((c, i) => {
-    if (!isAnswered(c)) return;
-    if (extractBoxedAnswer(c.response.text) !== null) lastBox = i;
-    if (c.response.finishReason === 'length') lastLength = i;
-  });
-  if (lastLength > lastBox) return result('output_cap', text, 'a model call hit the output token cap before an answer');
-  if (lastBox >= 0) return result('answered', text, null);
+  const lastLength = answered.findLastIndex((c) => c.response.finishReason === 'length');
+  if (lastLength > final.index) return result('output_cap', text, 'a model call hit the output token cap before an answer', answer);
+  if (answer !== null) return result('answered', text, null, answer);
   return result('no_answer', text, null);
 }
 
@@ -132,5 +134,5 @@ export function decideSessionEnd(input: SessionFacts): SessionEnd {
   if (refused) return { kind: 'infra', message: `the policy server at ${policyUrl} refused a call (${statusText(refused)}): check POLICY_BASE_URL, POLICY_API_KEY and POLICY_MODEL` };
   const answered = calls.filter(isAnswered);
   if (answered.length === 0) return beforeFirstAnswer(input);
-  return afterAnswers(input, answered.map((c) => c.response.text).filter((t) => t !== '').join('\n\n'));
+  return afterAnswers(input, answered);
 }

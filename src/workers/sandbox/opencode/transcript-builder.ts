@@ -17,6 +17,8 @@ export interface TranscriptInput {
   images: ReadonlyMap<string, StoredImage>;
   outcome: TranscriptRecord['outcome'];
   agent: TranscriptRecord['agent'];
+  /** What the gateway cut to keep the rollout within its bounds (notes). */
+  cut?: readonly string[];
 }
 
 export interface BuiltTranscript {
@@ -71,6 +73,7 @@ export function buildTranscript(input: TranscriptInput): BuiltTranscript {
   const truncated: string[] = [];
   if ([...input.images.values()].some((i) => i.bytes === null)) truncated.push('images over the byte budget are kept by hash only');
   if (calls.some((c) => c.response.truncated)) truncated.push('long answers were cut');
+  truncated.push(...(input.cut ?? []));
   const task = request.task;
   const record: TranscriptRecord = {
     transcript_version: TRANSCRIPT_VERSION,
