@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { extractAllBoxed, extractBoxedAnswer } from '../src/shared/answer.ts';
+import { extractAllBoxed, extractBoxedAnswer, finalAnswer, MAX_ANSWER_CHARS } from '../src/shared/answer.ts';
 
 describe('extractBoxedAnswer', () => {
   it('takes the last boxed value', () => {
@@ -39,5 +39,22 @@ describe('extractBoxedAnswer', () => {
   });
   it('handles multiline text', () => {
     expect(extractBoxedAnswer('line\n\\boxed{\n  12\n}\n')).toBe('12');
+  });
+  it('a box longer than MAX_ANSWER_CHARS is not an answer; one at the bound is', () => {
+    expect(extractBoxedAnswer(`\\boxed{${'x'.repeat(MAX_ANSWER_CHARS + 1)}}`)).toBeNull();
+    expect(extractBoxedAnswer(`\\boxed{${'x'.repeat(MAX_ANSWER_CHARS)}}`)).toHaveLength(MAX_ANSWER_CHARS);
+    // A box opened early and closed at the end is the whole response, not an answer; the early one counts.
+    expect(extractBoxedAnswer(`\\boxed{B} then \\boxed{ ${'w'.repeat(700_000)} }`)).toBe('B');
+  });
+  it('reads any text in one pass: hundreds of thousands of unclosed boxes, then an answer', () => {
+    expect(extractBoxedAnswer(`${'\\boxed{'.repeat(300_000)}\\boxed{Z}`)).toBe('Z');
+  });
+});
+
+describe('finalAnswer', () => {
+  it('is the box of the last answer that has one, and says which', () => {
+    expect(finalAnswer(['A', null, 'C', null])).toEqual({ answer: 'C', index: 2 });
+    expect(finalAnswer([null, null])).toEqual({ answer: null, index: -1 });
+    expect(finalAnswer([])).toEqual({ answer: null, index: -1 });
   });
 });
