@@ -67,6 +67,8 @@ export interface AgentResult {
   limitHits: Record<string, number>;
   /** Requests the policy gateway refused, by reason. */
   refusedRequests: Record<string, number>;
+  /** Chat calls forwarded that were not the agent's own conversation (made by something the model ran). */
+  forgedCalls?: number;
   /** The transcript, when kept. */
   transcript: RolloutTranscript | null;
 }

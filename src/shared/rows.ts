@@ -3,11 +3,15 @@
  */
 import { z } from 'zod';
 import { STOP_REASONS } from './agent.ts';
+import { MAX_ANSWER_CHARS } from './answer.ts';
 import { VERDICTS } from './judge.ts';
 import type { RolloutSummary } from './rollout-summary.ts';
 
 export const FAILURE_KINDS = ['judge_failed', 'infra_failed'] as const;
 export type FailureKind = (typeof FAILURE_KINDS)[number];
+
+export const JUDGE_FAILURES = ['refused_input', 'no_verdict', 'unavailable'] as const;
+export type JudgeFailure = (typeof JUDGE_FAILURES)[number];
 
 export const RowSchema = z.object({
   row_version: z.literal(1).default(1),
@@ -20,7 +24,7 @@ export const RowSchema = z.object({
   subtype: z.string(),
   ans_type: z.enum(['choice', 'blank']),
   expected_answer: z.string(),
-  extracted_answer: z.string().nullable(),
+  extracted_answer: z.string().max(MAX_ANSWER_CHARS).nullable(),
   /** 1 or 0; null when masked (`failure_kind` set). */
   reward: z.union([z.literal(0), z.literal(1)]).nullable(),
   judge_verdict: z.enum(VERDICTS).nullable(),
@@ -44,6 +48,14 @@ export const RowSchema = z.object({
   refused_requests: z.record(z.string(), z.number().int().min(0)).default({}),
   /** The rollout's transcript record, relative to the JSONL's folder; null when none was kept. */
   transcript: z.string().nullable().default(null),
+  /** Chat calls that were not the agent's own conversation (made by something the model ran); they never count. */
+  forged_calls: z.number().int().min(0).default(0),
+  /**
+   * Why the judge gave no verdict, when it did not: `refused_input` (the rollout's own content made the
+   * judge refuse it: its context length, a content filter; scored 0), `no_verdict` (a reply without a
+   * valid verdict, after one more try; masked) or `unavailable` (the judge failed; masked).
+   */
+  judge_failure: z.enum(JUDGE_FAILURES).nullable().default(null),
 });
 export type Row = z.infer<typeof RowSchema>;
 
@@ -72,19 +84,21 @@ export interface RowContext {
 }
 
 /** The agent's part of a row: a rollout's summary (the end of its text is not kept in rows). */
-export type RowSummary = Omit<RolloutSummary, 'response_tail' | 'stop_reason' | 'error' | 'limit_hits' | 'refused_requests'> &
-  Partial<Pick<RolloutSummary, 'error' | 'limit_hits' | 'refused_requests'>> & { stop_reason: Row['stop_reason'] };
+export type RowSummary = Omit<RolloutSummary, 'response_tail' | 'stop_reason' | 'error' | 'limit_hits' | 'refused_requests' | 'forged_calls'> &
+  Partial<Pick<RolloutSummary, 'error' | 'limit_hits' | 'refused_requests' | 'forged_calls'>> & { stop_reason: Row['stop_reason'] };
 
 const NO_SUMMARY: RowSummary = {
   stop_reason: null, extracted_answer: null, turns: 0, tool_calls: 0, input_tokens: 0, output_tokens: 0, wall_s: 0, error: null,
-  limit_hits: {}, refused_requests: {},
+  limit_hits: {}, refused_requests: {}, forged_calls: 0,
 };
 
 export type Grading =
   | { kind: 'scored'; verdict: NonNullable<Row['judge_verdict']>; reason: string; reward: 0 | 1 }
   /** The model stopped without a final answer: reward 0 without a judge call. */
   | { kind: 'unanswered' }
-  | { kind: 'masked'; failure: FailureKind; error: string };
+  /** The rollout's own content made the judge refuse to grade it (its context length, a content filter): 0, never masked. */
+  | { kind: 'refused'; error: string }
+  | { kind: 'masked'; failure: FailureKind; error: string; judgeFailure?: JudgeFailure };
 
 /** One row from what is known of a rollout: its task, its summary, and its grading. */
 export function buildRow(ctx: RowContext, summary: RowSummary | null, grading: Grading): Row {
@@ -100,7 +114,7 @@ export function buildRow(ctx: RowContext, summary: RowSummary | null, grading: G
     ans_type: ctx.task.ans_type,
     expected_answer: ctx.task.gold,
     extracted_answer: o.extracted_answer,
-    reward: grading.kind === 'scored' ? grading.reward : grading.kind === 'unanswered' ? 0 : null,
+    reward: grading.kind === 'scored' ? grading.reward : grading.kind === 'masked' ? null : 0,
     judge_verdict: grading.kind === 'scored' ? grading.verdict : null,
     judge_reason: grading.kind === 'scored' ? grading.reason : null,
     stop_reason: o.stop_reason,
@@ -111,10 +125,12 @@ export function buildRow(ctx: RowContext, summary: RowSummary | null, grading: G
     output_tokens: o.output_tokens,
     wall_s: Math.round(o.wall_s * 1000) / 1000,
     policy_model: ctx.policyModel,
-    judge_model: grading.kind === 'scored' || (grading.kind === 'masked' && grading.failure === 'judge_failed') ? ctx.judgeModel : null,
-    error: grading.kind === 'masked' ? grading.error : (o.error ?? null),
+    judge_model: grading.kind === 'scored' || grading.kind === 'refused' || (grading.kind === 'masked' && grading.failure === 'judge_failed') ? ctx.judgeModel : null,
+    error: grading.kind === 'masked' || grading.kind === 'refused' ? grading.error : (o.error ?? null),
     finished_at: new Date().toISOString(),
     limit_hits: o.limit_hits ?? {},
     refused_requests: o.refused_requests ?? {},
+    forged_calls: o.forged_calls ?? 0,
+    judge_failure: grading.kind === 'refused' ? 'refused_input' : grading.kind === 'masked' ? (grading.judgeFailure ?? null) : null,
   });
 }

@@ -85,6 +85,8 @@ export const TranscriptRecordSchema = z.object({
     error: z.string().nullable(),
     limit_hits: LimitHitsSchema.default({}),
     refused_requests: LimitHitsSchema.default({}),
+    /** Chat calls that were not the agent's own (made by something the model ran): counted, never shown as turns. */
+    forged_calls: z.number().int().min(0).default(0),
   }),
   /** The judge's grading; null when the rollout was not judged (no answer, masked). */
   judge: z

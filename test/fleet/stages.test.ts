@@ -4,7 +4,8 @@
  * judge's part of the transcript), the results stage (new, duplicate and replaced rows, the
  * transcript written beside the JSONL), and the adapter's poison and shutdown paths.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { gzipSync } from 'node:zlib';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Judge, JudgeInput, JudgeResult } from '../../src/shared/judge.ts';
@@ -16,7 +17,8 @@ import { createRedis, type Redis } from '../../src/shared/redis.ts';
 import { buildRow, shouldReplace } from '../../src/shared/rows.ts';
 import { RunStore } from '../../src/shared/run-store.ts';
 import { startStageWorker } from '../../src/shared/stage-worker.ts';
-import { TranscriptRecordSchema } from '../../src/shared/transcript.ts';
+import { TRANSCRIPT_VERSION, TranscriptRecordSchema, type TranscriptRecord } from '../../src/shared/transcript.ts';
+import { encodeTranscript } from '../../src/shared/transcript-codec.ts';
 import { runJudgeStage } from '../../src/workers/judge/judge-stage.ts';
 import { RunOutput } from '../../src/workers/results/run-output.ts';
 import { TranscriptWriter } from '../../src/workers/results/transcript-writer.ts';
@@ -58,6 +60,11 @@ describe('stages', () => {
   });
 
   const job = (i: number, runId = 'st'): RolloutJob => ({ v: 1, run_id: runId, task_id: taskIds[i], repeat: 0, rollout_id: rolloutId(runId, taskIds[i], 0) });
+  const minimalRecord = (rollout: string): TranscriptRecord => TranscriptRecordSchema.parse({
+    transcript_version: TRANSCRIPT_VERSION, run_id: 'st', rollout_id: rollout, task_id: 't', repeat: 0, attempt: 1, benchmark: 'b', policy_model: 'p',
+    task: { prompt: 'p', question: 'q', gold: 'A', ans_type: 'choice', type: 't', subtype: 's', image_sha256: 'x' }, started_at: '', wall_s: 0, turns: [],
+    outcome: { stop_reason: 'no_answer', extracted_answer: null, error: null },
+  });
   const never = new AbortController().signal;
 
   it('rollout stage: an answer goes to the judge, anything else to the results with reward 0; the transcript waits in Redis', async () => {
@@ -95,6 +102,17 @@ describe('stages', () => {
     expect(failed).toMatchObject({ reward: null, failure_kind: 'judge_failed', error: 'no valid verdict', judge_model: 'run-judge' });
   });
 
+  it('judge stage: a refusal the rollout\'s own content caused scores 0, never masked; a reply without a verdict stays masked, counted apart', async () => {
+    const outcome = (await store.getSummary('st', job(0).rollout_id))!;
+    const judgeJob: JudgeJob = { ...job(0), outcome };
+    const refused = await runJudgeStage(judgeJob, { store, judge: stubJudge({ status: 'refused', reason: 'the judge refused the grading input: HTTP 400: maximum context length' }) });
+    expect(refused).toMatchObject({ reward: 0, failure_kind: null, judge_verdict: null, judge_failure: 'refused_input', error: expect.stringMatching(/maximum context length/) });
+    const noVerdict = await runJudgeStage(judgeJob, { store, judge: stubJudge({ status: 'failed', kind: 'no_verdict', reason: 'judge reply has no JSON object' }) });
+    expect(noVerdict).toMatchObject({ reward: null, failure_kind: 'judge_failed', judge_failure: 'no_verdict' });
+    const down = await runJudgeStage(judgeJob, { store, judge: stubJudge({ status: 'failed', kind: 'unavailable', reason: 'judge call failed after 5 attempt(s)' }) });
+    expect(down).toMatchObject({ failure_kind: 'judge_failed', judge_failure: 'unavailable' });
+  });
+
   it('results stage: writes the transcript beside the JSONL, commits once, and a masked row is replaced by a score', async () => {
     const file = path.join(path.dirname(env.output), 'stages.jsonl');
     const output = new RunOutput(await store.requireRun('st'), file, store, env.logger);
@@ -104,11 +122,12 @@ describe('stages', () => {
     const runRecord = await store.requireRun('st');
     const outcome = (await store.getSummary('st', job(0).rollout_id))!;
     const masked = buildRow(rowContext(runRecord, task, job(0)), outcome, { kind: 'masked', failure: 'judge_failed', error: 'judge down' });
+    await store.putTranscriptJudge('st', job(0).rollout_id, { model: 'run-judge', verdict: null, reason: 'no valid verdict', prompt: { system: 's', user: 'u' }, cached: false });
     const first = await commitRow({ v: 1, row: masked }, run);
     expect(first.result).toBe('new');
     expect(first.row.transcript).toBe(`stages_transcripts/${job(0).rollout_id}.json`);
     const record = TranscriptRecordSchema.parse(JSON.parse(readFileSync(path.join(path.dirname(file), first.row.transcript!), 'utf8')));
-    expect(record.judge).toMatchObject({ verdict: null, reason: 'no valid verdict' }); // the last judge part left
+    expect(record.judge).toMatchObject({ verdict: null, reason: 'no valid verdict' }); // the judge's part merged in
     expect(existsSync(path.join(path.dirname(file), 'stages_transcripts', 'images', `${task.image_sha256}.png`))).toBe(true);
     expect(await store.getTranscriptParts('st', job(0).rollout_id)).toMatchObject({ record: null, judge: null });
     expect((await commitRow({ v: 1, row: masked }, run)).result).toBe('duplicate');
@@ -162,5 +181,26 @@ describe('stages', () => {
       await stage.close(100);
       await queue.close();
     }
+  });
+  it('results stage: a transcript that cannot be read or written never holds its row back', async () => {
+    const file = path.join(path.dirname(env.output), 'bounds.jsonl');
+    const output = new RunOutput(await store.requireRun('st'), file, store, env.logger);
+    await output.open();
+    const run = { output, transcripts: new TranscriptWriter(file, store, env.logger) };
+    const runRecord = await store.requireRun('st');
+    const rowOf = async (i: number) => buildRow(rowContext(runRecord, await store.getTask('st', taskIds[i]), job(i)), null, { kind: 'unanswered' });
+    // A record that is small gzipped and huge inflated (a gzip bomb): dropped, the row kept.
+    await store.putTranscript('st', job(1).rollout_id, gzipSync(Buffer.alloc(200 * 1024 * 1024, 0x20)), new Map());
+    const bomb = await commitRow({ v: 1, row: await rowOf(1) }, run, env.logger);
+    expect(bomb).toMatchObject({ result: 'new', row: { transcript: null } });
+    expect((await store.getTranscriptParts('st', job(1).rollout_id)).record).toBeNull();
+    // A transcript folder that cannot be made (a file is in its way): the row is still committed.
+    writeFileSync(path.join(path.dirname(file), 'bounds_transcripts'), 'in the way');
+    await store.putTranscript('st', job(2).rollout_id, encodeTranscript(minimalRecord(job(2).rollout_id)), new Map());
+    const blocked = await commitRow({ v: 1, row: await rowOf(2) }, run, env.logger);
+    expect(blocked).toMatchObject({ result: 'new', row: { transcript: null } });
+    output.close();
+    const ids = readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l).rollout_id);
+    expect(ids).toEqual(expect.arrayContaining([job(1).rollout_id, job(2).rollout_id]));
   });
 });

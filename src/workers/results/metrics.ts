@@ -13,7 +13,7 @@ import type { Row } from '../../shared/rows.ts';
 export type MetricRow = Pick<
   Row,
   'task_id' | 'repeat' | 'type' | 'subtype' | 'reward' | 'failure_kind' | 'stop_reason' | 'turns' | 'tool_calls' | 'input_tokens' | 'output_tokens' | 'wall_s'
->;
+> & Partial<Pick<Row, 'judge_failure' | 'forged_calls'>>;
 
 export interface GroupAccuracy {
   accuracy: number | null;
@@ -29,6 +29,14 @@ export interface AggregateMetrics {
   num_scored: number;
   num_masked: number;
   masked_by_kind: Record<string, number>;
+  /**
+   * Rows the judge gave no verdict, by why (`refused_input`: scored 0; `no_verdict`, `unavailable`:
+   * masked): a model that learns to provoke the judge shows up here.
+   */
+  judge_failures: Record<string, number>;
+  /** Rollouts in which something the model ran sent chat calls of its own (forged calls), and those calls. */
+  rollouts_with_forged_calls: number;
+  forged_calls: number;
   stop_reasons: Record<string, number>;
   accuracy_by_type: Record<string, GroupAccuracy>;
   accuracy_by_subtype: Record<string, GroupAccuracy>;
@@ -122,6 +130,8 @@ export class MetricsAccumulator {
   private rollouts = 0;
   private readonly all: Tally = { scored: 0, correct: 0, rollouts: 0 };
   private readonly masked = new Map<string, number>();
+  private readonly judgeFailures = new Map<string, number>();
+  private readonly forged = { rollouts: 0, calls: 0 };
   private readonly stops = new Map<string, number>();
   private readonly byType = new Map<string, Tally>();
   private readonly bySubtype = new Map<string, Tally>();
@@ -136,6 +146,11 @@ export class MetricsAccumulator {
       if (row.reward === 1) this.all.correct++;
     }
     count(this.masked, row.failure_kind);
+    count(this.judgeFailures, row.judge_failure ?? null);
+    if ((row.forged_calls ?? 0) > 0) {
+      this.forged.rollouts++;
+      this.forged.calls += row.forged_calls ?? 0;
+    }
     count(this.stops, row.stop_reason);
     bump(this.byType, row.type, row);
     bump(this.bySubtype, row.subtype, row);
@@ -158,6 +173,9 @@ export class MetricsAccumulator {
       num_scored: this.all.scored,
       num_masked: n - this.all.scored,
       masked_by_kind: Object.fromEntries(this.masked),
+      judge_failures: Object.fromEntries(this.judgeFailures),
+      rollouts_with_forged_calls: this.forged.rollouts,
+      forged_calls: this.forged.calls,
       stop_reasons: Object.fromEntries(this.stops),
       accuracy_by_type: groups(this.byType),
       accuracy_by_subtype: groups(this.bySubtype),

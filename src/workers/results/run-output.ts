@@ -17,8 +17,8 @@ import { identityFromRecord, laterTime, metricsFile } from './run-identity.ts';
 export type CommitResult = 'new' | 'duplicate' | 'replaced';
 
 function compact(row: Row): MetricRow {
-  const { task_id, repeat, type, subtype, reward, failure_kind, stop_reason, turns, tool_calls, input_tokens, output_tokens, wall_s } = row;
-  return { task_id, repeat, type, subtype, reward, failure_kind, stop_reason, turns, tool_calls, input_tokens, output_tokens, wall_s };
+  const { task_id, repeat, type, subtype, reward, failure_kind, stop_reason, turns, tool_calls, input_tokens, output_tokens, wall_s, judge_failure, forged_calls } = row;
+  return { task_id, repeat, type, subtype, reward, failure_kind, stop_reason, turns, tool_calls, input_tokens, output_tokens, wall_s, judge_failure, forged_calls };
 }
 
 function writeError(file: string, err: unknown): InfraError {

@@ -4,7 +4,9 @@
  * file at most once a second.
  */
 import os from 'node:os';
+import { errorMessage } from '../../shared/errors.ts';
 import { fleetKeys } from '../../shared/keys.ts';
+import type { Logger } from '../../shared/logger.ts';
 import type { Row } from '../../shared/rows.ts';
 import type { ResultsJob } from '../../shared/queues.ts';
 import { RunStore } from '../../shared/run-store.ts';
@@ -37,13 +39,20 @@ interface OpenRun {
 
 /**
  * The results stage: write the row's transcript (from Redis) beside the JSONL, commit the row, then
- * drop the transcript's parts from Redis. A row delivered twice commits once.
+ * drop the transcript's parts from Redis. A row delivered twice commits once. A transcript that cannot
+ * be read or written never holds the row back: the row is committed without it (and says so in the log).
  */
-export async function commitRow(data: ResultsJob, run: OpenRun): Promise<{ row: Row; result: CommitResult }> {
-  const { row, pending } = await run.transcripts.attach(data.row);
-  const result = await run.output.commit(row);
-  if (pending) await run.transcripts.done(row);
-  return { row, result };
+export async function commitRow(data: ResultsJob, run: OpenRun, logger?: Logger): Promise<{ row: Row; result: CommitResult }> {
+  let attached: { row: Row; pending: boolean };
+  try {
+    attached = await run.transcripts.attach(data.row);
+  } catch (err) {
+    logger?.error({ rollout_id: data.row.rollout_id, err: errorMessage(err) }, 'the transcript of this rollout could not be written; its row is kept without it');
+    attached = { row: { ...data.row, transcript: null }, pending: true };
+  }
+  const result = await run.output.commit(attached.row);
+  if (attached.pending) await run.transcripts.done(attached.row);
+  return { row: attached.row, result };
 }
 
 class ResultsConsumer implements ResultsWorker {
@@ -103,7 +112,7 @@ class ResultsConsumer implements ResultsWorker {
       logger: deps.logger,
       onJobEnd: deps.onJobEnd,
       handle: async (data) => {
-        const { row, result } = await commitRow(data, await this.open(data.row.run_id));
+        const { row, result } = await commitRow(data, await this.open(data.row.run_id), deps.logger);
         deps.onCommit?.(row, result);
         if (result === 'duplicate') deps.logger.info({ rollout: row.rollout_id }, 'duplicate row ignored');
       },

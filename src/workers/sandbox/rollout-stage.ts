@@ -88,6 +88,7 @@ export function summarize(result: AgentResult): RolloutSummary {
     error: result.error ?? null,
     limit_hits: result.limitHits,
     refused_requests: result.refusedRequests,
+    forged_calls: result.forgedCalls ?? 0,
   };
 }
 

@@ -58,7 +58,7 @@ function scriptedTranscript(request: RolloutRequest, text: string, stopReason: A
       task: { prompt: t.prompt, question: t.question, gold: t.gold, ans_type: t.ans_type, type: t.type, subtype: t.subtype, options: t.options, image_sha256: t.image_sha256 },
       started_at: new Date(started).toISOString(), wall_s: (Date.now() - started) / 1000,
       turns: [{ index: 0, started_at: new Date(started).toISOString(), latency_ms: 0, status: 200, error: null, finish_reason: 'stop', input_tokens: null, output_tokens: null, shown_images: [t.image_sha256], text, reasoning: null, tool_calls: [] }],
-      outcome: { stop_reason: stopReason, extracted_answer: answer, error: null, limit_hits: {}, refused_requests: {} },
+      outcome: { stop_reason: stopReason, extracted_answer: answer, error: null, limit_hits: {}, refused_requests: {}, forged_calls: 0 },
       judge: null, agent: null, image_mimes: { [t.image_sha256]: t.image_mime }, truncated: [],
     },
     images: new Map([[request.image.sha256, { mime: request.image.mime, bytes: request.image.bytes }]]),
