@@ -11,7 +11,7 @@
  * - `vcfleet_rollouts_total{result}`: agent runs by stop reason, or `infra_error`.
  * - `vcfleet_sandbox_limit_hits_total{limit}`: times sandboxes hit their memory, pids or disk limit.
  * - `vcfleet_gateway_refusals_total{reason}`: sandbox requests the policy gateway refused.
- * - `vcfleet_judge_calls_total{outcome,verdict,cached}`: judge gradings (scored | failed | error).
+ * - `vcfleet_judge_calls_total{outcome,verdict,cached}`: judge gradings (scored | refused | failed | error).
  * - `vcfleet_rows_committed_total{result,kind}`: rows the results consumer wrote.
  * - `vcfleet_queue_jobs{queue,state}`: jobs per queue and state, fleet-wide, read on scrape.
  * - `vcfleet_sandbox_slots`: rollouts this sandbox-worker runs at once (a number, or what `auto` found).
@@ -84,7 +84,7 @@ export function createFleetMetrics(options: FleetMetricsOptions = {}): FleetMetr
   const limitHits = new Counter({ name: 'vcfleet_sandbox_limit_hits_total', help: 'Times sandboxes hit a resource limit (memory: OOM kills, pids: refused forks, disk: found full).', labelNames: ['limit'], registers });
   const refusals = new Counter({ name: 'vcfleet_gateway_refusals_total', help: 'Requests of sandboxes that the policy gateway refused, by reason.', labelNames: ['reason'], registers });
   const judgeCalls = new Counter({
-    name: 'vcfleet_judge_calls_total', help: 'Judge gradings by outcome (scored, failed, error), verdict and cache hit.', labelNames: ['outcome', 'verdict', 'cached'], registers,
+    name: 'vcfleet_judge_calls_total', help: 'Judge gradings by outcome (scored, refused: the rollout\'s content made the judge refuse it, failed, error), verdict and cache hit.', labelNames: ['outcome', 'verdict', 'cached'], registers,
   });
   const rows = new Counter({ name: 'vcfleet_rows_committed_total', help: 'Rows committed by the results consumer.', labelNames: ['result', 'kind'], registers });
   const depth: QueueDepthSource = createQueueDepthGauge(registry);
@@ -125,7 +125,7 @@ export function createFleetMetrics(options: FleetMetricsOptions = {}): FleetMetr
         try {
           const out = await judge.grade(input, signal);
           if (out.status === 'scored') judgeCalls.inc({ outcome: 'scored', verdict: out.verdict, cached: String(out.cached) });
-          else judgeCalls.inc({ outcome: 'failed', verdict: 'none', cached: 'false' });
+          else judgeCalls.inc({ outcome: out.status, verdict: 'none', cached: 'false' });
           return out;
         } catch (err) {
           judgeCalls.inc({ outcome: 'error', verdict: 'none', cached: 'false' });

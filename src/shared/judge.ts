@@ -24,8 +24,17 @@ export interface RunJudgeSettings {
 
 export type JudgeResult =
   | { status: 'scored'; verdict: Verdict; reason: string; reward: 0 | 1; cached: boolean }
-  /** Not a score: the call failed after its retries or the reply held no valid verdict. Masked, rejudgeable. */
-  | { status: 'failed'; reason: string };
+  /**
+   * The judge refused the grading input for what the rollout itself put in it, as it would every time
+   * (its context length, a content filter): the rollout scores 0, never masked (the model cannot hide
+   * a task it fails by making the judge refuse it).
+   */
+  | { status: 'refused'; reason: string }
+  /**
+   * Not a score: the call failed after its retries (`unavailable`), or the replies held no valid
+   * verdict, twice (`no_verdict`). Masked, rejudgeable.
+   */
+  | { status: 'failed'; reason: string; kind?: 'no_verdict' | 'unavailable' };
 
 export interface Judge {
   readonly modelName: string;

@@ -25,6 +25,22 @@ describe('aggregateMetrics', () => {
     expect(m['repeats/mean']).toBeUndefined();
   });
 
+  it('counts the rows the judge gave no verdict by why, apart (a refused input is a 0, the others masked), and forged calls', () => {
+    const rows = [
+      row('a', 0, 0, { judge_failure: 'refused_input' }),
+      row('b', 0, null, { judge_failure: 'no_verdict' }),
+      row('c', 0, null, { judge_failure: 'no_verdict' }),
+      row('d', 0, null, { judge_failure: 'unavailable' }),
+      row('e', 0, 1, { forged_calls: 3 }),
+      row('f', 0, 1),
+    ];
+    const m = aggregateMetrics(rows);
+    expect(m.judge_failures).toEqual({ refused_input: 1, no_verdict: 2, unavailable: 1 });
+    expect(m['mean/reward']).toBeCloseTo(2 / 3, 6);
+    expect(m.masked_by_kind).toEqual({ judge_failed: 3 });
+    expect(m).toMatchObject({ rollouts_with_forged_calls: 1, forged_calls: 3 });
+  });
+
   it('gives accuracy by type and subtype over scored rows only', () => {
     const rows = [
       row('a', 0, 1, { type: 'Tracking', subtype: 'Maze' }),

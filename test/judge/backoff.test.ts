@@ -56,7 +56,7 @@ describe('retryAfterMs', () => {
 describe('describeCallError', () => {
   it('names the kind and the message of what ended a call', () => {
     const http = APIError.generate(400, { error: { message: 'bad field' } }, undefined, new Headers());
-    expect(describeCallError(http)).toEqual({ kind: 'http', message: expect.stringMatching(/^HTTP 400: .*bad field/) });
+    expect(describeCallError(http)).toEqual({ kind: 'http', message: expect.stringMatching(/^HTTP 400: .*bad field/), status: 400, code: null });
     expect(describeCallError(new APIConnectionTimeoutError())).toEqual({ kind: 'timeout', message: 'request timed out' });
     const refused = new APIConnectionError({ message: 'fetch failed', cause: new Error('ECONNREFUSED') });
     expect(describeCallError(refused)).toEqual({ kind: 'connection', message: 'connection error: fetch failed (ECONNREFUSED)' });

@@ -73,14 +73,14 @@ describe('in-memory cache', () => {
 
   it('never stores failures, so a rejudge calls the endpoint again', async () => {
     const cache = createMemoryJudgeCache();
-    server.setScript([{ status: 500 }, { status: 500 }, { verdict: 'banana' }, { verdict: 'different' }]);
+    server.setScript([{ status: 500 }, { status: 500 }, { verdict: 'banana' }, { verdict: 'banana' }, { verdict: 'different' }]);
     const { judge } = makeJudge(cache);
-    expect(await judge.grade(input)).toMatchObject({ status: 'failed' });
-    expect(await judge.grade(input)).toMatchObject({ status: 'failed' });
+    expect(await judge.grade(input)).toMatchObject({ status: 'failed', kind: 'unavailable' });
+    expect(await judge.grade(input)).toMatchObject({ status: 'failed', kind: 'no_verdict' });
     expect(cache.size).toBe(0);
     expect(await judge.grade(input)).toMatchObject({ status: 'scored', verdict: 'different', cached: false });
     expect(await judge.grade(input)).toMatchObject({ status: 'scored', verdict: 'different', cached: true });
-    expect(server.requests).toHaveLength(4);
+    expect(server.requests).toHaveLength(5);
   });
 
   it('is ignored when judge.cache is false', async () => {

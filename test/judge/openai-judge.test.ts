@@ -85,12 +85,27 @@ describe('verdicts', () => {
     expect(await judge.grade(input)).toMatchObject({ status: 'scored', verdict: 'different', reward: 0 });
   });
 
-  it('invalid JSON and unknown verdicts are failures, not scores (and not retried)', async () => {
-    server.setScript([{ content: 'I think they match {verdict: equivalent' }, { verdict: 'correct' }]);
+  it('invalid JSON and unknown verdicts are failures (no_verdict), not scores, after one more try', async () => {
+    server.setScript([{ content: 'I think they match {verdict: equivalent' }, { content: 'still no JSON' }, { verdict: 'correct' }, { verdict: 'correct' }]);
     const { judge } = makeJudge();
-    expect(await judge.grade(input)).toEqual({ status: 'failed', reason: expect.stringMatching(/no JSON object/) });
-    expect(await judge.grade(input)).toEqual({ status: 'failed', reason: expect.stringMatching(/unknown verdict "correct"/) });
-    expect(server.requests).toHaveLength(2);
+    expect(await judge.grade(input)).toEqual({ status: 'failed', kind: 'no_verdict', reason: expect.stringMatching(/no JSON object/) });
+    expect(await judge.grade(input)).toEqual({ status: 'failed', kind: 'no_verdict', reason: expect.stringMatching(/unknown verdict "correct"/) });
+    expect(server.requests).toHaveLength(4);
+    // A reply without a verdict, then one with: the second try scores.
+    server.setScript([{ content: 'hmm' }, { verdict: 'different' }]);
+    expect(await judge.grade(input)).toMatchObject({ status: 'scored', verdict: 'different' });
+  });
+
+  it('a refusal the grading input itself causes (context length, content filter) is refused: the rollout scores 0, it is never masked', async () => {
+    const tooLong = { status: 400, body: { error: { message: "This model's maximum context length is 8192 tokens", type: 'invalid_request_error', code: 'context_length_exceeded' } } };
+    const filtered = { status: 400, body: { error: { message: "The response was filtered due to the prompt triggering Azure OpenAI's content management policy.", code: 'content_filter' } } };
+    server.setScript([tooLong, filtered, { status: 400, body: { error: { message: 'bad field temperature' } } }]);
+    const { judge } = makeJudge();
+    expect(await judge.grade(input)).toEqual({ status: 'refused', reason: expect.stringMatching(/maximum context length/) });
+    expect(await judge.grade(input)).toEqual({ status: 'refused', reason: expect.stringMatching(/content management policy/) });
+    // Any other 4xx is the judge's own configuration: masked, not a score.
+    expect(await judge.grade(input)).toMatchObject({ status: 'failed', kind: 'unavailable' });
+    expect(server.requests).toHaveLength(3);
   });
 
   it('the default script grades by comparing the extracted answer with the gold', async () => {
@@ -179,7 +194,7 @@ describe('retries', () => {
     server.setScript(() => ({ hang: true }));
     const { judge, lines } = makeJudge({ timeout_s: 0.3, max_retries: 1 });
     const outcome = await judge.grade(input);
-    expect(outcome).toEqual({ status: 'failed', reason: expect.stringMatching(/after 2 attempt\(s\).*timed out/) });
+    expect(outcome).toEqual({ status: 'failed', kind: 'unavailable', reason: expect.stringMatching(/after 2 attempt\(s\).*timed out/) });
     expect(server.requests).toHaveLength(2);
     expect(judgeCalls(lines).map((c) => [c.attempt, c.kind])).toEqual([[1, 'timeout'], [2, 'timeout']]);
   });
@@ -194,7 +209,7 @@ describe('retries', () => {
   it('4xx other than 408/409/429 is not retried', async () => {
     server.setScript([{ status: 400 }, { verdict: 'equivalent' }]);
     const { judge } = makeJudge();
-    expect(await judge.grade(input)).toEqual({ status: 'failed', reason: expect.stringMatching(/not retryable.*HTTP 400/) });
+    expect(await judge.grade(input)).toEqual({ status: 'failed', kind: 'unavailable', reason: expect.stringMatching(/not retryable.*HTTP 400/) });
     expect(server.requests).toHaveLength(1);
   });
 
@@ -207,7 +222,7 @@ describe('retries', () => {
   it('a permanent failure is failed; once the server recovers, a rejudge scores', async () => {
     server.setScript(() => ({ status: 502 }));
     const { judge } = makeJudge({ max_retries: 2 });
-    expect(await judge.grade(input)).toEqual({ status: 'failed', reason: expect.stringMatching(/after 3 attempt\(s\).*HTTP 502/) });
+    expect(await judge.grade(input)).toEqual({ status: 'failed', kind: 'unavailable', reason: expect.stringMatching(/after 3 attempt\(s\).*HTTP 502/) });
     expect(server.requests).toHaveLength(3);
     server.setScript([{ verdict: 'equivalent' }]);
     expect(await judge.grade(input)).toMatchObject({ status: 'scored', verdict: 'equivalent', reward: 1 });
@@ -221,7 +236,7 @@ describe('abort', () => {
     const ac = new AbortController();
     setTimeout(() => ac.abort(), 100);
     const started = Date.now();
-    expect(await judge.grade(input, ac.signal)).toEqual({ status: 'failed', reason: 'aborted' });
+    expect(await judge.grade(input, ac.signal)).toEqual({ status: 'failed', kind: 'unavailable', reason: 'aborted' });
     expect(Date.now() - started).toBeLessThan(5000);
   });
 
@@ -232,7 +247,7 @@ describe('abort', () => {
     const ac = new AbortController();
     setTimeout(() => ac.abort(), 200);
     const started = Date.now();
-    expect(await judge.grade(input, ac.signal)).toEqual({ status: 'failed', reason: 'aborted' });
+    expect(await judge.grade(input, ac.signal)).toEqual({ status: 'failed', kind: 'unavailable', reason: 'aborted' });
     expect(Date.now() - started).toBeLessThan(900);
     await new Promise((resolve) => setTimeout(resolve, 1200));
     expect(server.requests).toHaveLength(1);
@@ -240,7 +255,7 @@ describe('abort', () => {
 
   it('makes no call when already aborted, and none after close()', async () => {
     const { judge } = makeJudge();
-    expect(await judge.grade(input, AbortSignal.abort())).toEqual({ status: 'failed', reason: 'aborted' });
+    expect(await judge.grade(input, AbortSignal.abort())).toEqual({ status: 'failed', kind: 'unavailable', reason: 'aborted' });
     await judge.close();
     expect(await judge.grade(input)).toMatchObject({ status: 'failed' });
     expect(server.requests).toHaveLength(0);

@@ -8,7 +8,7 @@ import type { Config } from '../../shared/config.ts';
 import { rewardFor, type JudgeResult } from '../../shared/judge.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { createAttemptFetch, type Fetch } from './attempt-fetch.ts';
-import { describeCallError, type CallFailure } from './call-errors.ts';
+import { describeCallError, isContentRefusal, type CallFailure } from './call-errors.ts';
 import type { JudgePrompt } from './prompt.ts';
 import { parseVerdict } from './verdict.ts';
 
@@ -28,7 +28,7 @@ export interface JudgeCallContext {
 }
 
 /** `attempts`: requests sent, retries included. */
-export type CallResult = { ok: true; text: string; attempts: number } | { ok: false; failure: CallFailure; attempts: number };
+export type CallResult = { ok: true; text: string; finishReason: string | null; attempts: number } | { ok: false; failure: CallFailure; attempts: number };
 
 const ABORTED = Symbol('aborted');
 
@@ -67,7 +67,8 @@ export async function callJudge(ctx: JudgeCallContext, prompt: JudgePrompt, sign
     );
     const completion = await unlessAborted(request, signal);
     if (completion === ABORTED) return aborted();
-    return { ok: true, text: completion.choices?.[0]?.message?.content ?? '', attempts: sent.attempts };
+    const choice = completion.choices?.[0];
+    return { ok: true, text: choice?.message?.content ?? '', finishReason: choice?.finish_reason ?? null, attempts: sent.attempts };
   } catch (err) {
     if (signal?.aborted) return aborted();
     const failure = describeCallError(err);
@@ -75,16 +76,22 @@ export async function callJudge(ctx: JudgeCallContext, prompt: JudgePrompt, sign
   }
 }
 
-/** Turn a call result into an outcome: a scored verdict, or a failure naming its attempts and last error. */
+/**
+ * Turn a call result into an outcome: a scored verdict; a refusal the grading input itself caused (its
+ * context length, a content filter: the rollout scores 0); or a failure naming its attempts and last
+ * error (`unavailable`), or the reply that held no verdict (`no_verdict`).
+ */
 export function toJudgeResult(result: CallResult, maxAttempts: number, clean: (s: string) => string = (s) => s): JudgeResult {
   if (!result.ok) {
     const { failure, attempts } = result;
-    if (failure.kind === 'aborted') return { status: 'failed', reason: 'aborted' };
+    if (failure.kind === 'aborted') return { status: 'failed', reason: 'aborted', kind: 'unavailable' };
+    if (isContentRefusal(failure)) return { status: 'refused', reason: `the judge refused the grading input: ${failure.message}` };
     // Attempts to spare mean the client judged the error final (a 4xx other than 408/409/429, say).
     const when = attempts < maxAttempts ? '(not retryable)' : `after ${attempts} attempt(s)`;
-    return { status: 'failed', reason: `judge call failed ${when}: ${failure.message}` };
+    return { status: 'failed', reason: `judge call failed ${when}: ${failure.message}`, kind: 'unavailable' };
   }
+  if (result.finishReason === 'content_filter') return { status: 'refused', reason: "the judge's content filter stopped its reply to the grading input" };
   const parsed = parseVerdict(result.text);
-  if (!parsed.ok) return { status: 'failed', reason: clean(parsed.reason) };
+  if (!parsed.ok) return { status: 'failed', reason: clean(parsed.reason), kind: 'no_verdict' };
   return { status: 'scored', verdict: parsed.verdict, reason: clean(parsed.reason), reward: rewardFor(parsed.verdict), cached: false };
 }

@@ -26,9 +26,9 @@ export async function judgeRowContext(job: JudgeJob, store: Pick<RunStore, 'requ
   };
 }
 
-/** The masked, rejudgeable row of a grading that failed. */
-export async function judgeFailedRow(job: JudgeJob, store: Pick<RunStore, 'requireRun' | 'getTask'>, reason: string): Promise<Row> {
-  return buildRow(await judgeRowContext(job, store), job.outcome, { kind: 'masked', failure: 'judge_failed', error: reason });
+/** The masked, rejudgeable row of a grading that failed (`unavailable` unless the judge's replies held no verdict). */
+export async function judgeFailedRow(job: JudgeJob, store: Pick<RunStore, 'requireRun' | 'getTask'>, reason: string, judgeFailure: 'no_verdict' | 'unavailable' = 'unavailable'): Promise<Row> {
+  return buildRow(await judgeRowContext(job, store), job.outcome, { kind: 'masked', failure: 'judge_failed', error: reason, judgeFailure });
 }
 
 export async function runJudgeStage(job: JudgeJob, deps: JudgeStageDeps, signal?: AbortSignal): Promise<Row> {
@@ -51,6 +51,7 @@ export async function runJudgeStage(job: JudgeJob, deps: JudgeStageDeps, signal?
   await deps.store.putTranscriptJudge(job.run_id, job.rollout_id, {
     model: ctx.judge.model, verdict: scored ? grading.verdict : null, reason: grading.reason, prompt: { system, user }, cached: scored && grading.cached,
   });
-  if (!scored) return judgeFailedRow(job, deps.store, grading.reason);
+  if (grading.status === 'refused') return buildRow(ctx, job.outcome, { kind: 'refused', error: grading.reason });
+  if (grading.status === 'failed') return judgeFailedRow(job, deps.store, grading.reason, grading.kind ?? 'unavailable');
   return buildRow(ctx, job.outcome, { kind: 'scored', verdict: grading.verdict, reason: grading.reason, reward: grading.reward });
 }

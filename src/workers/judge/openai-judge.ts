@@ -99,7 +99,7 @@ function forInput(ctx: JudgeCallContext, input: JudgeInput): JudgeCallContext {
  * Every line it logs carries the rollout id (`rollout_id`) when the input has one.
  */
 export async function gradeWith(judgeCtx: JudgeCallContext, cache: JudgeCache | undefined, input: JudgeInput, signal?: AbortSignal): Promise<JudgeResult> {
-  if (signal?.aborted) return { status: 'failed', reason: 'aborted' };
+  if (signal?.aborted) return { status: 'failed', reason: 'aborted', kind: 'unavailable' };
   const ctx = forInput(judgeCtx, input);
   const prompt = buildJudgePrompt(input);
   const key = judgeCacheKey(ctx.model, prompt);
@@ -108,11 +108,17 @@ export async function gradeWith(judgeCtx: JudgeCallContext, cache: JudgeCache | 
     ctx.log.info({ event: 'judge_outcome', status: hit.status, cached: true }, 'judge verdict from cache');
     return hit;
   }
-  const result = await callJudge(ctx, prompt, signal);
-  const outcome = toJudgeResult(result, ctx.settings.max_retries + 1, ctx.clean);
+  let result = await callJudge(ctx, prompt, signal);
+  let outcome = toJudgeResult(result, ctx.settings.max_retries + 1, ctx.clean);
+  if (outcome.status === 'failed' && outcome.kind === 'no_verdict' && !signal?.aborted) {
+    // A reply without a verdict is asked for once more; twice is the row's (masked, counted apart).
+    ctx.log.warn({ event: 'judge_no_verdict', reason: outcome.reason }, 'judge reply held no verdict; asking once more');
+    result = await callJudge(ctx, prompt, signal);
+    outcome = toJudgeResult(result, ctx.settings.max_retries + 1, ctx.clean);
+  }
   const scored = outcome.status === 'scored';
   ctx.log.info(
-    { event: 'judge_outcome', status: outcome.status, cached: false, verdict: scored ? outcome.verdict : undefined, attempts: result.attempts },
+    { event: 'judge_outcome', status: outcome.status, cached: false, verdict: outcome.status === 'scored' ? outcome.verdict : undefined, attempts: result.attempts },
     scored ? 'judge verdict' : `judge failed: ${outcome.reason}`,
   );
   await writeCache(ctx, cache, key, outcome);
@@ -133,7 +139,7 @@ export function createJudge(options: CreateJudgeOptions): Judge {
   return {
     modelName: ctx.model,
     async grade(input, signal) {
-      if (closed) return { status: 'failed', reason: 'the judge is closed' };
+      if (closed) return { status: 'failed', reason: 'the judge is closed', kind: 'unavailable' };
       return gradeWith(ctx, cache, input, signal);
     },
     async close() {
