@@ -54,7 +54,7 @@ describe('readHostMemory', () => {
     expect(await readHostMemory(host)).toEqual({ totalMib: 6144, availableMib: 1024, source: `cgroup ${path.join(host.sys, 'fleet')}`, pressurePct: 31.5 });
   });
 
-  it('cgroup v1 with a limit on the worker\'s own cgroup; the host\'s pressure file', async () => {
+  it('cgroup v1 with a limit on the worker\'s own cgroup; its own pressure (the v1 reader), never the host\'s file', async () => {
     const host = withProcFiles(
       fakeHost('9:memory:/ci/job\n8:pids:/\n0::/\n', [...OTHER_MOUNTS, v1Mount('memory')], {
         'memory/ci/job/memory.limit_in_bytes': `${3 * GIB}\n`,
@@ -65,7 +65,12 @@ describe('readHostMemory', () => {
       meminfo(24 * 1024 * 1024, 22 * 1024 * 1024),
       'some avg10=4.25 avg60=0.00 avg300=0.00 total=0\n',
     );
-    expect(await readHostMemory(host)).toMatchObject({ totalMib: 3072, availableMib: 2048, pressurePct: 4.25 });
+    // The host-wide PSI (4.25) would count every sandbox's own thrashing: not read on v1.
+    expect(await readHostMemory(host)).toMatchObject({ totalMib: 3072, availableMib: 2048, pressurePct: null });
+    const asked: string[] = [];
+    const own = await readHostMemory(host, (folder) => (asked.push(folder), 30));
+    expect(own).toMatchObject({ totalMib: 3072, pressurePct: 30 });
+    expect(asked).toEqual([path.join(host.sysfsRoot, 'memory/ci/job')]);
   });
 
   it('no cgroup limit and no pressure reporting: the host\'s MemTotal and MemAvailable', async () => {

@@ -12,6 +12,7 @@ import type { Config } from '../../shared/config-schema.ts';
 import { ConfigError } from '../../shared/errors.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { readHostMemory, type HostMemory } from './host-memory.ts';
+import { watchV1Pressure, type PressureWatch } from './v1-pressure.ts';
 
 export interface AdmissionState {
   /** Rollouts this worker runs at once (its BullMQ concurrency). */
@@ -44,14 +45,19 @@ export class MemoryAdmission {
   private state: AdmissionState = { slots: 0, held: null, holds: 0 };
   private timer: NodeJS.Timeout | undefined;
   private target: Pausable | undefined;
+  /** The worker's own v1 pressure (started the first time its cgroup turns out to be v1), or null. */
+  private v1: Promise<PressureWatch | null> | null = null;
+  private v1Watch: PressureWatch | null = null;
+  private readonly read: () => Promise<HostMemory>;
 
   constructor(
     config: Config,
     private readonly logger: Logger,
     private readonly onChange: (state: AdmissionState) => void = () => {},
-    private readonly read: () => Promise<HostMemory> = () => readHostMemory(),
+    read?: () => Promise<HostMemory>,
     private readonly pollMs = 2000,
   ) {
+    this.read = read ?? (() => readHostMemory(undefined, (folder) => this.v1Pressure(folder)));
     this.sandboxMib = config.sandbox_config.resources.memory_mib;
     this.reserveMib = config.queues.memory_reserve_mib;
     this.pressureMax = config.queues.memory_pressure_max_pct;
@@ -119,6 +125,14 @@ export class MemoryAdmission {
 
   stop(): void {
     clearInterval(this.timer);
+    this.v1Watch?.stop();
+    void this.v1?.then((w) => w?.stop());
+  }
+
+  /** The worker's own pressure on cgroup v1 (null until its watch runs, or when it cannot). */
+  private v1Pressure(folder: string): number | null {
+    this.v1 ??= watchV1Pressure(folder, this.logger).then((w) => (this.v1Watch = w));
+    return this.v1Watch?.pct() ?? null;
   }
 
   private async recheck(): Promise<void> {

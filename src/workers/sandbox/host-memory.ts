@@ -1,8 +1,10 @@
 /**
  * What memory this host has for sandboxes, read without side effects: the host's (`/proc/meminfo`)
  * and the smallest limit of the worker's own memory cgroup and its ancestors (an operator's or a
- * container's limit), how much of it is free now, and how much the kernel stalls on memory
- * (pressure, where it reports it). Admission (admission.ts) counts sandboxes against these.
+ * container's limit), how much of it is free now, and how much the worker's own cgroup stalls on
+ * memory: PSI of its cgroup on v2; on v1, which has no per-cgroup PSI, what the caller's v1 reader
+ * says (v1-pressure.ts), never the host-wide PSI file, which counts every sandbox's own thrashing.
+ * Admission (admission.ts) counts sandboxes against these.
  */
 import path from 'node:path';
 import { HOST_CGROUP_PATHS, ownMemoryCgroup, readText, type CgroupPaths } from './sandboxes/cgroup-layout.ts';
@@ -16,9 +18,12 @@ export interface HostMemory {
   availableMib: number;
   /** Where the total comes from, for messages. */
   source: string;
-  /** Share of the last 10 s some task stalled on memory (PSI `some avg10`, in %), or null where not reported. */
+  /** Share of the last 10 s the worker's own cgroup stalled on memory (PSI `some avg10`, or v1's pressure events), in %; null where not reported. */
   pressurePct: number | null;
 }
+
+/** Reads the pressure of a cgroup v1 memory folder (the worker's own), in %; null while it cannot tell. */
+export type V1PressureReader = (folder: string) => number | null;
 
 /** Where the reader looks; tests point these at a fake tree. */
 export interface HostMemoryPaths extends CgroupPaths {
@@ -66,10 +71,10 @@ function ownCgroup(paths: CgroupPaths): ReturnType<typeof ownMemoryCgroup> {
   return own;
 }
 
-/** The tightest memory limit at or above the worker's cgroup, with what is free under it. */
-async function cgroupRoom(paths: CgroupPaths): Promise<{ room: CgroupRoom | null; pressureFile: string | null }> {
+/** The tightest memory limit at or above the worker's cgroup, with what is free under it, and where its pressure is read. */
+async function cgroupRoom(paths: CgroupPaths): Promise<{ room: CgroupRoom | null; pressureFile: string | null; v1Folder: string | null }> {
   const own = await ownCgroup(paths);
-  if (!own) return { room: null, pressureFile: null };
+  if (!own) return { room: null, pressureFile: null, v1Folder: null };
   let tightest: CgroupRoom | null = null;
   const [limitFile, usageFile] = own.version === 2 ? ['memory.max', 'memory.current'] : ['memory.limit_in_bytes', 'memory.usage_in_bytes'];
   for (let dir = own.folder; ; dir = path.dirname(dir)) {
@@ -81,15 +86,22 @@ async function cgroupRoom(paths: CgroupPaths): Promise<{ room: CgroupRoom | null
     }
     if (dir === own.mountRoot || dir === path.dirname(dir)) break;
   }
-  return { room: tightest, pressureFile: own.version === 2 ? path.join(own.folder, 'memory.pressure') : null };
+  return {
+    room: tightest,
+    pressureFile: own.version === 2 ? path.join(own.folder, 'memory.pressure') : null,
+    v1Folder: own.version === 1 ? own.folder : null,
+  };
 }
 
-export async function readHostMemory(paths: HostMemoryPaths = HOST_MEMORY_PATHS): Promise<HostMemory> {
+export async function readHostMemory(paths: HostMemoryPaths = HOST_MEMORY_PATHS, v1Pressure?: V1PressureReader): Promise<HostMemory> {
   const meminfo = await readText(paths.meminfo);
   const hostTotal = meminfoMib(meminfo, 'MemTotal') ?? 0;
   const hostAvailable = meminfoMib(meminfo, 'MemAvailable') ?? meminfoMib(meminfo, 'MemFree') ?? 0;
-  const { room, pressureFile } = await cgroupRoom(paths);
-  const pressurePct = pressureOf(pressureFile ? await readText(pressureFile) : null) ?? pressureOf(await readText(paths.pressure));
+  const { room, pressureFile, v1Folder } = await cgroupRoom(paths);
+  const pressurePct =
+    v1Folder !== null
+      ? (v1Pressure?.(v1Folder) ?? null)
+      : (pressureOf(pressureFile ? await readText(pressureFile) : null) ?? pressureOf(await readText(paths.pressure)));
   if (room && room.limitMib < hostTotal) {
     return { totalMib: room.limitMib, availableMib: Math.min(room.freeMib, hostAvailable), source: room.where, pressurePct };
   }
