@@ -67,10 +67,10 @@ export function registerOps(program: Command, cli: Cli): void {
     .command('retry')
     .description('requeue the failed jobs of a run, with their attempts reset')
     .requiredOption('--run-id <id>', 'the run')
-    .option('--stage <stage>', 'rollout or judge (default: both)')
+    .option('--stage <stage>', 'rollout, judge or results (default: all three)')
     .option('--config <path>', 'config YAML')
     .action(async (opts: { config?: string; runId: string; stage?: string }) => {
-      if (opts.stage && !['rollout', 'judge'].includes(opts.stage)) throw new ConfigError(`--stage must be rollout or judge, not "${opts.stage}"`);
+      if (opts.stage && !['rollout', 'judge', 'results'].includes(opts.stage)) throw new ConfigError(`--stage must be rollout, judge or results, not "${opts.stage}"`);
       const stages: QueueName[] = opts.stage ? [opts.stage as QueueName] : ['rollout', 'judge', 'results'];
       const { config, logger } = cli.context(opts);
       const redis = await connect(config, logger, 'client');
