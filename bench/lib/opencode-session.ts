@@ -129,7 +129,7 @@ export async function harnessRun(server: ScriptedPolicyServer, dir: string, id: 
   const startedAt = performance.now();
   try {
     const result = await runner.run(harnessRequest(config, server, dir, id), new AbortController().signal);
-    if (result.extractedAnswer !== 'A') throw new Error(`harness run ${id} ended ${result.stopReason} without the scripted answer: ${result.error ?? ''}`);
+    if (result.outcome.extracted_answer !== 'A') throw new Error(`harness run ${id} ended ${result.outcome.stop_reason} without the scripted answer: ${result.outcome.error ?? ''}`);
     const seconds = (performance.now() - startedAt) / 1000;
     phases['gateway, outcome, transcript, rest'] = seconds - Object.values(phases).reduce((a, b) => a + b, 0);
     return { seconds, phases, result, startedAt, sessionStartedAt };

@@ -9,7 +9,7 @@ import type { Judge } from '../shared/judge.ts';
 import type { Logger } from '../shared/logger.ts';
 import { openQueue } from '../shared/queues.ts';
 import type { Redis } from '../shared/redis.ts';
-import { RowTally } from '../shared/row-tally.ts';
+import { RowTally } from '../shared/output/tally.ts';
 import { RunStore, type RunRecord } from '../shared/run-store.ts';
 import type { FleetMetrics } from '../ops/prom-metrics.ts';
 import { startJudgeWorker } from '../workers/judge/worker.ts';

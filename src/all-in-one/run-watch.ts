@@ -11,7 +11,7 @@ import { errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
 import { openQueue, QUEUE_NAMES, type JobData, type QueueName } from '../shared/queues.ts';
 import type { Redis } from '../shared/redis.ts';
-import { policySilenceWarning, type RowTally } from '../shared/row-tally.ts';
+import { policySilenceWarning, type RowTally } from '../shared/output/tally.ts';
 import type { RunRecord } from '../shared/run-store.ts';
 import { openJobs, readRunJobs } from '../ops/run-jobs.ts';
 import type { ProgressView } from './progress.ts';

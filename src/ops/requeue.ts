@@ -37,7 +37,7 @@ export async function rejudge(redis: Redis, prefix: string, runId: string, logge
   try {
     for await (const row of store.scanRows(runId)) {
       if (row.failure_kind !== 'judge_failed') continue;
-      const outcome = await store.getSummary(runId, row.rollout_id);
+      const outcome = await store.getOutcome(runId, row.rollout_id);
       if (!outcome) {
         missing++;
         logger.warn({ rollout: row.rollout_id }, 'no agent outcome kept for this rollout; use `vcfleet retry --stage rollout` instead');

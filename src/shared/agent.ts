@@ -2,11 +2,11 @@
  * The contract between the sandbox-worker's queue machinery and whatever runs the agent. The real
  * implementation runs OpenCode in a sandbox; the scripted one replays answers from a file.
  */
+import type { RolloutOutcome } from './rollout-outcome.ts';
 import type { PreparedTask } from './task.ts';
 import type { TranscriptRecord } from './transcript.ts';
 
-export const STOP_REASONS = ['answered', 'no_answer', 'timeout', 'output_cap', 'context_limit', 'agent_error'] as const;
-export type StopReason = (typeof STOP_REASONS)[number];
+export { STOP_REASONS, type StopReason } from './stop-reasons.ts';
 
 export interface PolicyEndpoint {
   /** Chosen by the worker's own configuration (never by a run record it does not allow). */
@@ -50,25 +50,9 @@ export interface RolloutRequest {
   attempt?: number;
 }
 
+/** What a rollout produced: its outcome (rollout-outcome.ts) and, when kept, its transcript. */
 export interface AgentResult {
-  stopReason: StopReason;
-  /** All assistant text of the session, in order (the judge sees its end). */
-  responseText: string;
-  /** The last `\boxed{...}` content, or null. */
-  extractedAnswer: string | null;
-  turns: number;
-  toolCalls: number;
-  inputTokens: number;
-  outputTokens: number;
-  wallS: number;
-  /** Why the rollout stopped short, for every stop reason but `answered` (never contains secrets). */
-  error?: string;
-  /** Times the sandbox hit a resource limit, by limit. */
-  limitHits: Record<string, number>;
-  /** Requests the policy gateway refused, by reason. */
-  refusedRequests: Record<string, number>;
-  /** Chat calls forwarded that were not the agent's own conversation (made by something the model ran). */
-  forgedCalls?: number;
+  outcome: RolloutOutcome;
   /** The transcript, when kept. */
   transcript: RolloutTranscript | null;
 }

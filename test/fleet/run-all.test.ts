@@ -12,8 +12,8 @@ import { createScriptedAgent } from '../../src/workers/sandbox/scripted-agent.ts
 import { rejudge, retryFailed } from '../../src/ops/requeue.ts';
 import { openQueue } from '../../src/shared/queues.ts';
 import { RowSchema, type Row } from '../../src/shared/rows.ts';
-import { metricsPathFor } from '../../src/workers/results/metrics.ts';
-import { configHash } from '../../src/workers/results/run-identity.ts';
+import { metricsPathFor } from '../../src/shared/output/metrics.ts';
+import { configHash } from '../../src/shared/output/run-identity.ts';
 import { RunStore } from '../../src/shared/run-store.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
 import { FAKE_JUDGE_KEY, makeFleetEnv, REDIS_URL, type FleetEnv } from '../helpers/fleet.ts';

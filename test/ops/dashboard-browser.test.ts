@@ -12,7 +12,7 @@ import { loadOrPrepare } from '../../src/prepare/load-or-prepare.ts';
 import { openQueue } from '../../src/shared/queues.ts';
 import { createRedis, type Redis } from '../../src/shared/redis.ts';
 import type { Row } from '../../src/shared/rows.ts';
-import { readRowsStrict } from '../../src/workers/results/row-file.ts';
+import { readRowsStrict } from '../../src/shared/output/row-file.ts';
 import type { StageWorker } from '../../src/shared/stage-worker.ts';
 import { createFleetJudge } from '../../src/workers/judge/judge-factory.ts';
 import { startJudgeWorker } from '../../src/workers/judge/worker.ts';

@@ -9,10 +9,10 @@ import path from 'node:path';
 import { InfraError } from '../../shared/errors.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { shouldReplace, type Row } from '../../shared/rows.ts';
-import { readRowFile } from './row-file.ts';
+import { readRowFile } from '../../shared/output/row-file.ts';
 import type { RunRecord, RunStore } from '../../shared/run-store.ts';
-import { metricsPathFor, MetricsAccumulator, type MetricRow } from './metrics.ts';
-import { identityFromRecord, laterTime, metricsFile } from './run-identity.ts';
+import { metricsPathFor, MetricsAccumulator, type MetricRow } from '../../shared/output/metrics.ts';
+import { identityFromRecord, laterTime, metricsFile } from '../../shared/output/run-identity.ts';
 
 export type CommitResult = 'new' | 'duplicate' | 'replaced';
 

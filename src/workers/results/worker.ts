@@ -12,7 +12,7 @@ import type { ResultsJob } from '../../shared/queues.ts';
 import { RunStore } from '../../shared/run-store.ts';
 import { startStageWorker, type RoleDeps, type StageWorker } from '../../shared/stage-worker.ts';
 import { RunOutput, type CommitResult } from './run-output.ts';
-import { resolveOutputPath } from './output-path.ts';
+import { resolveOutputPath } from '../../shared/output/output-path.ts';
 import { TranscriptWriter } from './transcript-writer.ts';
 import { WriterLock } from './writer-lock.ts';
 

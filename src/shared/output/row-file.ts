@@ -5,8 +5,8 @@
  * at the first bad line; the results consumer rewrites a damaged file from Redis.
  */
 import { readFileSync } from 'node:fs';
-import { DataError } from '../../shared/errors.ts';
-import { RowSchema, type Row } from '../../shared/rows.ts';
+import { DataError } from '../errors.ts';
+import { RowSchema, type Row } from '../rows.ts';
 
 /** Problems listed per file at most; the rest are counted. */
 const MAX_PROBLEMS = 20;

@@ -8,7 +8,7 @@
  * - with repeats > 1: `repeats/mean` and `repeats/std` (population std of the per-repeat means, as
  *   the official scorer's numpy default) and `pass@k` (unbiased estimator, per task over its scored rows).
  */
-import type { Row } from '../../shared/rows.ts';
+import { isMasked, isScored, type Row } from '../rows.ts';
 
 export type MetricRow = Pick<
   Row,
@@ -60,21 +60,25 @@ interface Tally {
   rollouts: number;
 }
 
-function bump<K>(map: Map<K, Tally>, key: K, row: MetricRow): void {
+/** Add (`sign` 1) or take away (-1) one row from a group's tally; an emptied group is forgotten. */
+function bump<K>(map: Map<K, Tally>, key: K, row: MetricRow, sign: 1 | -1): void {
   let t = map.get(key);
   if (!t) map.set(key, (t = { scored: 0, correct: 0, rollouts: 0 }));
-  t.rollouts++;
+  t.rollouts += sign;
   if (isScored(row)) {
-    t.scored++;
-    if (row.reward === 1) t.correct++;
+    t.scored += sign;
+    if (row.reward === 1) t.correct += sign;
   }
+  if (t.rollouts === 0) map.delete(key);
 }
 
-function count(map: Map<string, number>, key: string | null): void {
-  if (key !== null) map.set(key, (map.get(key) ?? 0) + 1);
+function count(map: Map<string, number>, key: string | null | undefined, sign: 1 | -1): void {
+  if (key === null || key === undefined) return;
+  const n = (map.get(key) ?? 0) + sign;
+  if (n === 0) map.delete(key);
+  else map.set(key, n);
 }
 
-const isScored = (r: MetricRow) => r.reward !== null && r.failure_kind === null;
 const ratio = (a: number, b: number) => (b === 0 ? null : a / b);
 
 function groups(map: Map<string, Tally>): Record<string, GroupAccuracy> {
@@ -121,10 +125,26 @@ export function passAtK(n: number, c: number, k: number): number {
   return 1 - ratioLeft;
 }
 
+/** The counts of a run's rows that a progress line, `vcfleet status` and the dashboard show. */
+export interface TallyCounts {
+  /** Rollouts with a row (scored or masked). */
+  done: number;
+  scored: number;
+  correct: number;
+  masked: number;
+  maskedByKind: Record<string, number>;
+  stopReasons: Record<string, number>;
+  /** Rows that timed out without a single answered policy call. */
+  silentTimeouts: number;
+  /** Rows with at least one answered policy call. */
+  answeredCalls: number;
+}
+
 /**
- * Metrics kept up to date row by row (a replaced row is removed, then its successor added), so the
- * results consumer never holds the rows themselves: its state grows with tasks, types and repeats,
- * not with rollouts.
+ * The one tally of a run's rows: the metrics, and the counts every view shows, kept up to date row by
+ * row. A row is added, or taken away again when a later row replaces it (a rejudge, a retried
+ * rollout), so nothing is ever rescanned and the caller holds no rows: the state grows with tasks,
+ * types and repeats, not with rollouts.
  */
 export class MetricsAccumulator {
   private rollouts = 0;
@@ -138,29 +158,51 @@ export class MetricsAccumulator {
   private readonly byRepeat = new Map<number, Tally>();
   private readonly byTask = new Map<string, Tally>();
   private readonly sums = { turns: 0, tool_calls: 0, input_tokens: 0, output_tokens: 0, wall_s: 0 };
+  private silentTimeouts = 0;
+  private answeredCalls = 0;
 
   add(row: MetricRow): void {
-    this.rollouts++;
+    this.apply(row, 1);
+  }
+
+  /** Take away a row added before (the one a new row replaces). */
+  remove(row: MetricRow): void {
+    this.apply(row, -1);
+  }
+
+  private apply(row: MetricRow, sign: 1 | -1): void {
+    this.rollouts += sign;
     if (isScored(row)) {
-      this.all.scored++;
-      if (row.reward === 1) this.all.correct++;
+      this.all.scored += sign;
+      if (row.reward === 1) this.all.correct += sign;
     }
-    count(this.masked, row.failure_kind);
-    count(this.judgeFailures, row.judge_failure ?? null);
+    count(this.masked, row.failure_kind, sign);
+    count(this.judgeFailures, row.judge_failure, sign);
     if ((row.forged_calls ?? 0) > 0) {
-      this.forged.rollouts++;
-      this.forged.calls += row.forged_calls ?? 0;
+      this.forged.rollouts += sign;
+      this.forged.calls += sign * (row.forged_calls ?? 0);
     }
-    count(this.stops, row.stop_reason);
-    bump(this.byType, row.type, row);
-    bump(this.bySubtype, row.subtype, row);
-    bump(this.byRepeat, row.repeat, row);
-    bump(this.byTask, row.task_id, row);
-    for (const key of Object.keys(this.sums) as Array<keyof typeof this.sums>) this.sums[key] += row[key];
+    count(this.stops, row.stop_reason, sign);
+    bump(this.byType, row.type, row, sign);
+    bump(this.bySubtype, row.subtype, row, sign);
+    bump(this.byRepeat, row.repeat, row, sign);
+    bump(this.byTask, row.task_id, row, sign);
+    for (const key of Object.keys(this.sums) as Array<keyof typeof this.sums>) this.sums[key] += sign * row[key];
+    if (!isMasked(row) && row.stop_reason === 'timeout' && row.turns === 0) this.silentTimeouts += sign;
+    if (row.turns > 0) this.answeredCalls += sign;
   }
 
   get size(): number {
     return this.rollouts;
+  }
+
+  /** The counts of a progress line and of `vcfleet status`. */
+  counts(): TallyCounts {
+    return {
+      done: this.rollouts, scored: this.all.scored, correct: this.all.correct, masked: this.rollouts - this.all.scored,
+      maskedByKind: Object.fromEntries(this.masked), stopReasons: Object.fromEntries(this.stops),
+      silentTimeouts: this.silentTimeouts, answeredCalls: this.answeredCalls,
+    };
   }
 
   result(numRepeats = 1): AggregateMetrics {
