@@ -17,8 +17,9 @@ socket in /proc/net/tcp, then that socket among the descriptors of the sandbox's
 forwards it to AGENT_SOCKET when that process alone holds it and is the sandbox's command (pid 2 of
 the sandbox's PID namespace: OpenCode), else to OTHER_SOCKET. The sandbox cannot see, signal or
 replace the helper (another PID namespace, another uid), so which calls are the agent's own is a
-fact the sandbox cannot forge. The helper dies with the sandbox: PR_SET_PDEATHSIG on bwrap's exit,
-and the cgroup kill at teardown. It records itself as RECORD_DIR/<launcher pid>.bridge.json (pid,
+fact the sandbox cannot forge. The helper dies with the sandbox: it watches bwrap's pidfd and exits
+as soon as bwrap has (PR_SET_PDEATHSIG would not do: the kernel sends it with the dying parent's
+credentials, which may not signal a root process), and the cgroup kill at teardown. It records itself as RECORD_DIR/<launcher pid>.bridge.json (pid,
 start time, boot id, host), so that the worker can wait for it to be gone, and a later worker kill it.
 
 Failures before BWRAP runs print "M <what failed>" on stderr and exit 125, which the worker reports
@@ -27,6 +28,7 @@ as an infrastructure error.
 import ctypes
 import fcntl
 import os
+import select
 import socket
 import struct
 import sys
@@ -34,8 +36,6 @@ import threading
 
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
-PR_SET_PDEATHSIG = 1
-SIGKILL = 9
 SIOCGIFFLAGS = 0x8913
 SIOCSIFFLAGS = 0x8914
 IFF_UP = 0x1
@@ -72,6 +72,8 @@ def parse(argv):
         raise ValueError("--uid must name a host uid other than 0")
     if i >= len(argv) - 1:
         raise ValueError("no command after --")
+    if not argv[i + 1].startswith("/"):
+        raise ValueError("the command after -- must be an absolute path")
     return opts, argv[i + 1:]
 
 
@@ -210,6 +212,13 @@ def serve(listener, bridge, root):
         threading.Thread(target=handle, args=(client, peer, bridge, root, slots), daemon=True).start()
 
 
+def serve_until_gone(listener, bridge, root, parent_fd):
+    """Serve in a thread until bwrap (the parent) has exited: its pidfd becomes readable then."""
+    threading.Thread(target=serve, args=(listener, bridge, root), daemon=True).start()
+    select.select([parent_fd], [], [])
+    os._exit(0)
+
+
 def record(folder, parent):
     """RECORD_DIR/<parent>.bridge.json: this process, as the worker identifies processes (proc-tree.ts)."""
     with open("/proc/self/stat") as f:
@@ -225,6 +234,8 @@ def record(folder, parent):
 
 def helper(opts, parent, from_parent, to_parent):
     try:
+        # Opened at once, so that a parent that dies from here on is seen.
+        parent_fd = os.pidfd_open(parent)
         if os.read(from_parent, 1) != b"u":
             os._exit(0)
         write_maps(parent, opts["uid"])
@@ -240,9 +251,6 @@ def helper(opts, parent, from_parent, to_parent):
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(("127.0.0.1", opts["bridge"][0]))
         listener.listen(128)
-        check(libc.prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
-        if os.getppid() != parent:
-            os._exit(0)
         record(opts["bridge"][3], parent)
         try:
             # The sandbox may run its memory to the limit: the OOM killer takes its processes first.
@@ -255,14 +263,14 @@ def helper(opts, parent, from_parent, to_parent):
         devnull = os.open(os.devnull, os.O_RDWR)
         for n in (0, 1, 2):
             os.dup2(devnull, n)
-        keep = {listener.fileno(), 0, 1, 2}
+        keep = {listener.fileno(), parent_fd, 0, 1, 2}
         for n in range(3, 1024):
             if n not in keep:
                 try:
                     os.close(n)
                 except OSError:
                     pass
-        serve(listener, opts["bridge"], parent)
+        serve_until_gone(listener, opts["bridge"], parent, parent_fd)
     except BaseException as err:  # noqa: BLE001 - tell the parent, whatever it was
         try:
             os.write(to_parent, b"E" + str(err).encode()[:500])
@@ -318,7 +326,8 @@ def launch(opts, command):
         expect(from_helper_r, b"r", "start the gateway bridge on port %d" % opts["bridge"][0])
     os.close(to_helper_w)
     os.close(from_helper_r)
-    os.execvp(command[0], command)
+    # An absolute path: execvp's PATH search imports modules that -I -S may not find.
+    os.execv(command[0], command)
 
 
 def main(argv):
