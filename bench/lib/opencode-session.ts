@@ -17,7 +17,7 @@ import { opencodeBinaryPath, opencodeRoBinds } from '../../src/workers/sandbox/o
 import { createOpenCodeRunner } from '../../src/workers/sandbox/opencode/runner.ts';
 import { buildOpenCodeConfig, buildOpenCodeEnv, buildRunArgv, seedFiles, sessionPaths } from '../../src/workers/sandbox/opencode/session-config.ts';
 import { createSandboxProvider, type Sandbox, type SandboxProvider } from '../../src/workers/sandbox/sandboxes/index.ts';
-import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local-bwrap.ts';
+import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local/provider.ts';
 import { discardLogger } from './fleet.ts';
 
 export const MODEL = 'scripted-vlm';
@@ -123,7 +123,7 @@ export async function harnessRun(server: ScriptedPolicyServer, dir: string, id: 
   const hooks = { extraEnv: opts.extraEnv, onSessionStart: (at: number) => (sessionStartedAt = at) };
   const inner = opts.box === false
     ? new LocalBwrapProvider({ workdir: config.sandbox_workdir, extraRoBinds: opencodeRoBinds(config), box: false, logger })
-    : createSandboxProvider(config, { logger, extraRoBinds: opencodeRoBinds(config) });
+    : createSandboxProvider(config, { logger });
   const provider = timedProvider(inner, phases, hooks);
   const runner = createOpenCodeRunner({ config, logger, provider, socketDir: path.join(dir, 'sockets') });
   const startedAt = performance.now();

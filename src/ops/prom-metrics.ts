@@ -100,6 +100,7 @@ export function createFleetMetrics(options: FleetMetricsOptions = {}): FleetMetr
       rows.inc({ result, kind: row.failure_kind ?? 'scored' });
     },
     wrapAgent: (agent) => ({
+      host: agent.host,
       async run(request, signal) {
         active.inc();
         try {

@@ -62,7 +62,16 @@ export interface AgentResult {
  * InfraError when the infrastructure failed (sandbox provider, policy endpoint unreachable), so that
  * the rollout is retried. Must honour `signal` and always clean up its sandbox.
  */
+/** What bounds a runner's sessions, as its sandbox provider declares it. */
+export interface AgentHost {
+  /** The sessions run on this host: its memory bounds them (admission counts them against it). */
+  usesHostMemory: boolean;
+  /** The longest a session's sandbox lives, in seconds; null: as long as its task. */
+  maxLifetimeS: number | null;
+}
+
 export interface AgentRunner {
+  readonly host: AgentHost;
   run(request: RolloutRequest, signal: AbortSignal): Promise<AgentResult>;
   /** Release what the runner holds (reap sandboxes, close servers). Safe to call twice. */
   close(): Promise<void>;

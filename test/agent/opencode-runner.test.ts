@@ -14,7 +14,7 @@ import { InfraError } from '../../src/shared/errors.ts';
 import { createLogger } from '../../src/shared/logger.ts';
 import { opencodeRoBinds } from '../../src/workers/sandbox/opencode/binary.ts';
 import { createOpenCodeRunner } from '../../src/workers/sandbox/opencode/runner.ts';
-import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local-bwrap.ts';
+import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local/provider.ts';
 import type { ExecOptions, Sandbox, SandboxProvider, SandboxSpec } from '../../src/workers/sandbox/sandboxes/types.ts';
 import { encodePng } from '../helpers/fixture-images.ts';
 import { scripts, startScriptedPolicyServer, type Script, type ScriptedPolicyServer } from '../helpers/scripted-policy-server.ts';

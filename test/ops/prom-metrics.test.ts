@@ -50,6 +50,7 @@ describe('fleet metrics hooks', () => {
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     const inner: AgentRunner = {
+      host: { usesHostMemory: true, maxLifetimeS: null },
       async run(req) {
         await gate;
         if (req.attempt === 2) throw new Error('sandbox down');

@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { deflateSync, crc32 } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { InfraError } from '../../src/shared/errors.ts';
-import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local-bwrap.ts';
+import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local/provider.ts';
 import type { Sandbox } from '../../src/workers/sandbox/sandboxes/types.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { processesWith } from '../helpers/processes.ts';

@@ -9,7 +9,7 @@ import { ConfigSchema } from '../../src/shared/config.ts';
 import { ConfigError, InfraError } from '../../src/shared/errors.ts';
 import { createLogger } from '../../src/shared/logger.ts';
 import { createSandboxProvider } from '../../src/workers/sandbox/sandboxes/index.ts';
-import { OpenSandboxProvider, type OpenSandboxOptions } from '../../src/workers/sandbox/sandboxes/opensandbox.ts';
+import { OpenSandboxProvider, type OpenSandboxOptions } from '../../src/workers/sandbox/sandboxes/opensandbox/provider.ts';
 import { identityOf } from '../../src/workers/sandbox/sandboxes/proc-tree.ts';
 import { startFakeOpenSandbox, type FakeOpenSandbox } from '../helpers/fake-opensandbox-server.ts';
 import { setTimeout as sleep } from 'node:timers/promises';

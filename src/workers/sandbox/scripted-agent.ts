@@ -70,6 +70,8 @@ function scriptedTranscript(request: RolloutRequest, text: string, outcome: Roll
 export function createScriptedAgent(input: z.input<typeof AgentScriptSchema>): AgentRunner {
   const script = AgentScriptSchema.parse(input);
   return {
+    // It runs on this host, like a local session would (admission still counts its memory).
+    host: { usesHostMemory: true, maxLifetimeS: null },
     async run(request: RolloutRequest, signal: AbortSignal): Promise<AgentResult> {
       const entry = script[request.task.task_id] ?? script['*'] ?? EntrySchema.parse({});
       const started = Date.now();

@@ -11,7 +11,7 @@ import { startStageWorker, type RoleDeps, type StageWorker } from '../../shared/
 import { infraFailedRow, runRolloutStage } from './rollout-stage.ts';
 import { RunSettingConflicts } from '../settings-conflicts.ts';
 import { MemoryAdmission, type AdmissionState } from './admission.ts';
-import type { HostMemory } from './host-memory.ts';
+import type { HostMemory } from './host/host-memory.ts';
 
 export interface SandboxWorkerDeps extends RoleDeps<'rollout'> {
   agent: AgentRunner;
@@ -40,8 +40,8 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Sandb
     policyApiKey: config.policy_api_key,
     captureRoot: path.resolve(config.state_dir, 'captures'),
   };
-  const conflicts = new RunSettingConflicts(config, 'sandbox', logger);
-  const admission = new MemoryAdmission(config, logger, deps.onAdmission, deps.readMemory);
+  const conflicts = new RunSettingConflicts(config, 'sandbox', logger, deps.agent.host.maxLifetimeS);
+  const admission = new MemoryAdmission(config, deps.agent.host.usesHostMemory, logger, deps.onAdmission, deps.readMemory);
   const slots = await admission.slots(config.queues.rollout_concurrency);
   const stage = startStageWorker({
     queue: 'rollout',

@@ -4,7 +4,7 @@
  * shell quoting for execd's `bash -c`.
  */
 import os from 'node:os';
-import { bootId, identityOf, type ProcessIdentity } from './proc-tree.ts';
+import { bootId, identityOf, type ProcessIdentity } from '../proc-tree.ts';
 
 /** Default value of the fleet label put on every sandbox. */
 export const DEFAULT_FLEET_LABEL = 'visual-coding-fleet';

@@ -8,7 +8,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import type { Logger } from '../../shared/logger.ts';
+import type { Logger } from '../../../shared/logger.ts';
 
 const SCRIPT = fileURLToPath(new URL('./memory-pressure.py', import.meta.url));
 const WINDOW_S = 10;

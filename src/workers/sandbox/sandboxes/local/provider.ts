@@ -19,22 +19,25 @@
  * script bridges the gateway socket inside the sandbox (origin not verified).
  */
 import { existsSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
-import { InfraError, errorMessage } from '../../../shared/errors.ts';
-import type { Logger } from '../../../shared/logger.ts';
+import { InfraError, errorMessage } from '../../../../shared/errors.ts';
+import type { Logger } from '../../../../shared/logger.ts';
 import { SANDBOX_PYTHON } from './bwrap-policy.ts';
 import { defaultBwrapPath, probeBwrap } from './bwrap-process.ts';
-import { uniformReport } from './box-report.ts';
+import { uniformReport } from '../box-report.ts';
 import { setUpBox, type BoxSetup } from './box-setup.ts';
-import { HOST_CGROUP_PATHS, type CgroupPaths } from './cgroup-layout.ts';
-import { ENTRY_SCRIPT, LocalBwrapSandbox, type SandboxOptions } from './local-bwrap-sandbox.ts';
-import { DEFAULT_MAX_CAPTURE_BYTES } from './output-capture.ts';
+import { HOST_CGROUP_PATHS, type CgroupPaths } from '../../host/cgroup-layout.ts';
+import { opencodeBinaryPath } from '../../opencode/binary.ts';
+import { reapOrphanGatewayDirs } from '../../gateway/socket-dirs.ts';
+import { ENTRY_SCRIPT, LocalBwrapSandbox, type SandboxOptions } from './sandbox.ts';
+import { DEFAULT_MAX_CAPTURE_BYTES } from '../output-capture.ts';
 import { SandboxBox } from './sandbox-box.ts';
 import { reapOrphanCgroups } from './sandbox-cgroup.ts';
 import { createSandboxDirs, defaultSandboxRoot, reapOrphanDirs, removeSandboxDirs } from './sandbox-dirs.ts';
 import { mountDisk } from './sandbox-disk.ts';
 import { SECCOMP_PYTHON } from './seccomp-filter.ts';
-import type { BoxReport, Sandbox, SandboxCapabilities, SandboxProvider, SandboxResources, SandboxSpec } from './types.ts';
+import type { BoxReport, Sandbox, SandboxCapabilities, SandboxProvider, SandboxResources, SandboxSpec } from '../types.ts';
 
 export { SANDBOX_PATH } from './bwrap-process.ts';
 
@@ -68,6 +71,8 @@ export interface LocalBwrapOptions {
   diskPollMs?: number;
   /** The host uid a root worker's sandboxes run as (`sandbox_config.host_uid`); default DEFAULT_HOST_UID. */
   hostUid?: number;
+  /** Where this host's gateways put their sockets (the runner's `socketDir`); default the OS temp folder. */
+  gatewaySocketDir?: string;
   /** Whether this process is root (default: its effective uid is 0); tests set it. */
   asRoot?: boolean;
   logger?: Logger;
@@ -95,7 +100,7 @@ export class LocalBwrapProvider implements SandboxProvider {
       maxCaptureBytes: opts.maxCaptureBytes ?? DEFAULT_MAX_CAPTURE_BYTES,
       hostUid: asRoot ? (opts.hostUid ?? DEFAULT_HOST_UID) : null,
     };
-    this.capabilities = { gateway: 'unix', verifiesCallOrigin: asRoot };
+    this.capabilities = { gateway: 'unix', verifiesCallOrigin: asRoot, usesHostMemory: true, agentBinary: (config) => opencodeBinaryPath(config), maxLifetimeS: null };
   }
 
   async create(spec: SandboxSpec, signal?: AbortSignal): Promise<Sandbox> {
@@ -149,6 +154,8 @@ export class LocalBwrapProvider implements SandboxProvider {
     const cgroups = this.opts.box === false ? [] : await reapOrphanCgroups((await this.boxSetup()).cgroups, warn('cgroup'));
     const reaped = new Set([...folders, ...cgroups]).size;
     if (reaped > 0) this.opts.logger?.info({ reaped, folders: folders.length, cgroups: cgroups.length, root: this.rootDir }, 'removed orphaned sandboxes');
+    const gateways = await reapOrphanGatewayDirs(this.opts.gatewaySocketDir ?? os.tmpdir());
+    if (gateways > 0) this.opts.logger?.warn({ gateways }, 'removed gateway socket folders left behind by a dead worker of this host');
     return reaped;
   }
 

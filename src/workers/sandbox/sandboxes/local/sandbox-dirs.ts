@@ -14,7 +14,7 @@ import { chmod, chown, copyFile, mkdir, mkdtemp, readFile, readdir, rm, stat, wr
 import os from 'node:os';
 import path from 'node:path';
 import { forceRemove } from './force-remove.ts';
-import { identityOf, isAlive, signalQuietly, type ProcessIdentity } from './proc-tree.ts';
+import { identityOf, isAlive, signalQuietly, type ProcessIdentity } from '../proc-tree.ts';
 import { unmountAllUnder } from './sandbox-disk.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 

@@ -4,9 +4,9 @@
  * A non-zero exit is a result; only failing to start the process throws.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { InfraError } from '../../../shared/errors.ts';
-import { LineSplitter, TailBuffer } from './output-capture.ts';
-import type { ExecResult } from './types.ts';
+import { InfraError } from '../../../../shared/errors.ts';
+import { LineSplitter, TailBuffer } from '../output-capture.ts';
+import type { ExecResult } from '../types.ts';
 
 export interface RunProcessOptions {
   command: string;

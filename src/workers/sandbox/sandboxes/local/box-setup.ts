@@ -8,14 +8,14 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, rmdir } from 'node:fs/promises';
 import path from 'node:path';
-import { errorMessage } from '../../../shared/errors.ts';
+import { errorMessage } from '../../../../shared/errors.ts';
 import { SANDBOX_PYTHON, namespaceArgs } from './bwrap-policy.ts';
 import { runCheck } from './bwrap-process.ts';
-import { CGROUP_CONTROLLERS, detectCgroupLayout, type CgroupController, type CgroupLayout, type CgroupPaths } from './cgroup-layout.ts';
+import { CGROUP_CONTROLLERS, detectCgroupLayout, type CgroupController, type CgroupLayout, type CgroupPaths } from '../../host/cgroup-layout.ts';
 import { SandboxCgroup, cgroupName, joinCommand, limitFiles } from './sandbox-cgroup.ts';
 import { mountDisk, unmountDisk } from './sandbox-disk.ts';
 import { buildSeccompFilter } from './seccomp-filter.ts';
-import type { BoxItem, BoxReport, SandboxResources } from './types.ts';
+import type { BoxItem, BoxReport, SandboxResources } from '../types.ts';
 
 export interface BoxSetupOptions {
   resources: SandboxResources;

@@ -10,8 +10,8 @@ import { execFile } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { statfs } from 'node:fs/promises';
 import path from 'node:path';
-import { InfraError } from '../../../shared/errors.ts';
-import { parseMountinfo } from './cgroup-layout.ts';
+import { InfraError } from '../../../../shared/errors.ts';
+import { parseMountinfo } from '../../host/cgroup-layout.ts';
 
 /** Below this many free bytes the sandbox disk counts as full (a write of a few pages fails). */
 const FULL_BELOW_BYTES = 1024 * 1024;

@@ -5,7 +5,7 @@
  */
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { InfraError } from '../../../shared/errors.ts';
+import { InfraError } from '../../../../shared/errors.ts';
 
 /** The Python that has Debian's libseccomp bindings. */
 export const SECCOMP_PYTHON = '/usr/bin/python3';

@@ -4,9 +4,9 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { InfraError } from '../../../shared/errors.ts';
+import { InfraError } from '../../../../shared/errors.ts';
 import { namespaceArgs } from './bwrap-policy.ts';
-import { namespaceMembers, signalQuietly } from './proc-tree.ts';
+import { namespaceMembers, signalQuietly } from '../proc-tree.ts';
 
 /** PATH inside the sandbox unless the spec or the exec sets one. */
 export const SANDBOX_PATH = '/usr/local/bin:/usr/bin:/bin';

@@ -7,10 +7,10 @@
 import { mkdir, readFile, readdir, rmdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { InfraError, errorMessage } from '../../../shared/errors.ts';
-import type { CgroupController, CgroupLayout, CgroupPlace } from './cgroup-layout.ts';
-import { bootId, isAlive, processStartTime, signalQuietly } from './proc-tree.ts';
-import type { SandboxResources } from './types.ts';
+import { InfraError, errorMessage } from '../../../../shared/errors.ts';
+import type { CgroupController, CgroupLayout, CgroupPlace } from '../../host/cgroup-layout.ts';
+import { bootId, isAlive, processStartTime, signalQuietly } from '../proc-tree.ts';
+import type { SandboxResources } from '../types.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 const CPU_PERIOD_US = 100_000;

@@ -6,9 +6,9 @@
  * sandbox or its connection pool).
  */
 import type { Sandbox as SdkSandbox } from '@alibaba-group/opensandbox';
-import { InfraError, errorMessage } from '../../../shared/errors.ts';
-import { TailBuffer } from './output-capture.ts';
-import type { ExecResult } from './types.ts';
+import { InfraError, errorMessage } from '../../../../shared/errors.ts';
+import { TailBuffer } from '../output-capture.ts';
+import type { ExecResult } from '../types.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface RemoteCommandOptions {

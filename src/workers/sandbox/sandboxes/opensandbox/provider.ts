@@ -9,14 +9,14 @@ import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { Sandbox as SdkSandbox, SandboxManager, type ConnectionConfigOptions } from '@alibaba-group/opensandbox';
-import { ConfigError, InfraError, errorMessage } from '../../../shared/errors.ts';
-import type { Logger } from '../../../shared/logger.ts';
-import { DEFAULT_MAX_CAPTURE_BYTES } from './output-capture.ts';
-import { runRemoteCommand } from './opensandbox-exec.ts';
-import { DEFAULT_FLEET_LABEL, META, labelValue, modelOnlyPolicy, ownerFromMetadata, ownerMetadata, shellJoin, shellQuote } from './opensandbox-labels.ts';
-import { isAlive } from './proc-tree.ts';
-import { ExecTracker } from './exec-tracker.ts';
-import type { BoxReport, ExecOptions, ExecResult, LimitHits, Sandbox, SandboxProvider, SandboxSpec } from './types.ts';
+import { ConfigError, InfraError, errorMessage } from '../../../../shared/errors.ts';
+import type { Logger } from '../../../../shared/logger.ts';
+import { DEFAULT_MAX_CAPTURE_BYTES } from '../output-capture.ts';
+import { runRemoteCommand } from './exec.ts';
+import { DEFAULT_FLEET_LABEL, META, labelValue, modelOnlyPolicy, ownerFromMetadata, ownerMetadata, shellJoin, shellQuote } from './labels.ts';
+import { isAlive } from '../proc-tree.ts';
+import { ExecTracker } from '../exec-tracker.ts';
+import type { BoxReport, ExecOptions, ExecResult, LimitHits, Sandbox, SandboxCapabilities, SandboxProvider, SandboxSpec } from '../types.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface OpenSandboxOptions {
@@ -143,8 +143,11 @@ async function deleteWithRetry(sdk: SdkSandbox, logger?: Logger): Promise<void> 
 
 export class OpenSandboxProvider implements SandboxProvider {
   readonly name = 'opensandbox' as const;
-  /** Remote sandboxes reach the worker's gateway over TCP; nothing outside them tells the agent's calls from others. */
-  readonly capabilities = { gateway: 'tcp', verifiesCallOrigin: false } as const;
+  /**
+   * Remote sandboxes reach the worker's gateway over TCP (nothing outside them tells the agent's calls
+   * from others), on the server's memory, and live at most their TTL; OpenCode is the image's.
+   */
+  readonly capabilities: SandboxCapabilities;
   private readonly live = new Set<RemoteSandbox>();
   private readonly connection: ConnectionConfigOptions;
   private readonly fleet: string;
@@ -157,6 +160,7 @@ export class OpenSandboxProvider implements SandboxProvider {
       disableMetrics: true,
     };
     this.fleet = opts.fleetLabel ?? DEFAULT_FLEET_LABEL;
+    this.capabilities = { gateway: 'tcp', verifiesCallOrigin: false, usesHostMemory: false, agentBinary: (config) => config.agent.opencode_bin ?? 'opencode', maxLifetimeS: opts.ttlS };
   }
 
   async create(spec: SandboxSpec, signal?: AbortSignal): Promise<Sandbox> {

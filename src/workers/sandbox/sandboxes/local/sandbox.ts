@@ -9,15 +9,15 @@ import { randomBytes } from 'node:crypto';
 import { lchown, readFile, realpath, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { InfraError, errorMessage } from '../../../shared/errors.ts';
+import { InfraError, errorMessage } from '../../../../shared/errors.ts';
 import { SANDBOX_PYTHON, buildBwrapArgs, sandboxCommand } from './bwrap-policy.ts';
 import { SANDBOX_PATH, terminateBwrap } from './bwrap-process.ts';
-import { ExecTracker } from './exec-tracker.ts';
+import { ExecTracker } from '../exec-tracker.ts';
 import { runProcess } from './process-runner.ts';
 import type { SandboxBox } from './sandbox-box.ts';
 import { forgetExec, recordExec, removeSandboxDirs, stopBridge, type SandboxDirs } from './sandbox-dirs.ts';
 import { mapSandboxPath, resolveForRead, resolveForWrite, type PathMount } from './sandbox-paths.ts';
-import type { ExecOptions, ExecResult, LimitHits, Sandbox, SandboxSpec } from './types.ts';
+import type { ExecOptions, ExecResult, LimitHits, Sandbox, SandboxSpec } from '../types.ts';
 
 /** What every sandbox of a provider shares. */
 export interface SandboxOptions {

@@ -8,7 +8,7 @@ import type { BoxSetup } from './box-setup.ts';
 import { SandboxCgroup, cgroupName, joinCommand } from './sandbox-cgroup.ts';
 import { DiskWatch } from './sandbox-disk.ts';
 import type { EntryOptions } from './bwrap-policy.ts';
-import type { ExecResult, LimitHits, SandboxResources } from './types.ts';
+import type { ExecResult, LimitHits, SandboxResources } from '../types.ts';
 
 /** RLIMIT_NOFILE of sandboxed commands: ample for OpenCode and Python, small enough to bound kernel memory. */
 export const SANDBOX_NOFILE = 4096;

@@ -5,7 +5,7 @@
  */
 import { lstat, mkdir, realpath } from 'node:fs/promises';
 import path from 'node:path';
-import { DataError } from '../../../shared/errors.ts';
+import { DataError } from '../../../../shared/errors.ts';
 
 export interface PathMount {
   /** Absolute folder inside the sandbox. */
