@@ -5,6 +5,7 @@
  */
 import os from 'node:os';
 import { errorMessage } from '../../shared/errors.ts';
+import { Releasers } from '../../shared/releasers.ts';
 import { fleetKeys } from '../../shared/keys.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Row } from '../../shared/rows.ts';
@@ -80,15 +81,12 @@ class ResultsConsumer implements ResultsWorker {
     this.closing ??= (async () => {
       this.stop.abort();
       clearInterval(this.flushTimer);
-      await this.stage?.close(graceMs);
-      for (const pending of this.runs.values()) {
-        try {
-          (await pending).output.close();
-        } catch (err) {
-          this.deps.logger.error({ err: (err as Error).message }, 'cannot write the metrics file at shutdown');
-        }
-      }
-      await this.lock.release();
+      // Newest first: stop taking rows, write each run's metrics, then give the writer lock up.
+      const releasers = new Releasers(this.deps.logger);
+      releasers.add('release the results writer lock', () => this.lock.release());
+      for (const pending of this.runs.values()) releasers.add('write the metrics file at shutdown', async () => (await pending).output.close());
+      releasers.add('stop the results worker', () => this.stage?.close(graceMs));
+      await releasers.release();
     })();
     return this.closing;
   }

@@ -5,6 +5,7 @@
 import path from 'node:path';
 import type { AgentRunner } from '../../shared/agent.ts';
 import { errorMessage, HandBackError } from '../../shared/errors.ts';
+import { Releasers } from '../../shared/releasers.ts';
 import { enqueue, openQueue } from '../../shared/queues.ts';
 import { RunStore } from '../../shared/run-store.ts';
 import { startStageWorker, type RoleDeps, type StageWorker } from '../../shared/stage-worker.ts';
@@ -75,14 +76,19 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Sandb
       await enqueue('results', results, { v: 1, row });
     },
   });
+  // Released newest first, every step whatever failed before it: the runner (and its sandboxes) always.
+  const releasers = new Releasers(logger);
+  releasers.add('close the agent runner (its sandboxes)', () => deps.agent.close());
+  releasers.add('close the judge and results queues', () => Promise.all([judge.close(), results.close()]));
+  releasers.add('stop the memory admission', () => admission.stop());
+  let grace: number | undefined;
+  releasers.add('stop the rollout worker', () => stage.close(grace));
   return {
     worker: stage.worker,
     admission: () => admission.current,
-    async close(graceMs) {
-      admission.stop();
-      await stage.close(graceMs);
-      await Promise.allSettled([judge.close(), results.close()]);
-      await deps.agent.close();
+    close(graceMs) {
+      grace = graceMs;
+      return releasers.release();
     },
   };
 }
