@@ -7,7 +7,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Queue } from 'bullmq';
-import { errorMessage } from '../shared/errors.ts';
+import { errorMessage, InfraError } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
 import { openQueue, QUEUE_NAMES, type JobData, type QueueName } from '../shared/queues.ts';
 import type { Redis } from '../shared/redis.ts';
@@ -44,8 +44,6 @@ export interface WatchResult {
   reason?: string;
 }
 
-const POLICY_FAILURE = /policy server/i;
-
 interface Pending {
   running: number;
   pending: number;
@@ -70,13 +68,11 @@ export class PolicyFailures {
   count = 0;
   first: string | null = null;
 
-  /** Feed every rollout job's end (the sandbox-worker's onJobEnd). */
+  /** Feed every rollout job's end (the sandbox-worker's onJobEnd): a failure coded `policy_server` counts. */
   record(outcome: 'completed' | 'failed' | 'requeued', error?: unknown): void {
-    if (outcome !== 'failed') return;
-    const message = errorMessage(error);
-    if (!POLICY_FAILURE.test(message)) return;
+    if (outcome !== 'failed' || !(error instanceof InfraError) || error.code !== 'policy_server') return;
     this.count++;
-    this.first ??= message;
+    this.first ??= errorMessage(error);
   }
 }
 

@@ -63,6 +63,9 @@ describe('data an older vcfleet left behind', () => {
     expect(decodeTranscript(gzipSync(JSON.stringify(OLD_TRANSCRIPT))).outcome).toMatchObject({ stop_reason: 'answered', extracted_answer: 'B', turns: 0, forged_calls: 0 });
     const settings = parseRunSettings('old-run', OLD_SETTINGS);
     expect(settings).toMatchObject(OLD_SETTINGS);
+    // A setting a record does not have (added after it was written) takes its default: no new version needed.
+    const { transcripts: _dropped, ...older } = OLD_SETTINGS;
+    expect(parseRunSettings('older-run', { ...older, policy: { model_name: 'p' } })).toMatchObject({ transcripts: { enabled: true, max_image_mib: 32 }, policy: { model_name: 'p', max_calls_per_rollout: 1000 } });
   });
 
   it('a kept outcome and a judge job still in Redis are read, and the judge worker makes the old job\'s row', async () => {

@@ -191,7 +191,7 @@ export class RolloutSession {
     });
     if (outcome.kind !== 'infra' || stats.answered === 0) return outcome;
     const probe = await (this.deps.probe ?? probePolicyServer)(policy.baseUrl, policy.apiKey, policy.modelName);
-    if (!probe.ok) return { kind: 'infra', message: `${outcome.message}; ${probe.reason}` };
+    if (!probe.ok) return { kind: 'infra', message: `${outcome.message}; ${probe.reason}`, policy: true };
     const answered = gateway.calls.filter(isAnswered);
     const text = answered.map((c) => c.response.text).filter((t) => t !== '').join('\n\n');
     return {
@@ -207,7 +207,7 @@ export class RolloutSession {
     const stats = gateway.stats();
     if (outcome.kind === 'infra') {
       this.log.warn({ reason: outcome.message }, 'rollout failed on infrastructure');
-      throw new InfraError(outcome.message);
+      throw new InfraError(outcome.message, { code: outcome.policy ? 'policy_server' : 'other' });
     }
     const result = rolloutOutcome({
       stop_reason: outcome.stopReason,
