@@ -140,7 +140,7 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
       signal: options.signal, policyUrl: stripCredentials(config.policy_base_url), stuckAfterMs: options.stuckAfterMs ?? 15_000,
       failFastAfter: config.queues.fail_fast_after, policyFailures: fleet.policyFailures, held: fleet.held,
     });
-    logger.info({ run: run.run_id, status: watched.status }, 'run loop ended');
+    logger.info({ run_id: run.run_id, status: watched.status }, 'run loop ended');
     // Stopped or paused: running rollouts and gradings go back to the queue at once, attempts kept.
     await fleet.close(watched.status === 'stopped' || watched.status === 'paused' ? 0 : 5_000);
     const outputPath = resolveOutputPath(run.run_id, run.output_jsonl_fpath, config);

@@ -37,6 +37,7 @@ export async function startSandboxRole(
   releasers: Releasers,
   extra: { agent?: AgentRunner; onJobEnd?: (outcome: 'completed' | 'failed' | 'requeued', ms: number, err?: unknown) => void } = {},
 ): Promise<SandboxWorker> {
+  parts = { ...parts, logger: parts.logger.child({ role: 'sandbox' }) };
   const { metrics, presence } = parts;
   const runner = extra.agent ?? (await createAgentRunner(parts.config, parts.logger, { onBoxReport: (report) => void publishNotice(presence, unenforcedNotice(report, presence.id)) }));
   const agent = metrics.wrapAgent(runner);
@@ -59,6 +60,7 @@ export async function startSandboxRole(
 
 /** The judge role: `judge` replaces the configured judge (the demo, tests). */
 export async function startJudgeRole(parts: RoleParts, releasers: Releasers, extra: { judge?: Judge } = {}): Promise<StageWorker<'judge'>> {
+  parts = { ...parts, logger: parts.logger.child({ role: 'judge' }) };
   const judge = parts.metrics.wrapJudge(extra.judge ?? createFleetJudge(parts.config, parts.logger, parts.connection));
   const worker = await startJudgeWorker({ ...parts, judge, onJobEnd: parts.metrics.jobEnd('judge') });
   releasers.add('stop the judge worker', () => worker.close());
@@ -67,6 +69,7 @@ export async function startJudgeRole(parts: RoleParts, releasers: Releasers, ext
 
 /** The results role: `onCommit` also hears each committed row (the run's tally). */
 export function startResultsRole(parts: RoleParts, releasers: Releasers, extra: { onCommit?: (row: Row, result: CommitResult) => void } = {}): ResultsWorker {
+  parts = { ...parts, logger: parts.logger.child({ role: 'results' }) };
   const worker = startResultsWorker({
     ...parts, onJobEnd: parts.metrics.jobEnd('results'),
     onCommit: (row, result) => {

@@ -77,7 +77,7 @@ export class RunOutput {
       if (merged.has(id)) continue;
       await this.store.putRow(row);
       merged.set(id, row);
-      this.logger.warn({ rollout: id }, 'row found in the output file but not in Redis; put back into Redis');
+      this.logger.warn({ rollout_id: id }, 'row found in the output file but not in Redis; put back into Redis');
     }
     if (rewrite) this.rewrite(merged.values());
     else {
@@ -85,7 +85,7 @@ export class RunOutput {
       for (const row of merged.values()) if (!this.inFile.has(row.rollout_id)) this.append(row);
     }
     this.metricsDirty = true;
-    this.logger.info({ run: this.runId, file: this.jsonlPath, rows: this.inFile.size, rewrote: rewrite }, 'output file reconciled');
+    this.logger.info({ run_id: this.runId, file: this.jsonlPath, rows: this.inFile.size, rewrote: rewrite }, 'output file reconciled');
   }
 
   private readFile(): { rows: Map<string, Row>; damaged: boolean } {

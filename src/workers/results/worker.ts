@@ -112,7 +112,7 @@ class ResultsConsumer implements ResultsWorker {
       handle: async (data) => {
         const { row, result } = await commitRow(data, await this.open(data.row.run_id), deps.logger);
         deps.onCommit?.(row, result);
-        if (result === 'duplicate') deps.logger.info({ rollout: row.rollout_id }, 'duplicate row ignored');
+        if (result === 'duplicate') deps.logger.info({ rollout_id: row.rollout_id }, 'duplicate row ignored');
       },
     });
     this.flushTimer = setInterval(() => void this.flush(), 1000);

@@ -69,7 +69,7 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Sandb
       } else {
         await enqueue('results', results, { v: 1, row: out.row });
       }
-      logger.info({ rollout: data.rollout_id, next: out.next }, 'rollout done');
+      logger.info({ rollout_id: data.rollout_id, next: out.next }, 'rollout done');
     },
     async onFinalFailure(data, error) {
       const row = await infraFailedRow(data, store, errorMessage(error));

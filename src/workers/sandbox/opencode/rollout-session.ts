@@ -58,7 +58,7 @@ export class RolloutSession {
   private sandbox: Sandbox | null = null;
 
   constructor(private readonly deps: SessionDeps, private readonly request: RolloutRequest) {
-    this.log = deps.logger.child({ rolloutId: request.rolloutId, taskId: request.task.task_id });
+    this.log = deps.logger.child({ rollout_id: request.rolloutId, task_id: request.task.task_id });
   }
 
   /** Stop the session now (worker shutdown, runner closed). */
