@@ -133,8 +133,13 @@ describe('docker-compose.yml', () => {
 describe('Dockerfile', () => {
   const text = readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
   it('builds the fleet from node 20 with production dependencies and the sandbox tools', () => {
-    expect(text).toMatch(/^FROM node:20-bookworm-slim(@sha256:[0-9a-f]{64})?$/m);
+    // The base is a build argument (default: the pinned node image), so an offline build can name a local one.
+    expect(text).toMatch(/^ARG NODE_IMAGE=node:20-bookworm-slim(@sha256:[0-9a-f]{64})?$/m);
+    expect(text).toMatch(/^FROM \$\{NODE_IMAGE\}$/m);
+    // No `# syntax=` line: BuildKit would fetch that frontend image from a registry first.
+    expect(text).not.toMatch(/^# *syntax=/m);
     expect(text).toContain('npm ci --omit=dev');
+    expect(text).toContain('npm ls --omit=dev'); // npm can exit 0 from an install whose downloads failed
     for (const pkg of ['bubblewrap', 'redis-tools', 'python3-pil', 'python3-numpy', 'python3-scipy', 'python3-opencv', 'python3-seccomp']) expect(text).toContain(pkg);
     expect(text).toMatch(/^ENTRYPOINT \[.*"node", "bin\/vcfleet\.js"\]$/m);
     const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
