@@ -34,6 +34,9 @@ interface Service {
   mem_limit?: string;
   memswap_limit?: string;
   pids_limit?: number | string;
+  init?: boolean;
+  healthcheck?: { test?: string[]; disable?: boolean };
+  depends_on?: Record<string, { condition: string }>;
 }
 
 const compose = YAML.parse(readFileSync(path.join(ROOT, 'docker-compose.yml'), 'utf8'), { merge: true }) as { services: Record<string, Service> };
@@ -103,6 +106,21 @@ describe('docker-compose.yml', () => {
     expect(compose.services.dashboard.volumes).toContain('results:/app/results:ro');
   });
 
+  it('has the results consumer write into its volume, which the image makes writable by `node`, and the dashboard read there', () => {
+    // The working folder /app belongs to root: an output root there fails the results preflight (EACCES).
+    for (const name of ['results', 'dashboard']) expect(compose.services[name].environment?.VCFLEET_OUTPUT_ROOT, name).toBe('/app/results');
+    expect(readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8')).toMatch(/chown -R node:node \/app\/results/);
+  });
+
+  it('runs one init, the image\'s tini, and gives every long-running role a healthcheck', () => {
+    for (const [name, s] of fleetServices) {
+      expect(s.init, name).toBeUndefined();
+      if (name === 'producer') expect(s.healthcheck?.disable, name).toBe(true);
+      else expect(s.healthcheck?.test?.[0], name).toBe('CMD');
+    }
+    expect(compose.services.dashboard.healthcheck?.test?.join(' ')).toContain('http://127.0.0.1:3000/');
+  });
+
   it('gives the sandbox-worker what the sandbox box needs, without privileged or an unconfined seccomp', () => {
     const sw = compose.services['sandbox-worker'];
     expect(sw.privileged ?? false).toBe(false);
@@ -112,7 +130,8 @@ describe('docker-compose.yml', () => {
     // Root in its container for the tmpfs mounts, its own cgroup namespace made writable for the sandbox cgroups.
     expect(sw.user).toBe('root');
     expect(sw.cgroup).toBe('private');
-    expect(sw.entrypoint!.join(' ')).toMatch(/mount -o remount,rw[\s\S]*exec \/usr\/bin\/tini -- node bin\/vcfleet\.js "\$\$@"/);
+    // remount,bind: cgroup v1's hierarchies are bind mounts of the host's, which a plain remount cannot make writable.
+    expect(sw.entrypoint!.join(' ')).toMatch(/mount -o remount,bind,rw[\s\S]*exec \/usr\/bin\/tini -- node bin\/vcfleet\.js "\$\$@"/);
     // The worker itself is bounded: memory without swap, and processes.
     expect(sw.mem_limit).toMatch(/^\$\{VCFLEET_SANDBOX_WORKER_MEM:-\d+g\}$/);
     expect(sw.memswap_limit).toBe(sw.mem_limit);
@@ -125,7 +144,7 @@ describe('docker-compose.yml', () => {
     expect(file).toEqual(await dockerSeccompProfile());
     expect(file.defaultAction).toBe('SCMP_ACT_ALLOW');
     const refused: string[] = file.syscalls.flatMap((s: { names: string[]; action: string }) => (s.action === 'SCMP_ACT_ERRNO' ? s.names : []));
-    for (const needed of ['mount', 'umount2', 'pivot_root', 'unshare', 'setns', 'clone3', 'chroot']) expect(refused).not.toContain(needed);
+    for (const needed of ['mount', 'umount2', 'pivot_root', 'unshare', 'setns', 'clone3', 'chroot', 'sethostname']) expect(refused).not.toContain(needed);
     for (const denied of ['ptrace', 'bpf', 'kexec_load', 'init_module', 'io_uring_setup', 'userfaultfd', 'keyctl', 'open_by_handle_at']) expect(refused).toContain(denied);
   });
 });
