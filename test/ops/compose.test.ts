@@ -3,7 +3,8 @@
  * a fleet service runs is a `vcfleet` subcommand (worker roles included) with options it knows, Redis
  * persists and never evicts, scaled services can be scaled, every role gets REDIS_URL, and the
  * sandbox-worker gets what the sandbox box needs (root in its container, a private writable cgroup,
- * its own limits, a seccomp profile generated from the sandbox list) without `privileged`.
+ * its own limits, a seccomp profile generated from the sandbox list) without `privileged`. The
+ * running check of all this is .ci/containers, which runs the file on the Docker engine.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -146,6 +147,27 @@ describe('docker-compose.yml', () => {
     const refused: string[] = file.syscalls.flatMap((s: { names: string[]; action: string }) => (s.action === 'SCMP_ACT_ERRNO' ? s.names : []));
     for (const needed of ['mount', 'umount2', 'pivot_root', 'unshare', 'setns', 'clone3', 'chroot', 'sethostname']) expect(refused).not.toContain(needed);
     for (const denied of ['ptrace', 'bpf', 'kexec_load', 'init_module', 'io_uring_setup', 'userfaultfd', 'keyctl', 'open_by_handle_at']) expect(refused).toContain(denied);
+  });
+});
+
+describe('.ci/compose.ci.yml (the compose CI run)', () => {
+  // `!reset []`: compose's tag for "drop the base file's list" (Redis's published port).
+  const reset = { tag: '!reset', collection: 'seq' as const, resolve: (seq: unknown) => seq };
+  const ci = YAML.parse(readFileSync(path.join(ROOT, '.ci/compose.ci.yml'), 'utf8'), { merge: true, customTags: [reset] }) as { services: Record<string, Service> };
+  it('adds the scripted servers as services of the fleet image and changes nothing of the others but Redis\'s image and ports', () => {
+    const added = Object.keys(ci.services).filter((n) => !(n in compose.services));
+    expect(added.sort()).toEqual(['demo-benchmark', 'scripted-judge', 'scripted-policy']);
+    for (const name of added) {
+      expect(ci.services[name].entrypoint, name).toEqual(['/usr/bin/tini', '--', 'node', 'bin/run-ts.js', 'src/demo/serve-scripted.ts']);
+      expect(['policy', 'judge', 'benchmark'], name).toContain(argv(ci.services[name])[0]);
+    }
+    expect(existsSync(path.join(ROOT, 'src/demo/serve-scripted.ts'))).toBe(true);
+    for (const [name, s] of Object.entries(ci.services).filter(([n]) => n in compose.services && n !== 'redis')) {
+      expect(Object.keys(s), name).toEqual(['depends_on']);
+      for (const dep of Object.keys(s.depends_on!)) expect(added, `${name} -> ${dep}`).toContain(dep);
+    }
+    expect(compose.services.producer.profiles).toEqual(ci.services['demo-benchmark'].profiles);
+    expect(ci.services.redis.ports).toEqual([]); // the host's own Redis may hold 127.0.0.1:6379
   });
 });
 
