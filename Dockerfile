@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # The fleet image: one image for every role of visual-coding-fleet
 #   docker run IMAGE worker sandbox | worker judge | worker results | dashboard | produce | run | status ...
 #
@@ -6,7 +5,10 @@
 # pinned for this tag in public Dockerfiles at the time of writing; it was not checked against the
 # registry from here. Confirm or refresh it with
 #   docker buildx imagetools inspect node:20-bookworm-slim --format '{{json .Manifest.Digest}}'
-FROM node:20-bookworm-slim@sha256:2cf067cfed83d5ea958367df9f966191a942351a2df77d6f0193e162b5febfc0
+# Any Debian bookworm image with Node 20 (npm, a `node` user) will do: without a registry, make one
+# as .ci/containers does and build with --build-arg NODE_IMAGE=vcfleet-base/node:20-bookworm.
+ARG NODE_IMAGE=node:20-bookworm-slim@sha256:2cf067cfed83d5ea958367df9f966191a942351a2df77d6f0193e162b5febfc0
+FROM ${NODE_IMAGE}
 
 # bubblewrap + python3 with pillow/numpy/scipy/opencv: local sandboxes (sandbox_provider: local) run the
 # agent's shell on this container with these tools; python3-seccomp (libseccomp's bindings) builds their
@@ -24,7 +26,9 @@ ENV NODE_ENV=production
 # Dependencies first (cached while only sources change). tsx is a runtime dependency: bin/vcfleet.js
 # runs the TypeScript sources through it, there is no build step. opencode-linux-x64 (an optional dependency) brings the OpenCode binary.
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev && npm cache clean --force
+# `npm ls`: npm can exit 0 from an install whose downloads failed ("Exit handler never called"),
+# leaving empty package folders; this fails the build instead.
+RUN npm ci --omit=dev && npm ls --omit=dev >/dev/null && npm cache clean --force
 
 COPY bin ./bin
 COPY src ./src

@@ -1,4 +1,4 @@
-/** The sandbox image (which cannot be built here) stays in step with what the tests run. */
+/** The sandbox image stays in step with what the tests run (.ci/containers builds it and runs its checks). */
 import { existsSync, readFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
@@ -14,6 +14,16 @@ describe('sandbox_image/Dockerfile', () => {
     expect(dockerfile).toMatch(/sha256sum -c -/);
     expect(dockerfile).toMatch(/FROM \$\{BASE_IMAGE\}/);
     expect(dockerfile).toMatch(/ARG BASE_IMAGE=debian:bookworm-slim@sha256:[0-9a-f]{64}/);
+  });
+
+  it('builds offline from bases named by build arguments', () => {
+    expect(dockerfile).toMatch(/FROM \$\{NODE_IMAGE\} AS opencode/);
+    // No `# syntax=` line: BuildKit would fetch that frontend image from a registry first.
+    expect(dockerfile).not.toMatch(/^# *syntax=/m);
+    // useradd is in /usr/sbin: the PATH the image sets must keep it.
+    const imagePath = /ENV PATH=(\S+)/.exec(dockerfile)?.[1].split(':') ?? [];
+    expect(imagePath).toContain('/usr/sbin');
+    expect(dockerfile.indexOf('ENV PATH=')).toBeLessThan(dockerfile.indexOf('RUN useradd'));
   });
 
   // Upstream versions only: a Debian security update changes the revision, not what the agent gets.

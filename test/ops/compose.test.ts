@@ -3,7 +3,8 @@
  * a fleet service runs is a `vcfleet` subcommand (worker roles included) with options it knows, Redis
  * persists and never evicts, scaled services can be scaled, every role gets REDIS_URL, and the
  * sandbox-worker gets what the sandbox box needs (root in its container, a private writable cgroup,
- * its own limits, a seccomp profile generated from the sandbox list) without `privileged`.
+ * its own limits, a seccomp profile generated from the sandbox list) without `privileged`. The
+ * running check of all this is .ci/containers, which runs the file on the Docker engine.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -34,6 +35,9 @@ interface Service {
   mem_limit?: string;
   memswap_limit?: string;
   pids_limit?: number | string;
+  init?: boolean;
+  healthcheck?: { test?: string[]; disable?: boolean };
+  depends_on?: Record<string, { condition: string }>;
 }
 
 const compose = YAML.parse(readFileSync(path.join(ROOT, 'docker-compose.yml'), 'utf8'), { merge: true }) as { services: Record<string, Service> };
@@ -103,6 +107,21 @@ describe('docker-compose.yml', () => {
     expect(compose.services.dashboard.volumes).toContain('results:/app/results:ro');
   });
 
+  it('has the results consumer write into its volume, which the image makes writable by `node`, and the dashboard read there', () => {
+    // The working folder /app belongs to root: an output root there fails the results preflight (EACCES).
+    for (const name of ['results', 'dashboard']) expect(compose.services[name].environment?.VCFLEET_OUTPUT_ROOT, name).toBe('/app/results');
+    expect(readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8')).toMatch(/chown -R node:node \/app\/results/);
+  });
+
+  it('runs one init, the image\'s tini, and gives every long-running role a healthcheck', () => {
+    for (const [name, s] of fleetServices) {
+      expect(s.init, name).toBeUndefined();
+      if (name === 'producer') expect(s.healthcheck?.disable, name).toBe(true);
+      else expect(s.healthcheck?.test?.[0], name).toBe('CMD');
+    }
+    expect(compose.services.dashboard.healthcheck?.test?.join(' ')).toContain('http://127.0.0.1:3000/');
+  });
+
   it('gives the sandbox-worker what the sandbox box needs, without privileged or an unconfined seccomp', () => {
     const sw = compose.services['sandbox-worker'];
     expect(sw.privileged ?? false).toBe(false);
@@ -112,7 +131,8 @@ describe('docker-compose.yml', () => {
     // Root in its container for the tmpfs mounts, its own cgroup namespace made writable for the sandbox cgroups.
     expect(sw.user).toBe('root');
     expect(sw.cgroup).toBe('private');
-    expect(sw.entrypoint!.join(' ')).toMatch(/mount -o remount,rw[\s\S]*exec \/usr\/bin\/tini -- node bin\/vcfleet\.js "\$\$@"/);
+    // remount,bind: cgroup v1's hierarchies are bind mounts of the host's, which a plain remount cannot make writable.
+    expect(sw.entrypoint!.join(' ')).toMatch(/mount -o remount,bind,rw[\s\S]*exec \/usr\/bin\/tini -- node bin\/vcfleet\.js "\$\$@"/);
     // The worker itself is bounded: memory without swap, and processes.
     expect(sw.mem_limit).toMatch(/^\$\{VCFLEET_SANDBOX_WORKER_MEM:-\d+g\}$/);
     expect(sw.memswap_limit).toBe(sw.mem_limit);
@@ -125,16 +145,42 @@ describe('docker-compose.yml', () => {
     expect(file).toEqual(await dockerSeccompProfile());
     expect(file.defaultAction).toBe('SCMP_ACT_ALLOW');
     const refused: string[] = file.syscalls.flatMap((s: { names: string[]; action: string }) => (s.action === 'SCMP_ACT_ERRNO' ? s.names : []));
-    for (const needed of ['mount', 'umount2', 'pivot_root', 'unshare', 'setns', 'clone3', 'chroot']) expect(refused).not.toContain(needed);
+    for (const needed of ['mount', 'umount2', 'pivot_root', 'unshare', 'setns', 'clone3', 'chroot', 'sethostname']) expect(refused).not.toContain(needed);
     for (const denied of ['ptrace', 'bpf', 'kexec_load', 'init_module', 'io_uring_setup', 'userfaultfd', 'keyctl', 'open_by_handle_at']) expect(refused).toContain(denied);
+  });
+});
+
+describe('.ci/compose.ci.yml (the compose CI run)', () => {
+  // `!reset []`: compose's tag for "drop the base file's list" (Redis's published port).
+  const reset = { tag: '!reset', collection: 'seq' as const, resolve: (seq: unknown) => seq };
+  const ci = YAML.parse(readFileSync(path.join(ROOT, '.ci/compose.ci.yml'), 'utf8'), { merge: true, customTags: [reset] }) as { services: Record<string, Service> };
+  it('adds the scripted servers as services of the fleet image and changes nothing of the others but Redis\'s image and ports', () => {
+    const added = Object.keys(ci.services).filter((n) => !(n in compose.services));
+    expect(added.sort()).toEqual(['demo-benchmark', 'scripted-judge', 'scripted-policy']);
+    for (const name of added) {
+      expect(ci.services[name].entrypoint, name).toEqual(['/usr/bin/tini', '--', 'node', 'bin/run-ts.js', 'src/demo/serve-scripted.ts']);
+      expect(['policy', 'judge', 'benchmark'], name).toContain(argv(ci.services[name])[0]);
+    }
+    expect(existsSync(path.join(ROOT, 'src/demo/serve-scripted.ts'))).toBe(true);
+    for (const [name, s] of Object.entries(ci.services).filter(([n]) => n in compose.services && n !== 'redis')) {
+      expect(Object.keys(s), name).toEqual(['depends_on']);
+      for (const dep of Object.keys(s.depends_on!)) expect(added, `${name} -> ${dep}`).toContain(dep);
+    }
+    expect(compose.services.producer.profiles).toEqual(ci.services['demo-benchmark'].profiles);
+    expect(ci.services.redis.ports).toEqual([]); // the host's own Redis may hold 127.0.0.1:6379
   });
 });
 
 describe('Dockerfile', () => {
   const text = readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
   it('builds the fleet from node 20 with production dependencies and the sandbox tools', () => {
-    expect(text).toMatch(/^FROM node:20-bookworm-slim(@sha256:[0-9a-f]{64})?$/m);
+    // The base is a build argument (default: the pinned node image), so an offline build can name a local one.
+    expect(text).toMatch(/^ARG NODE_IMAGE=node:20-bookworm-slim(@sha256:[0-9a-f]{64})?$/m);
+    expect(text).toMatch(/^FROM \$\{NODE_IMAGE\}$/m);
+    // No `# syntax=` line: BuildKit would fetch that frontend image from a registry first.
+    expect(text).not.toMatch(/^# *syntax=/m);
     expect(text).toContain('npm ci --omit=dev');
+    expect(text).toContain('npm ls --omit=dev'); // npm can exit 0 from an install whose downloads failed
     for (const pkg of ['bubblewrap', 'redis-tools', 'python3-pil', 'python3-numpy', 'python3-scipy', 'python3-opencv', 'python3-seccomp']) expect(text).toContain(pkg);
     expect(text).toMatch(/^ENTRYPOINT \[.*"node", "bin\/vcfleet\.js"\]$/m);
     const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8'));

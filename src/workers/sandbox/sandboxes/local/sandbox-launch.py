@@ -236,15 +236,18 @@ def helper(opts, parent, from_parent, to_parent):
     try:
         # Opened at once, so that a parent that dies from here on is seen.
         parent_fd = os.pidfd_open(parent)
-        if os.read(from_parent, 1) != b"u":
+        if from_parent.recv(1) != b"u":
             os._exit(0)
         write_maps(parent, opts["uid"])
-        os.write(to_parent, b"m")
+        to_parent.sendall(b"m")
         if not opts["bridge"]:
             os._exit(0)
-        if os.read(from_parent, 1) != b"n":
+        # The parent sends its network namespace itself: opening /proc/<parent>/ns/net would need
+        # CAP_SYS_PTRACE now that the parent is another uid (a container's root does not have it).
+        msg, fds, _flags, _addr = socket.recv_fds(from_parent, 1, 1)
+        if msg != b"n" or len(fds) != 1:
             os._exit(0)
-        fd = os.open("/proc/%d/ns/net" % parent, os.O_RDONLY)
+        fd = fds[0]
         check(libc.setns(fd, CLONE_NEWNET), "join the sandbox's network namespace")
         os.close(fd)
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -258,12 +261,13 @@ def helper(opts, parent, from_parent, to_parent):
                 f.write("-1000")
         except OSError:
             pass
-        os.write(to_parent, b"r")
+        to_parent.sendall(b"r")
         # Nothing of the command's stdio or descriptors stays open here.
         devnull = os.open(os.devnull, os.O_RDWR)
         for n in (0, 1, 2):
             os.dup2(devnull, n)
         keep = {listener.fileno(), parent_fd, 0, 1, 2}
+        to_parent.close()
         for n in range(3, 1024):
             if n not in keep:
                 try:
@@ -273,7 +277,7 @@ def helper(opts, parent, from_parent, to_parent):
         serve_until_gone(listener, opts["bridge"], parent, parent_fd)
     except BaseException as err:  # noqa: BLE001 - tell the parent, whatever it was
         try:
-            os.write(to_parent, b"E" + str(err).encode()[:500])
+            to_parent.sendall(b"E" + str(err).encode()[:500])
         except OSError:
             pass
     os._exit(1)
@@ -283,10 +287,10 @@ def helper(opts, parent, from_parent, to_parent):
 
 
 def expect(from_helper, want, what):
-    got = os.read(from_helper, 1)
+    got = from_helper.recv(1)
     if got == want:
         return
-    rest = os.read(from_helper, 600).decode(errors="replace") if got == b"E" else ""
+    rest = from_helper.recv(600).decode(errors="replace") if got == b"E" else ""
     raise LaunchError("%s: %s" % (what, rest or "the helper ended"))
 
 
@@ -302,19 +306,17 @@ def loopback_up():
 
 def launch(opts, command):
     os.setgroups([])
-    to_helper_r, to_helper_w = os.pipe()
-    from_helper_r, from_helper_w = os.pipe()
+    # One socket pair each way of talking (a socket, so that a descriptor can be passed).
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     parent = os.getpid()
     child = os.fork()
     if child == 0:
-        os.close(to_helper_w)
-        os.close(from_helper_r)
-        helper(opts, parent, to_helper_r, from_helper_w)
-    os.close(to_helper_r)
-    os.close(from_helper_w)
+        mine.close()
+        helper(opts, parent, theirs, theirs)
+    theirs.close()
     check(libc.unshare(CLONE_NEWUSER), "unshare(CLONE_NEWUSER)")
-    os.write(to_helper_w, b"u")
-    expect(from_helper_r, b"m", "map uid %d" % opts["uid"])
+    mine.sendall(b"u")
+    expect(mine, b"m", "map uid %d" % opts["uid"])
     os.setresgid(0, 0, 0)
     os.setresuid(0, 0, 0)
     if not opts["bridge"]:
@@ -322,10 +324,11 @@ def launch(opts, command):
     else:
         check(libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)")
         loopback_up()
-        os.write(to_helper_w, b"n")
-        expect(from_helper_r, b"r", "start the gateway bridge on port %d" % opts["bridge"][0])
-    os.close(to_helper_w)
-    os.close(from_helper_r)
+        net = os.open("/proc/self/ns/net", os.O_RDONLY)
+        socket.send_fds(mine, [b"n"], [net])
+        os.close(net)
+        expect(mine, b"r", "start the gateway bridge on port %d" % opts["bridge"][0])
+    mine.close()
     # An absolute path: execvp's PATH search imports modules that -I -S may not find.
     os.execv(command[0], command)
 

@@ -55,8 +55,9 @@ PERSONALITY_DENIED = {
     "ADDR_LIMIT_3GB": 0x8000000,
 }
 
-# What bubblewrap itself needs in the sandbox-worker's container: those stay allowed there.
-BWRAP_NEEDS = {"mount", "umount", "umount2", "pivot_root", "unshare", "setns", "clone3", "chroot"}
+# What bubblewrap itself needs in the sandbox-worker's container: those stay allowed there
+# (sethostname: `--hostname sandbox` names the sandbox's own UTS namespace).
+BWRAP_NEEDS = {"mount", "umount", "umount2", "pivot_root", "unshare", "setns", "clone3", "chroot", "sethostname"}
 
 
 def clone_flag(name):
