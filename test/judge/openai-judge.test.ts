@@ -180,9 +180,8 @@ describe('retries', () => {
     const { judge, lines } = makeJudge({ backoff_base_ms: 1, backoff_max_ms: 1 }, { retryAfterCapMs: 300 });
     const started = Date.now();
     expect(await judge.grade(input)).toMatchObject({ status: 'scored', verdict: 'equivalent' });
-    const elapsed = Date.now() - started;
-    expect(elapsed).toBeGreaterThanOrEqual(280);
-    expect(elapsed).toBeLessThan(10_000);
+    // Uncapped, the wait would be an hour: the test's own timeout would end it.
+    expect(Date.now() - started).toBeGreaterThanOrEqual(280);
     expect(server.requests).toHaveLength(2);
     expect(judgeCalls(lines)[0]).toMatchObject({ attempt: 1, http_status: 429, retry_after_ms: 300 });
     for (const line of lines) expect(line).not.toContain(SECRET);
@@ -244,21 +243,20 @@ describe('abort', () => {
     const { judge } = makeJudge({ timeout_s: 30 });
     const ac = new AbortController();
     setTimeout(() => ac.abort(), 100);
-    const started = Date.now();
+    // The call hangs for good and timeout_s is 30: returning "aborted" is the abort's doing (how soon: benchmark 9).
     expect(await judge.grade(input, ac.signal)).toMatchObject({ status: 'failed', kind: 'unavailable', reason: 'aborted' });
-    expect(Date.now() - started).toBeLessThan(5000);
   });
 
   it('returns failed "aborted" at once when aborted during a retry wait, and sends nothing after it', async () => {
-    // The client's own wait cannot be aborted: it runs out (the 1 s cap here) in the background.
+    // The client's own wait cannot be aborted: it runs out (the 3 s cap here) in the background.
     server.setScript([{ status: 429, headers: { 'retry-after': '30' } }]);
-    const { judge } = makeJudge({}, { retryAfterCapMs: 1000 });
+    const { judge } = makeJudge({}, { retryAfterCapMs: 3000 });
     const ac = new AbortController();
     setTimeout(() => ac.abort(), 200);
-    const started = Date.now();
-    expect(await judge.grade(input, ac.signal)).toMatchObject({ status: 'failed', kind: 'unavailable', reason: 'aborted' });
-    expect(Date.now() - started).toBeLessThan(900);
-    await new Promise((resolve) => setTimeout(resolve, 1200));
+    // "At once": before the wait it was in ends (how soon exactly is benchmark 9).
+    const waitEnds = new Promise((resolve) => setTimeout(() => resolve('the retry wait ran out first'), 3000));
+    expect(await Promise.race([judge.grade(input, ac.signal), waitEnds])).toMatchObject({ status: 'failed', kind: 'unavailable', reason: 'aborted' });
+    await new Promise((resolve) => setTimeout(resolve, 3200));
     expect(server.requests).toHaveLength(1);
   });
 
