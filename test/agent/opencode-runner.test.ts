@@ -158,7 +158,7 @@ describe('OpenCode runner (real binary, local bwrap sandbox)', () => {
     expect(ocConfig.provider.policy.options.baseURL).toBe('http://127.0.0.1:18080/v1');
     expect(ocConfig.permission).toMatchObject({ '*': 'allow', webfetch: 'deny' });
     // capture: one line per call, images as placeholders, no key.
-    const calls = readFileSync(path.join(captureDir, 'task-1_r0.calls.jsonl'), 'utf8');
+    const calls = readFileSync(path.join(captureDir, `task-${counter}_r0.calls.jsonl`), 'utf8');
     expect(calls.trim().split('\n')).toHaveLength(2);
     expect(calls).not.toContain(KEY);
     expect(calls).not.toContain(';base64,');
