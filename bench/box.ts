@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { unenforced } from '../src/workers/sandbox/sandboxes/box-report.ts';
-import { DEFAULT_RESOURCES, LocalBwrapProvider } from '../src/workers/sandbox/sandboxes/local-bwrap.ts';
+import { DEFAULT_RESOURCES, LocalBwrapProvider } from '../src/workers/sandbox/sandboxes/local/provider.ts';
 import type { BenchRow } from './lib/report.ts';
 import { fmt, median } from './lib/stats.ts';
 

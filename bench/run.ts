@@ -9,7 +9,7 @@
  *   npm run bench -- --only 7 --capacity-ladder 8,16,24,32,40,48 --out /tmp/ladder.md   # how far this host goes
  *
  * Flags (defaults in brackets):
- *   --only LIST              benchmarks to run, e.g. 1,3 [1,2,3,4,5,6,7,8]
+ *   --only LIST              benchmarks to run, e.g. 1,3 [1,2,3,4,5,6,7,8,9]
  *   --rollouts N             1: rollouts per side [10000]
  *   --latency-samples N      1: unloaded latency samples, one at a time [300]
  *   --concurrency N          1: jobs at once in hops 1 and 2 (hop 3 is always 1) [8]
@@ -40,6 +40,7 @@
  *   --warm-runs N            7: cold `opencode run`s and warm `opencode serve` hand-overs, bare and in the box [3]
  *   --heap-settings LIST     8: unset, a BUN_JSC_forceRAMSize in MiB, or smol [unset,2048,1024,512,256,smol]
  *   --heap-runs N            8: rollouts of each setting [3]
+ *   --stop-runs N            9: timed stops of each kind (deadlines, aborts, an unreachable Redis) [5]
  *   --out FILE               where to write the table [bench/RESULTS.md when every benchmark ran]
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -52,7 +53,7 @@ import { startBenchRedis } from './lib/redis-server.ts';
 import { fmt } from './lib/stats.ts';
 
 const DEFAULTS = {
-  only: '1,2,3,4,5,6,7,8',
+  only: '1,2,3,4,5,6,7,8,9',
   rollouts: 10000,
   'latency-samples': 300,
   concurrency: 8,
@@ -81,6 +82,7 @@ const DEFAULTS = {
   'warm-runs': 3,
   'heap-settings': 'unset,2048,1024,512,256,smol',
   'heap-runs': 3,
+  'stop-runs': 5,
   out: '',
 };
 type Flags = typeof DEFAULTS;
@@ -171,6 +173,7 @@ async function main(): Promise<void> {
     });
     await step('8', 'runtime heap', async () =>
       (await import('./heap.ts')).benchHeap({ dir, settings: flags['heap-settings'].split(',').map((x) => x.trim()).filter(Boolean), runs: flags['heap-runs'], log }));
+    await step('9', 'stops', async () => (await import('./stops.ts')).benchStops({ dir, runs: flags['stop-runs'], log }));
   } finally {
     await redis.stop();
     rmSync(dir, { recursive: true, force: true });
@@ -188,7 +191,7 @@ async function main(): Promise<void> {
     '',
   ].join('\n');
   process.stdout.write(`\n${table}\n\nWhole run: ${fmt(totalS, 1)} s\n`);
-  const partial = only.size < 8 || [...changed].some((k) => k !== 'out');
+  const partial = DEFAULTS.only.split(',').some((id) => !only.has(id)) || [...changed].some((k) => k !== 'out');
   const out = flags.out || (partial ? '' : path.join(import.meta.dirname, 'RESULTS.md'));
   if (out) {
     // Write-ups below the notes marker of the file (what the figures mean, what was tried) are kept.

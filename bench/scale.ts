@@ -10,7 +10,7 @@ import { produceRun } from '../src/producer/produce.ts';
 import { openQueue, rolloutId } from '../src/shared/queues.ts';
 import { createRedis } from '../src/shared/redis.ts';
 import { RowSchema, type Row } from '../src/shared/rows.ts';
-import { MetricsAccumulator } from '../src/workers/results/metrics.ts';
+import { MetricsAccumulator } from '../src/shared/output/metrics.ts';
 import type { ConsumerSample } from './children/results-consumer.ts';
 import { forkTs } from './lib/child.ts';
 import { benchConfig, benchPrefix, deletePrefix, discardLogger, readBenchImage, syntheticTasks } from './lib/fleet.ts';

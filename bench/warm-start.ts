@@ -21,7 +21,7 @@ import { scripts } from '../src/demo/scripted-policy-scripts.ts';
 import { opencodeBinaryPath, opencodeRoBinds } from '../src/workers/sandbox/opencode/binary.ts';
 import { buildOpenCodeConfig, buildOpenCodeEnv, PROVIDER_ID, seedFiles, sessionPaths } from '../src/workers/sandbox/opencode/session-config.ts';
 import { openSessionGateway } from '../src/workers/sandbox/opencode/session-gateway.ts';
-import { createSandboxProvider } from '../src/workers/sandbox/sandboxes/index.ts';
+import { LocalBwrapProvider } from '../src/workers/sandbox/sandboxes/local/provider.ts';
 import { discardLogger } from './lib/fleet.ts';
 import { bareRun, bareSession, firstCallAt, harnessConfig, harnessRequest, IMAGE, MODEL, POLICY, PROMPT } from './lib/opencode-session.ts';
 import type { BenchRow } from './lib/report.ts';
@@ -101,7 +101,8 @@ async function bareWarm(server: ScriptedPolicyServer, dir: string, id: string): 
 async function boxWarm(server: ScriptedPolicyServer, dir: string, id: string): Promise<WarmRun & { sandboxUpS: number }> {
   const config = harnessConfig();
   const logger = discardLogger('warn');
-  const provider = createSandboxProvider(config, { logger, extraRoBinds: [...opencodeRoBinds(config), path.dirname(DRIVER)] });
+  // The local provider, with the warm-start driver bound in beside OpenCode.
+  const provider = new LocalBwrapProvider({ workdir: config.sandbox_workdir, extraRoBinds: [...opencodeRoBinds(config), path.dirname(DRIVER)], resources: config.sandbox_config.resources, hostUid: config.sandbox_config.host_uid, logger });
   const request = harnessRequest(config, server, dir, `bench-warm-box-${id}`);
   const token = `vcfleet-${randomBytes(18).toString('hex')}`;
   const gw = await openSessionGateway(

@@ -17,7 +17,7 @@ import { opencodeBinaryPath, opencodeRoBinds } from '../../src/workers/sandbox/o
 import { createOpenCodeRunner } from '../../src/workers/sandbox/opencode/runner.ts';
 import { buildOpenCodeConfig, buildOpenCodeEnv, buildRunArgv, seedFiles, sessionPaths } from '../../src/workers/sandbox/opencode/session-config.ts';
 import { createSandboxProvider, type Sandbox, type SandboxProvider } from '../../src/workers/sandbox/sandboxes/index.ts';
-import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local-bwrap.ts';
+import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local/provider.ts';
 import { discardLogger } from './fleet.ts';
 
 export const MODEL = 'scripted-vlm';
@@ -123,13 +123,13 @@ export async function harnessRun(server: ScriptedPolicyServer, dir: string, id: 
   const hooks = { extraEnv: opts.extraEnv, onSessionStart: (at: number) => (sessionStartedAt = at) };
   const inner = opts.box === false
     ? new LocalBwrapProvider({ workdir: config.sandbox_workdir, extraRoBinds: opencodeRoBinds(config), box: false, logger })
-    : createSandboxProvider(config, { logger, extraRoBinds: opencodeRoBinds(config) });
+    : createSandboxProvider(config, { logger });
   const provider = timedProvider(inner, phases, hooks);
   const runner = createOpenCodeRunner({ config, logger, provider, socketDir: path.join(dir, 'sockets') });
   const startedAt = performance.now();
   try {
     const result = await runner.run(harnessRequest(config, server, dir, id), new AbortController().signal);
-    if (result.extractedAnswer !== 'A') throw new Error(`harness run ${id} ended ${result.stopReason} without the scripted answer: ${result.error ?? ''}`);
+    if (result.outcome.extracted_answer !== 'A') throw new Error(`harness run ${id} ended ${result.outcome.stop_reason} without the scripted answer: ${result.outcome.error ?? ''}`);
     const seconds = (performance.now() - startedAt) / 1000;
     phases['gateway, outcome, transcript, rest'] = seconds - Object.values(phases).reduce((a, b) => a + b, 0);
     return { seconds, phases, result, startedAt, sessionStartedAt };

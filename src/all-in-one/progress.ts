@@ -3,7 +3,7 @@
  * periodic lines otherwise (logs and CI stay readable).
  */
 import cliProgress from 'cli-progress';
-import { accuracyOf, type TallyCounts } from '../shared/row-tally.ts';
+import { accuracyOf, type TallyCounts } from '../shared/output/tally.ts';
 
 /** What the progress line shows: the run's row tally, its size, and the rollouts running now. */
 export interface ProgressCounts extends Pick<TallyCounts, 'done' | 'scored' | 'correct' | 'masked'> {

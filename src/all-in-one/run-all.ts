@@ -19,9 +19,10 @@ import { announceWorker, publishNotice } from '../shared/worker-registry.ts';
 import { loadOrPrepare } from '../prepare/load-or-prepare.ts';
 import { newRunId, produceRun, resumeRun, type ProduceResult } from '../producer/produce.ts';
 import { createFleetJudge } from '../workers/judge/judge-factory.ts';
+import { Releasers } from '../shared/releasers.ts';
 import { resolveJudgeApiKey } from '../workers/judge/openai-judge.ts';
-import { metricsPathFor, type AggregateMetrics } from '../workers/results/metrics.ts';
-import { resolveOutputPath } from '../workers/results/output-path.ts';
+import { metricsPathFor, type AggregateMetrics } from '../shared/output/metrics.ts';
+import { resolveOutputPath } from '../shared/output/output-path.ts';
 import { createAgentRunner } from '../workers/sandbox/agent-factory.ts';
 import { unenforcedNotice } from '../workers/sandbox/box-check.ts';
 import type { FleetMetrics } from '../ops/prom-metrics.ts';
@@ -75,17 +76,6 @@ export class DemoRunToResume extends Error {
   }
 }
 
-/** Closers run last-registered first; each runs even if an earlier one failed. */
-class Closers {
-  private readonly list: Array<() => Promise<unknown>> = [];
-  add(close: () => Promise<unknown>): void {
-    this.list.unshift(close);
-  }
-  async run(): Promise<void> {
-    for (const close of this.list.splice(0)) await close().catch(() => undefined);
-  }
-}
-
 /** Preflight of a run: Redis keeps its data, the policy endpoint serves the model, the judge takes its key. */
 async function preflightRun(options: RunAllOptions, config: Config, client: Redis, model: string): Promise<void> {
   if (!config.preflight.enabled) return;
@@ -106,16 +96,17 @@ async function produceOrResume(config: Config, client: Redis, logger: Logger, or
 export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
   const { logger } = options;
   let config = options.config;
-  const closers = new Closers();
+  // Everything the run holds, released newest first on every path; each failure is logged.
+  const releasers = new Releasers(logger);
   if (!config.redis_url) {
     const privateRedis = await startPrivateRedis({ dir: path.join(config.state_dir, 'redis'), logger });
-    closers.add(() => privateRedis.stop());
+    releasers.add('stop the private Redis', () => privateRedis.stop());
     config = { ...config, redis_url: privateRedis.url };
   }
   const url = config.redis_url!;
   const client = createRedis(url, 'client');
   const connection = createRedis(url, 'worker');
-  closers.add(async () => {
+  releasers.add('close the Redis connections', () => {
     client.disconnect();
     connection.disconnect();
   });
@@ -130,25 +121,26 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     if (existing?.origin === 'demo' && options.origin !== 'demo') throw new DemoRunToResume(existing.run_id);
     await preflightRun(options, config, client, existing?.policy_model ?? config.policy_model_name);
     const own = options.metrics ? null : await startRoleMetrics(config, logger, 'run');
-    if (own) closers.add(() => own.close());
+    if (own) releasers.add('stop the metrics server', () => own.close());
     const prom = options.metrics ?? own!.metrics;
     prom.watchQueues(client, config.queues.prefix);
-    const judge = prom.wrapJudge(options.judge ?? createFleetJudge(config, logger, connection));
-    closers.add(() => judge.close());
+    const judge = options.judge ?? createFleetJudge(config, logger, connection);
+    releasers.add('close the judge', () => judge.close());
     const presence = await announceWorker(connection, config.queues.prefix, 'run', existing ? existing.queue_scope : config.run_id);
-    closers.add(() => presence.stop());
-    const agent = prom.wrapAgent(options.agent ?? (await createAgentRunner(config, logger, { onBoxReport: (r) => void publishNotice(presence, unenforcedNotice(r, presence.id)) })));
-    closers.add(() => agent.close());
+    releasers.add("remove this process's worker record", () => presence.stop());
+    // Built (and its sandboxes checked) before anything is enqueued: a box that cannot hold fails the preflight.
+    const agent = options.agent ?? (await createAgentRunner(config, logger, { onBoxReport: (r) => void publishNotice(presence, unenforcedNotice(r, presence.id)) }));
+    releasers.add('close the agent runner (its sandboxes)', () => agent.close());
     const produced = await produceOrResume(config, client, logger, options.origin ?? 'run', existing);
     const run = await store.requireRun(produced.runId);
     options.onStart?.(run.run_id, produced.total, produced.created);
-    const fleet = await startRoles({ ...options, config }, connection, run, { prom, judge, agent, workerName: presence.id }, closers);
+    const fleet = await startRoles({ ...options, config }, connection, run, { prom, judge, agent, presence }, releasers);
     const watched = await watchRun({
       connection, prefix: config.queues.prefix, run, tally: fleet.tally, view: options.progress ?? createProgressView(), logger,
       signal: options.signal, policyUrl: stripCredentials(config.policy_base_url), stuckAfterMs: options.stuckAfterMs ?? 15_000,
       failFastAfter: config.queues.fail_fast_after, policyFailures: fleet.policyFailures, held: fleet.held,
     });
-    logger.info({ run: run.run_id, status: watched.status }, 'run loop ended');
+    logger.info({ run_id: run.run_id, status: watched.status }, 'run loop ended');
     // Stopped or paused: running rollouts and gradings go back to the queue at once, attempts kept.
     await fleet.close(watched.status === 'stopped' || watched.status === 'paused' ? 0 : 5_000);
     const outputPath = resolveOutputPath(run.run_id, run.output_jsonl_fpath, config);
@@ -156,7 +148,7 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     const { done, masked } = fleet.tally.counts;
     return { runId: run.run_id, ...watched, total: produced.total, done, masked, outputPath, metricsPath, metrics: await readMetrics(metricsPath) };
   } finally {
-    await closers.run();
+    await releasers.release().catch(() => undefined); // each failure is logged by the releasers
   }
 }
 

@@ -9,12 +9,12 @@ import type { Judge } from '../shared/judge.ts';
 import type { Logger } from '../shared/logger.ts';
 import { openQueue } from '../shared/queues.ts';
 import type { Redis } from '../shared/redis.ts';
-import { RowTally } from '../shared/row-tally.ts';
+import { RowTally } from '../shared/output/tally.ts';
 import { RunStore, type RunRecord } from '../shared/run-store.ts';
 import type { FleetMetrics } from '../ops/prom-metrics.ts';
-import { startJudgeWorker } from '../workers/judge/worker.ts';
-import { startResultsWorker } from '../workers/results/worker.ts';
-import { startSandboxWorker } from '../workers/sandbox/worker.ts';
+import type { Releasers } from '../shared/releasers.ts';
+import type { WorkerPresence } from '../shared/worker-registry.ts';
+import { startJudgeRole, startResultsRole, startSandboxRole } from '../workers/roles.ts';
 import type { InFlightJobs } from '../shared/in-flight-jobs.ts';
 import { PolicyFailures } from './run-watch.ts';
 
@@ -30,20 +30,17 @@ export interface RunRoles {
 
 interface Parts {
   prom: FleetMetrics;
-  judge: Judge;
-  agent: AgentRunner;
-  workerName: string;
+  /** The judge and the agent runner, unwrapped (the roles add the metrics hooks); default the configured ones. */
+  judge?: Judge;
+  agent?: AgentRunner;
+  presence: WorkerPresence;
 }
 
-interface Registry {
-  add(close: () => Promise<unknown>): void;
-}
-
-export async function startRoles(options: { config: Config; logger: Logger; inFlight?: InFlightJobs }, connection: Redis, run: RunRecord, parts: Parts, closers: Registry): Promise<RunRoles> {
+export async function startRoles(options: { config: Config; logger: Logger; inFlight?: InFlightJobs }, connection: Redis, run: RunRecord, parts: Parts, releasers: Releasers): Promise<RunRoles> {
   const { config, logger } = options;
-  const { prom, workerName } = parts;
+  const { prom, presence } = parts;
   const scope = run.queue_scope;
-  const common = { config, connection, logger, workerName, scope, inFlight: options.inFlight };
+  const common = { config, connection, logger, workerName: presence.id, scope, inFlight: options.inFlight, metrics: prom, presence };
   const store = new RunStore(connection, config.queues.prefix);
   const tally = new RowTally();
   const count = async () => {
@@ -56,35 +53,21 @@ export async function startRoles(options: { config: Config; logger: Logger; inFl
     await rollouts.resume();
     await rollouts.close();
   }
-  const results = startResultsWorker({
-    ...common, onJobEnd: prom.jobEnd('results'),
-    onCommit: (row, result) => {
-      prom.rowCommitted(row, result);
-      if (row.run_id === run.run_id) tally.add(row);
-    },
-  });
-  closers.add(() => results.close());
+  // The same roles `vcfleet worker` starts (workers/roles.ts), each stop registered as it starts.
+  const results = startResultsRole(common, releasers, { onCommit: (row) => row.run_id === run.run_id && tally.add(row) });
   await results.ready;
   await results.syncRun(run.run_id);
   // Count again: another consumer may have written rows while this one waited for the writer lock.
   await count();
-  const judge = await startJudgeWorker({ ...common, judge: parts.judge, onJobEnd: prom.jobEnd('judge') });
-  closers.add(() => judge.close());
+  const judge = await startJudgeRole(common, releasers, { judge: parts.judge });
   const policyFailures = new PolicyFailures();
-  const rolloutEnd = prom.jobEnd('rollout');
-  const sandbox = await startSandboxWorker({
-    ...common, agent: parts.agent, onAdmission: (state) => prom.admission(state),
-    onJobEnd: (outcome, ms, err) => {
-      rolloutEnd(outcome, ms, err);
-      policyFailures.record(outcome, err);
-    },
-  });
-  closers.add(() => sandbox.close());
+  const sandbox = await startSandboxRole(common, releasers, { agent: parts.agent, onJobEnd: (outcome, _ms, err) => policyFailures.record(outcome, err) });
   return {
     tally,
     policyFailures,
     held: () => sandbox.admission().held,
     async close(graceMs) {
+      // The roles again, newest first, with this grace (their releasers do nothing more then).
       await sandbox.close(graceMs);
       await judge.close(graceMs);
       await results.close(5_000);

@@ -7,11 +7,11 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Queue } from 'bullmq';
-import { errorMessage } from '../shared/errors.ts';
+import { errorMessage, InfraError } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
 import { openQueue, QUEUE_NAMES, type JobData, type QueueName } from '../shared/queues.ts';
 import type { Redis } from '../shared/redis.ts';
-import { policySilenceWarning, type RowTally } from '../shared/row-tally.ts';
+import { policySilenceWarning, type RowTally } from '../shared/output/tally.ts';
 import type { RunRecord } from '../shared/run-store.ts';
 import { openJobs, readRunJobs } from '../ops/run-jobs.ts';
 import type { ProgressView } from './progress.ts';
@@ -44,8 +44,6 @@ export interface WatchResult {
   reason?: string;
 }
 
-const POLICY_FAILURE = /policy server/i;
-
 interface Pending {
   running: number;
   pending: number;
@@ -70,13 +68,11 @@ export class PolicyFailures {
   count = 0;
   first: string | null = null;
 
-  /** Feed every rollout job's end (the sandbox-worker's onJobEnd). */
+  /** Feed every rollout job's end (the sandbox-worker's onJobEnd): a failure coded `policy_server` counts. */
   record(outcome: 'completed' | 'failed' | 'requeued', error?: unknown): void {
-    if (outcome !== 'failed') return;
-    const message = errorMessage(error);
-    if (!POLICY_FAILURE.test(message)) return;
+    if (outcome !== 'failed' || !(error instanceof InfraError) || error.code !== 'policy_server') return;
     this.count++;
-    this.first ??= message;
+    this.first ??= errorMessage(error);
   }
 }
 

@@ -4,8 +4,8 @@
  * and accuracy by type; and the run's identity when the metrics file records it. Pure formatting:
  * `table()` (runtime.ts) aligns the columns.
  */
-import type { AggregateMetrics } from '../workers/results/metrics.ts';
-import type { RunIdentity } from '../workers/results/run-identity.ts';
+import type { AggregateMetrics } from '../shared/output/metrics.ts';
+import type { RunIdentity } from '../shared/output/run-identity.ts';
 
 /** One line of a two-column table: a label, then its value. */
 export type TableRow = Array<string | number>;

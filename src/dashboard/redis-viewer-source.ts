@@ -11,8 +11,8 @@
 import { errorMessage } from '../shared/errors.ts';
 import type { Row } from '../shared/rows.ts';
 import type { RunRecord, RunStore } from '../shared/run-store.ts';
-import { aggregateMetrics } from '../workers/results/metrics.ts';
-import { resolveOutputPath, type OutputHostSettings } from '../workers/results/output-path.ts';
+import { aggregateMetrics } from '../shared/output/metrics.ts';
+import { resolveOutputPath, type OutputHostSettings } from '../shared/output/output-path.ts';
 import { runListEntry } from '../viewer/run-list.ts';
 import type { RolloutData, RunData, RunListEntry, RunMeta, TranscriptLookup, ViewerSource } from '../viewer/source.ts';
 import { outputFiles, type OutputFiles } from '../viewer/transcript-files.ts';

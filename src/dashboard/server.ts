@@ -17,7 +17,7 @@ import type { Logger } from '../shared/logger.ts';
 import { runStatus } from '../ops/run-status.ts';
 import { RunStore } from '../shared/run-store.ts';
 import { createViewerApp } from '../viewer/app.ts';
-import { accessGuard, accessPolicy, checkBind } from './auth.ts';
+import { accessGuard, accessPolicy, checkBind } from '../viewer/access.ts';
 import { mountBullBoard } from './bull-board.ts';
 import { BoardQueues } from './board-queues.ts';
 import { listWorkers } from '../shared/worker-registry.ts';

@@ -3,7 +3,7 @@
  * conversation (not the call index) so that they stay right when OpenCode retries a call or sends an
  * extra one.
  */
-import type { ChatRequestBody, Script } from './scripted-policy-server.ts';
+import type { ChatRequestBody, Script } from './scripted-policy-types.ts';
 
 /** Number of tool results already in the conversation. */
 export function toolResults(body: ChatRequestBody): number {

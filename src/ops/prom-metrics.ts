@@ -100,13 +100,14 @@ export function createFleetMetrics(options: FleetMetricsOptions = {}): FleetMetr
       rows.inc({ result, kind: row.failure_kind ?? 'scored' });
     },
     wrapAgent: (agent) => ({
+      host: agent.host,
       async run(request, signal) {
         active.inc();
         try {
           const result = await agent.run(request, signal);
-          rollouts.inc({ result: result.stopReason });
-          for (const [limit, n] of Object.entries(result.limitHits)) if (n) limitHits.inc({ limit }, n);
-          for (const [reason, n] of Object.entries(result.refusedRequests)) if (n) refusals.inc({ reason }, n);
+          rollouts.inc({ result: result.outcome.stop_reason });
+          for (const [limit, n] of Object.entries(result.outcome.limit_hits)) if (n) limitHits.inc({ limit }, n);
+          for (const [reason, n] of Object.entries(result.outcome.refused_requests)) if (n) refusals.inc({ reason }, n);
           return result;
         } catch (err) {
           rollouts.inc({ result: 'infra_error' });

@@ -4,7 +4,7 @@
  * counted with one HSCAN pass per run (`tallyRows`); no job queue is read, so it stays cheap.
  */
 import { RunStore } from '../shared/run-store.ts';
-import { accuracyOf } from '../shared/row-tally.ts';
+import { accuracyOf } from '../shared/output/tally.ts';
 import { tallyRows } from './run-status.ts';
 
 export interface RecentRun {

@@ -18,7 +18,7 @@ export async function retryFailed(redis: Redis, prefix: string, runId: string, s
       await job.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
       n++;
     } catch (err) {
-      logger.warn({ job: job.id, err: (err as Error).message }, 'could not retry a failed job');
+      logger.warn({ job_id: job.id, err: (err as Error).message }, 'could not retry a failed job');
     }
   }
   return n;
@@ -37,10 +37,10 @@ export async function rejudge(redis: Redis, prefix: string, runId: string, logge
   try {
     for await (const row of store.scanRows(runId)) {
       if (row.failure_kind !== 'judge_failed') continue;
-      const outcome = await store.getSummary(runId, row.rollout_id);
+      const outcome = await store.getOutcome(runId, row.rollout_id);
       if (!outcome) {
         missing++;
-        logger.warn({ rollout: row.rollout_id }, 'no agent outcome kept for this rollout; use `vcfleet retry --stage rollout` instead');
+        logger.warn({ rollout_id: row.rollout_id }, 'no agent outcome kept for this rollout; use `vcfleet retry --stage rollout` instead');
         continue;
       }
       await enqueue('judge', judge, { v: 1, run_id: runId, task_id: row.task_id, repeat: row.repeat, rollout_id: row.rollout_id, outcome });

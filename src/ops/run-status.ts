@@ -2,7 +2,7 @@
 import type { Redis } from 'ioredis';
 import type { QueueName } from '../shared/queues.ts';
 import { RunStore, type OutputLocation, type RunRecord } from '../shared/run-store.ts';
-import { accuracyOf, policySilenceWarning, RowTally, type TallyCounts } from '../shared/row-tally.ts';
+import { accuracyOf, policySilenceWarning, RowTally, type TallyCounts } from '../shared/output/tally.ts';
 import { listWorkers, type WorkerRecord } from '../shared/worker-registry.ts';
 import { emptyJobCounts, openJobs, readRunJobs, type JobState } from './run-jobs.ts';
 

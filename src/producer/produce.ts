@@ -93,7 +93,7 @@ export async function produceRun(input: ProduceInput): Promise<ProduceResult> {
     if (await store.putBlob(task.image_sha256, await input.readImage(task))) newImages++;
   }
   const enqueued = await enqueueRollouts(input, store, run, tasks.map((t) => t.task_id));
-  logger.info({ run: runId, total: run.total, enqueued, newImages, created }, created ? 'run created' : 'run exists; enqueued what was missing');
+  logger.info({ run_id: runId, total: run.total, enqueued, newImages, created }, created ? 'run created' : 'run exists; enqueued what was missing');
   const settings = runSettings(run);
   return { runId, total: run.total, enqueued, created, settings, output: run.output_jsonl_fpath, differences: existing ? settingDifferences(settings, runSettings(record)) : [] };
 }
@@ -107,7 +107,7 @@ export async function resumeRun(input: Omit<ProduceInput, 'tasks' | 'readImage' 
   const run = await store.getRun(input.runId);
   if (!run) throw new ConfigError(`run ${input.runId} does not exist under the prefix ${input.config.queues.prefix} of this Redis; check --run-id, REDIS_URL and queues.prefix (VCFLEET_PREFIX)`);
   const enqueued = await enqueueRollouts(input, store, run, await store.taskIds(run.run_id));
-  input.logger.info({ run: run.run_id, total: run.total, enqueued }, 'run resumed; enqueued what was missing');
+  input.logger.info({ run_id: run.run_id, total: run.total, enqueued }, 'run resumed; enqueued what was missing');
   return { runId: run.run_id, total: run.total, enqueued, created: false, settings: runSettings(run), output: run.output_jsonl_fpath, differences: [] };
 }
 

@@ -2,11 +2,11 @@
  * The contract between the sandbox-worker's queue machinery and whatever runs the agent. The real
  * implementation runs OpenCode in a sandbox; the scripted one replays answers from a file.
  */
+import type { RolloutOutcome } from './rollout-outcome.ts';
 import type { PreparedTask } from './task.ts';
 import type { TranscriptRecord } from './transcript.ts';
 
-export const STOP_REASONS = ['answered', 'no_answer', 'timeout', 'output_cap', 'context_limit', 'agent_error'] as const;
-export type StopReason = (typeof STOP_REASONS)[number];
+export { STOP_REASONS, type StopReason } from './stop-reasons.ts';
 
 export interface PolicyEndpoint {
   /** Chosen by the worker's own configuration (never by a run record it does not allow). */
@@ -50,25 +50,9 @@ export interface RolloutRequest {
   attempt?: number;
 }
 
+/** What a rollout produced: its outcome (rollout-outcome.ts) and, when kept, its transcript. */
 export interface AgentResult {
-  stopReason: StopReason;
-  /** All assistant text of the session, in order (the judge sees its end). */
-  responseText: string;
-  /** The last `\boxed{...}` content, or null. */
-  extractedAnswer: string | null;
-  turns: number;
-  toolCalls: number;
-  inputTokens: number;
-  outputTokens: number;
-  wallS: number;
-  /** Why the rollout stopped short, for every stop reason but `answered` (never contains secrets). */
-  error?: string;
-  /** Times the sandbox hit a resource limit, by limit. */
-  limitHits: Record<string, number>;
-  /** Requests the policy gateway refused, by reason. */
-  refusedRequests: Record<string, number>;
-  /** Chat calls forwarded that were not the agent's own conversation (made by something the model ran). */
-  forgedCalls?: number;
+  outcome: RolloutOutcome;
   /** The transcript, when kept. */
   transcript: RolloutTranscript | null;
 }
@@ -78,7 +62,16 @@ export interface AgentResult {
  * InfraError when the infrastructure failed (sandbox provider, policy endpoint unreachable), so that
  * the rollout is retried. Must honour `signal` and always clean up its sandbox.
  */
+/** What bounds a runner's sessions, as its sandbox provider declares it. */
+export interface AgentHost {
+  /** The sessions run on this host: its memory bounds them (admission counts them against it). */
+  usesHostMemory: boolean;
+  /** The longest a session's sandbox lives, in seconds; null: as long as its task. */
+  maxLifetimeS: number | null;
+}
+
 export interface AgentRunner {
+  readonly host: AgentHost;
   run(request: RolloutRequest, signal: AbortSignal): Promise<AgentResult>;
   /** Release what the runner holds (reap sandboxes, close servers). Safe to call twice. */
   close(): Promise<void>;

@@ -59,7 +59,8 @@ export const ConfigSchema = z
     visual_coding_opencode_judge_model_name: z.string().min(1).default('gpt-4o-mini'),
     judge: JudgeSchema.prefault({}),
     transcripts: TranscriptsSchema.prefault({}),
-    sandbox_provider: z.enum(['local', 'opensandbox']).default('local'),
+    /** Where sandboxes run: a provider of workers/sandbox/sandboxes (`local`, `opensandbox`); checked when a worker builds it. */
+    sandbox_provider: z.string().regex(/^[a-z][a-z0-9_-]*$/, 'a provider name such as local or opensandbox').default('local'),
     sandbox_config: SandboxConfigSchema.prefault({}),
     sandbox_workdir: z.string().startsWith('/').default('/workspace'),
     /** The sandbox reaches the policy model through the worker's gateway and nothing else; the one mode. */

@@ -14,13 +14,21 @@ export class DataError extends Error {
 }
 
 /**
+ * What failed, for code that acts on it (a run pauses on `policy_server`) rather than on the words of
+ * a message: the policy server (down, refusing us, failing every call), or anything else.
+ */
+export type InfraCode = 'policy_server' | 'other';
+
+/**
  * Infrastructure failed (sandbox provider, policy endpoint, judge endpoint, disk). Retried with
  * backoff; after the last attempt the rollout is masked as `infra_failed`.
  */
 export class InfraError extends Error {
   override name = 'InfraError';
-  constructor(message: string, options?: { cause?: unknown }) {
+  readonly code: InfraCode;
+  constructor(message: string, options?: { cause?: unknown; code?: InfraCode }) {
     super(message, options);
+    this.code = options?.code ?? 'other';
   }
 }
 

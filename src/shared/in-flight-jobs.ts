@@ -31,7 +31,7 @@ export class InFlightJobs {
           await job.moveToDelayed(Date.now() + 1000, token);
           return 1;
         } catch (err) {
-          logger.debug({ jobId: job.id, err: errorMessage(err) }, 'job not handed back (it ended or moved meanwhile)');
+          logger.debug({ job_id: job.id, err: errorMessage(err) }, 'job not handed back (it ended or moved meanwhile)');
           return 0;
         }
       }),

@@ -7,8 +7,10 @@ export interface JudgeInput {
   question: string;
   expectedAnswer: string;
   extractedAnswer: string | null;
-  /** The model's text; the judge sees only its end. */
+  /** The model's text (or its end); the judge sees only its last RESPONSE_TAIL_CHARS characters. */
   responseText: string;
+  /** `responseText` is already the end of a longer text (the outcome's `response_truncated`): the judge is told so. */
+  responseTruncated?: boolean;
   /** The rollout being graded, for logs only (never part of the prompt or the cache key). */
   rolloutId?: string;
   /** The run's judge settings (run settings); default: the judge's own configuration. */
@@ -22,7 +24,13 @@ export interface RunJudgeSettings {
   maxTokens: number;
 }
 
-export type JudgeResult =
+/** What the judge was asked, exactly: its model and the messages it was sent (for the transcript). */
+export interface JudgeAsked {
+  model: string;
+  prompt: { system: string; user: string };
+}
+
+export type JudgeResult = (
   | { status: 'scored'; verdict: Verdict; reason: string; reward: 0 | 1; cached: boolean }
   /**
    * The judge refused the grading input for what the rollout itself put in it, as it would every time
@@ -34,7 +42,8 @@ export type JudgeResult =
    * Not a score: the call failed after its retries (`unavailable`), or the replies held no valid
    * verdict, twice (`no_verdict`). Masked, rejudgeable.
    */
-  | { status: 'failed'; reason: string; kind?: 'no_verdict' | 'unavailable' };
+  | { status: 'failed'; reason: string; kind?: 'no_verdict' | 'unavailable' }
+) & { asked?: JudgeAsked };
 
 export interface Judge {
   readonly modelName: string;

@@ -17,7 +17,7 @@ import { Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
 import { z } from 'zod';
 import type { Config } from './config-schema.ts';
 import { RowSchema } from './rows.ts';
-import { RolloutSummarySchema } from './rollout-summary.ts';
+import { RolloutOutcomeSchema } from './rollout-outcome.ts';
 
 export const QUEUE_NAMES = ['rollout', 'judge', 'results'] as const;
 export type QueueName = (typeof QUEUE_NAMES)[number];
@@ -37,8 +37,8 @@ export const JudgeJobSchema = z.object({
   task_id: z.string().min(1),
   repeat: z.number().int().min(0),
   rollout_id: z.string().min(1),
-  /** The rollout's summary (named `outcome` in job data, which old jobs in Redis still carry). */
-  outcome: RolloutSummarySchema,
+  /** The rollout's outcome (rollout-outcome.ts; every field but the stop reason defaults, so old jobs still parse). */
+  outcome: RolloutOutcomeSchema,
 });
 export type JudgeJob = z.infer<typeof JudgeJobSchema>;
 

@@ -16,7 +16,10 @@ export type ConnectionRole = 'worker' | 'client';
 
 /** A new connection; `worker` connections retry forever, `client` ones fail fast. */
 export function createRedis(url: string, role: ConnectionRole, extra: RedisOptions = {}): Redis {
-  const common: RedisOptions = { lazyConnect: false, connectionName: `vcfleet-${role}`, ...extra };
+  // disconnect() ends the socket and waits up to disconnectTimeout for its 'close'; a socket that
+  // already failed never closes again, so with ioredis's 2 s default every process that gave up on an
+  // unreachable Redis lingered 2 s before it exited (benchmark 9).
+  const common: RedisOptions = { lazyConnect: false, connectionName: `vcfleet-${role}`, disconnectTimeout: 200, ...extra };
   const redis = role === 'worker' ? workerConnection(url, common) : clientConnection(url, common);
   // Errors surface through commands and waitForRedis; without a listener ioredis prints each one.
   redis.on('error', () => {});

@@ -5,7 +5,7 @@
  * each host reads them from its own configuration. No secret and no credential is ever in here.
  */
 import { z } from 'zod';
-import type { Config } from './config-schema.ts';
+import { ConfigSchema, type Config } from './config-schema.ts';
 import { PoisonJobError } from './errors.ts';
 
 export const RUN_SETTINGS_VERSION = 1;
@@ -128,14 +128,33 @@ export function shownValue(value: unknown): string {
   return value === null || value === undefined ? 'null' : typeof value === 'string' ? value : JSON.stringify(value);
 }
 
-/** The settings of a run record; a record of another version stops the job with a message that says so. */
+/** Run settings as the defaults of the configuration make them (what a setting a record lacks is taken from). */
+let defaults: RunSettings | undefined;
+function defaultRunSettings(): RunSettings {
+  defaults ??= runSettingsFrom(ConfigSchema.parse({}));
+  return defaults;
+}
+
+/** `base` with `over`'s values laid over it, object by object (arrays and scalars replace). */
+function overlay(base: unknown, over: unknown): unknown {
+  if (!over || typeof over !== 'object' || Array.isArray(over) || !base || typeof base !== 'object' || Array.isArray(base)) return over === undefined ? base : over;
+  const out: Record<string, unknown> = { ...(base as Record<string, unknown>) };
+  for (const [k, v] of Object.entries(over as Record<string, unknown>)) out[k] = overlay(out[k], v);
+  return out;
+}
+
+/**
+ * The settings of a run record. A setting added since the record was written takes its default (run
+ * settings can grow without a new version); a record of another version stops the job with a message
+ * that says so.
+ */
 export function parseRunSettings(runId: string, raw: unknown): RunSettings {
   const version = (raw as { settings_version?: unknown } | null | undefined)?.settings_version;
   if (version !== RUN_SETTINGS_VERSION) {
     const what = version === undefined ? 'an older vcfleet (its run record has no settings version)' : `a vcfleet whose run settings are version ${String(version)}`;
     throw new PoisonJobError(`run ${runId} was produced by ${what}; this worker reads version ${RUN_SETTINGS_VERSION}: serve it with the vcfleet that produced it, or produce the run again`);
   }
-  const parsed = RunSettingsSchema.safeParse(raw);
+  const parsed = RunSettingsSchema.safeParse(overlay(defaultRunSettings(), raw));
   if (!parsed.success) {
     throw new PoisonJobError(`run ${runId} has malformed settings: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
   }

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { fleetKeys, type FleetKeys } from './keys.ts';
 import { PreparedTaskSchema, type PreparedTask } from './task.ts';
-import { RolloutSummarySchema, type RolloutSummary } from './rollout-summary.ts';
+import { RolloutOutcomeSchema, type RolloutOutcome } from './rollout-outcome.ts';
 import { RowSchema, type Row } from './rows.ts';
 import { ConfigError, DataError, InfraError, PoisonJobError } from './errors.ts';
 import { LruCache } from './lru-cache.ts';
@@ -184,13 +184,15 @@ export class RunStore {
     await this.redis.del(this.keys.transcript(runId, rolloutId));
   }
 
-  async putSummary(runId: string, rolloutId: string, outcome: RolloutSummary): Promise<void> {
+  /** Keep a rollout's outcome, for rejudging it without the agent. */
+  async putOutcome(runId: string, rolloutId: string, outcome: RolloutOutcome): Promise<void> {
     await this.redis.hset(this.keys.outcomes(runId), rolloutId, JSON.stringify(outcome));
   }
 
-  async getSummary(runId: string, rolloutId: string): Promise<RolloutSummary | null> {
+  /** A rollout's kept outcome (one kept by an older vcfleet parses with the defaults), or null. */
+  async getOutcome(runId: string, rolloutId: string): Promise<RolloutOutcome | null> {
     const raw = await this.redis.hget(this.keys.outcomes(runId), rolloutId);
-    return raw ? RolloutSummarySchema.parse(JSON.parse(raw)) : null;
+    return raw ? RolloutOutcomeSchema.parse(JSON.parse(raw)) : null;
   }
 
   async getRow(runId: string, rolloutId: string): Promise<Row | null> {

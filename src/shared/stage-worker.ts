@@ -93,27 +93,27 @@ interface JobAttempt<N extends QueueName> {
 async function failed<N extends QueueName>(opts: StageWorkerOptions<N>, log: Logger, shuttingDown: boolean, a: JobAttempt<N>, err: unknown): Promise<never> {
   const { job, token, data, ctx, started } = a;
   if (err instanceof HandBackError && !shuttingDown) {
-    log.debug({ jobId: job.id, reason: err.message }, 'job handed back to the queue (not now)');
+    log.debug({ job_id: job.id, reason: err.message }, 'job handed back to the queue (not now)');
     await job.moveToDelayed(Date.now() + err.delayMs, token);
     opts.onJobEnd?.('requeued', Date.now() - started);
     throw new DelayedError();
   }
   if (shuttingDown) {
-    log.info({ jobId: job.id }, 'shutting down: job handed back to the queue');
+    log.info({ job_id: job.id }, 'shutting down: job handed back to the queue');
     // Already handed back (InFlightJobs.handBack) when the lock is gone; either way it is not failed.
-    await job.moveToDelayed(Date.now() + 1000, token).catch((moveErr) => log.debug({ jobId: job.id, err: errorMessage(moveErr) }, 'job was already handed back'));
+    await job.moveToDelayed(Date.now() + 1000, token).catch((moveErr) => log.debug({ job_id: job.id, err: errorMessage(moveErr) }, 'job was already handed back'));
     opts.onJobEnd?.('requeued', Date.now() - started);
     throw new DelayedError();
   }
   const retryable = isRetryable(err);
-  log.warn({ jobId: job.id, attempt: ctx.attempt, retryable, err: errorMessage(err) }, `${opts.queue} job failed`);
+  log.warn({ job_id: job.id, attempt: ctx.attempt, retryable, err: errorMessage(err) }, `${opts.queue} job failed`);
   opts.onJobEnd?.('failed', Date.now() - started, err);
   if (!retryable || ctx.finalAttempt) {
     try {
       await opts.onFinalFailure?.(data, err, ctx);
     } catch (hookErr) {
       // The job still moves to failed, where `vcfleet retry` finds it.
-      log.error({ jobId: job.id, err: errorMessage(hookErr) }, 'could not record the final failure as a row');
+      log.error({ job_id: job.id, err: errorMessage(hookErr) }, 'could not record the final failure as a row');
     }
   }
   if (!retryable) throw new UnrecoverableError(errorMessage(err));
@@ -126,7 +126,7 @@ function processorOf<N extends QueueName>(opts: StageWorkerOptions<N>, log: Logg
     const started = Date.now();
     const parsed = parseJob(opts.queue, job.data);
     if (!parsed.ok) {
-      log.error({ jobId: job.id, error: parsed.error }, 'poison job: malformed data, not retried');
+      log.error({ job_id: job.id, error: parsed.error }, 'poison job: malformed data, not retried');
       opts.onJobEnd?.('failed', 0, parsed.error);
       throw new UnrecoverableError(parsed.error);
     }

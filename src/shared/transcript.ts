@@ -14,8 +14,8 @@
  */
 import path from 'node:path';
 import { z } from 'zod';
-import { STOP_REASONS } from './agent.ts';
 import { VERDICTS } from './judge.ts';
+import { RolloutOutcomeSchema } from './rollout-outcome.ts';
 
 export const TRANSCRIPT_VERSION = 1;
 
@@ -54,8 +54,6 @@ export const TurnSchema = z.object({
 });
 export type TranscriptTurn = z.infer<typeof TurnSchema>;
 
-export const LimitHitsSchema = z.record(z.string(), z.number().int().min(0));
-
 export const TranscriptRecordSchema = z.object({
   transcript_version: z.literal(TRANSCRIPT_VERSION),
   run_id: z.string(),
@@ -79,15 +77,8 @@ export const TranscriptRecordSchema = z.object({
   started_at: z.string(),
   wall_s: z.number().min(0),
   turns: z.array(TurnSchema),
-  outcome: z.object({
-    stop_reason: z.enum(STOP_REASONS).nullable(),
-    extracted_answer: z.string().nullable(),
-    error: z.string().nullable(),
-    limit_hits: LimitHitsSchema.default({}),
-    refused_requests: LimitHitsSchema.default({}),
-    /** Chat calls that were not the agent's own (made by something the model ran): counted, never shown as turns. */
-    forged_calls: z.number().int().min(0).default(0),
-  }),
+  /** The rollout's outcome (rollout-outcome.ts), as its row and its judge job have it (no stop reason: its infrastructure failed). */
+  outcome: RolloutOutcomeSchema.extend({ stop_reason: RolloutOutcomeSchema.shape.stop_reason.nullable() }),
   /** The judge's grading; null when the rollout was not judged (no answer, masked). */
   judge: z
     .object({

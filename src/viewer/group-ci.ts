@@ -5,6 +5,8 @@
  * collapses to a point.
  */
 
+import { isScored } from '../shared/rows.ts';
+
 /** z for a two-sided 95% interval. */
 const Z95 = 1.959963984540054;
 
@@ -39,7 +41,7 @@ interface GroupRow {
   type: string;
   subtype: string;
   reward: 0 | 1 | null;
-  failure_kind: string | null;
+  failure_kind: 'judge_failed' | 'infra_failed' | null;
 }
 
 /** Accuracy with its Wilson interval for each group of `rows` by `key`, sorted by type, then name. */
@@ -50,7 +52,7 @@ export function groupStats(rows: readonly GroupRow[], key: 'type' | 'subtype'): 
     let g = groups.get(name);
     if (!g) groups.set(name, (g = { type: row.type, rollouts: 0, scored: 0, correct: 0 }));
     g.rollouts++;
-    if (row.reward !== null && row.failure_kind === null) {
+    if (isScored(row)) {
       g.scored++;
       if (row.reward === 1) g.correct++;
     }

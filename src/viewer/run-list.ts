@@ -1,5 +1,5 @@
 /** A run's line in the viewer's run list, from its rows; shared by every `ViewerSource`. */
-import type { Row } from '../shared/rows.ts';
+import { isScored, type Row } from '../shared/rows.ts';
 import type { RunListEntry } from './source.ts';
 
 /** Who a run is: from its first row (a file) or its run record (Redis, where a run may have no row yet). */
@@ -7,7 +7,7 @@ export type RunIdentity = Pick<RunListEntry, 'run_id' | 'benchmark' | 'policy_mo
 
 /** Scored and correct rows (masked rows are not scored) and the latest `finished_at` ('' without rows). */
 export function runListEntry(run: RunIdentity, rows: readonly Row[]): RunListEntry {
-  const scored = rows.filter((r) => r.reward !== null && r.failure_kind === null);
+  const scored = rows.filter(isScored);
   const correct = scored.filter((r) => r.reward === 1).length;
   return {
     run_id: run.run_id,

@@ -6,7 +6,7 @@
 import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import { Hono } from 'hono';
-import { accessGuard, accessPolicy, checkBind, type DashboardCredentials } from '../dashboard/auth.ts';
+import { accessGuard, accessPolicy, checkBind, type DashboardCredentials } from './access.ts';
 import { createViewerApp, type ViewerAppOptions } from './app.ts';
 import type { ViewerSource } from './source.ts';
 

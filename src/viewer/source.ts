@@ -13,7 +13,7 @@
  */
 import type { Row } from '../shared/rows.ts';
 import type { TranscriptRecord } from '../shared/transcript.ts';
-import type { AggregateMetrics } from '../workers/results/metrics.ts';
+import type { AggregateMetrics } from '../shared/output/metrics.ts';
 
 /** One run in the run list. */
 export interface RunListEntry {

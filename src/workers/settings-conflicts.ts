@@ -23,7 +23,8 @@ export class RunSettingConflicts {
   /** The keys of the run settings this role reads that this host's configuration sets away from the defaults. */
   private readonly mine: ReadonlySet<string>;
 
-  constructor(private readonly config: Config, private readonly role: keyof typeof ROLE_KEYS, private readonly logger: Logger) {
+  /** `maxLifetimeS`: how long this host's sandboxes live at most (AgentRunner.host; null: as long as their task). */
+  constructor(config: Config, private readonly role: keyof typeof ROLE_KEYS, private readonly logger: Logger, private readonly maxLifetimeS: number | null = null) {
     this.host = runSettingsFrom(config);
     const fixed = new Set(RUN_SETTING_KEYS.filter((k) => k.fixed).map((k) => k.key));
     this.mine = new Set(settingDifferences(runSettingsFrom(ConfigSchema.parse({})), this.host)
@@ -39,9 +40,9 @@ export class RunSettingConflicts {
         `run ${run.run_id} has ${key}=${shownValue(theirs)} (a run setting, used); this ${this.role}-worker's configuration says ${shownValue(value)}, which applies only to runs produced with it. ` +
           `To change the run: vcfleet run-set --run-id ${run.run_id} ++${key}=${shownValue(value)}`);
     }
-    const ttl = this.config.sandbox_config.ttl_s;
-    if (this.role === 'sandbox' && this.config.sandbox_provider === 'opensandbox' && ttl < settings.task_timeout_s) {
-      this.once(`${run.run_id}\nttl`, { run: run.run_id, task_timeout_s: settings.task_timeout_s, ttl_s: ttl },
+    const ttl = this.maxLifetimeS;
+    if (this.role === 'sandbox' && ttl !== null && ttl < settings.task_timeout_s) {
+      this.once(`${run.run_id}\nttl`, { run_id: run.run_id, task_timeout_s: settings.task_timeout_s, ttl_s: ttl },
         `run ${run.run_id} gives each rollout ${settings.task_timeout_s} s, but this worker's sandboxes expire after sandbox_config.ttl_s=${ttl} s: a long rollout would lose its sandbox. Raise sandbox_config.ttl_s on this host`);
     }
   }

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { readRowsStrict } from '../../src/workers/results/row-file.ts';
+import { readRowsStrict } from '../../src/shared/output/row-file.ts';
 import { REDIS_URL, startCliInTerminal } from '../helpers/fleet.ts';
 import { deletePrefix } from '../helpers/redis-keys.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';

@@ -14,7 +14,7 @@ import { startPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } fro
 import { upstreamGiveUpReason } from '../../src/workers/sandbox/gateway/health.ts';
 import { encodePng } from '../helpers/fixture-images.ts';
 import { scripts, startScriptedPolicyServer, type ScriptedPolicyServer } from '../helpers/scripted-policy-server.ts';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { waitFor } from '../helpers/wait.ts';
 
 const KEY = 'sk-real-policy-key-0001';
 const TOKEN = 'dummy-access-token';
@@ -150,7 +150,7 @@ describe('policy gateway', () => {
     let spent = 0;
     const sock = await open({ limits: { maxBodyBytes: 1024 * 1024, maxConcurrentCalls: 2, maxCalls: 3 }, onBudgetExhausted: () => spent++ });
     const hanging = [post(sock, chat()).catch(() => null), post(sock, chat()).catch(() => null)];
-    await sleep(200);
+    await waitFor('both calls at the policy server', () => server.requests.length === 2, 10_000, 20);
     const busy = await post(sock, chat());
     expect(busy.status).toBe(429);
     expect(busy.headers['retry-after']).toBe('1');
@@ -266,11 +266,10 @@ describe('policy gateway', () => {
     const sock = await open({ agentSocketPath: agentSock, limits: { maxBodyBytes: 1024 * 1024, maxConcurrentCalls: 2, maxCalls: 100 } });
     server.setScript(scripts.hang());
     const hanging = [post(sock, chat()).catch(() => null)];
-    await sleep(200);
+    await waitFor('the first call at the policy server', () => server.requests.length === 1, 10_000, 20);
     expect((await post(sock, chat())).status).toBe(429);
     hanging.push(post(agentSock, chat()).catch(() => null));
-    await sleep(200);
-    expect(server.requests).toHaveLength(2);
+    await waitFor('the agent\'s call at the policy server', () => server.requests.length === 2, 10_000, 20);
     await gateway!.close();
     gateway = null;
     await Promise.all(hanging);
@@ -298,7 +297,7 @@ describe('policy gateway', () => {
     const stalled = net.connect(sock);
     stalled.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nauthorization: Bearer ${TOKEN}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
     stalled.pause();
-    for (let i = 0; i < 50 && gateway!.calls.length === 0; i++) await sleep(100);
+    await waitFor('the stalled call to end', () => gateway!.calls.length > 0, 10_000, 50);
     stalled.destroy();
     expect(gateway!.calls[0]).toMatchObject({ status: 200, clientStalled: true });
     expect(gateway!.calls[0].upstreamError).toBeUndefined();

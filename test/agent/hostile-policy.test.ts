@@ -20,7 +20,7 @@ import { produceRun } from '../../src/producer/produce.ts';
 import { opencodeRoBinds } from '../../src/workers/sandbox/opencode/binary.ts';
 import { createOpenCodeRunner } from '../../src/workers/sandbox/opencode/runner.ts';
 import { runRolloutStage, type SandboxHostSettings } from '../../src/workers/sandbox/rollout-stage.ts';
-import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local-bwrap.ts';
+import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local/provider.ts';
 import { makeFleetEnv, REDIS_URL, type FleetEnv } from '../helpers/fleet.ts';
 import { lastToolOutput, scripts, startScriptedPolicyServer, toolResults, type Script, type ScriptedPolicyServer } from '../helpers/scripted-policy-server.ts';
 import { passableTmpDir } from '../helpers/tmp.ts';

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TranscriptRecordSchema } from '../../src/shared/transcript.ts';
 import { RowSchema } from '../../src/shared/rows.ts';
-import { metricsPathFor } from '../../src/workers/results/metrics.ts';
+import { metricsPathFor } from '../../src/shared/output/metrics.ts';
 import { writeFixtureParquet } from '../helpers/fixture-parquet.ts';
 import { scripts, startScriptedPolicyServer, type ScriptedPolicyServer } from '../helpers/scripted-policy-server.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';

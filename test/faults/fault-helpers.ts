@@ -13,7 +13,7 @@ import type { AgentScriptSchema } from '../../src/workers/sandbox/scripted-agent
 import type { Fixture } from '../helpers/fixture-parquet.ts';
 import { waitFor, type CliProcess } from '../helpers/fleet.ts';
 import type { z } from 'zod';
-import { readRowFile, readRowsStrict } from '../../src/workers/results/row-file.ts';
+import { readRowFile, readRowsStrict } from '../../src/shared/output/row-file.ts';
 import { processesMatching } from '../helpers/processes.ts';
 export { dumpPrefix } from '../helpers/redis-keys.ts';
 

@@ -7,9 +7,10 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { buildRow, type Grading, type Row } from '../../src/shared/rows.ts';
-import { metricsPathFor } from '../../src/workers/results/metrics.ts';
+import { metricsPathFor } from '../../src/shared/output/metrics.ts';
 import { runCli } from '../helpers/fleet.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
+import { rolloutOutcome } from '../../src/shared/rollout-outcome.ts';
 
 afterEach(removeTmpDirs);
 
@@ -18,7 +19,7 @@ const scored = (reward: 0 | 1): Grading => ({ kind: 'scored', verdict: reward ? 
 function row(runId: string, policy: string, i: number, grading: Grading, finishedAt: string, repeat = 0): Row {
   const task = { task_id: `t${i}`, type: i % 2 ? 'Odd' : 'Even', subtype: 'S', ans_type: 'choice' as const, gold: 'A' };
   const r = buildRow({ runId, benchmark: 'babyvision_opencode', policyModel: policy, judgeModel: 'judge-1', rolloutId: `${runId}-t${i}-${repeat}`, repeat, task },
-    { stop_reason: 'answered', extracted_answer: 'A', turns: 2, tool_calls: 1, input_tokens: 10, output_tokens: 1, wall_s: 3 }, grading);
+    rolloutOutcome({ stop_reason: 'answered', extracted_answer: 'A', turns: 2, tool_calls: 1, input_tokens: 10, output_tokens: 1, wall_s: 3 }), grading);
   return { ...r, finished_at: finishedAt };
 }
 

@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { summaryText } from '../../src/cli/commands/run.ts';
 import { duration, metricsRows } from '../../src/cli/metrics-table.ts';
-import { aggregateMetrics, type MetricRow } from '../../src/workers/results/metrics.ts';
+import { aggregateMetrics, type MetricRow } from '../../src/shared/output/metrics.ts';
 
 function row(task: string, type: string, reward: 0 | 1 | null, stop: MetricRow['stop_reason'] = 'answered'): MetricRow {
   return {

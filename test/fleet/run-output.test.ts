@@ -10,17 +10,18 @@ import { ConfigSchema } from '../../src/shared/config.ts';
 import { runSettingsFrom } from '../../src/shared/run-settings.ts';
 import { RunStore, type RunRecord } from '../../src/shared/run-store.ts';
 import { RunOutput } from '../../src/workers/results/run-output.ts';
-import { configHash } from '../../src/workers/results/run-identity.ts';
+import { configHash } from '../../src/shared/output/run-identity.ts';
 import { REDIS_URL } from '../helpers/fleet.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
 import { deletePrefix } from '../helpers/redis-keys.ts';
+import { rolloutOutcome } from '../../src/shared/rollout-outcome.ts';
 
 const logger = createLogger({ level: 'silent' });
 
 function row(runId: string, i: number, reward: 0 | 1 = 1): Row {
   const task = { task_id: `t${i}`, type: 'T', subtype: 'S', ans_type: 'choice' as const, gold: 'A' };
   return buildRow({ runId, benchmark: 'b', policyModel: 'p', judgeModel: 'j', rolloutId: `${runId}-t${i}-0`, repeat: 0, task },
-    { stop_reason: 'answered', extracted_answer: 'A', turns: 1, tool_calls: 0, input_tokens: 1, output_tokens: 1, wall_s: 1 },
+    rolloutOutcome({ stop_reason: 'answered', extracted_answer: 'A', turns: 1, tool_calls: 0, input_tokens: 1, output_tokens: 1, wall_s: 1 }),
     { kind: 'scored', verdict: reward ? 'equivalent' : 'different', reason: '', reward });
 }
 

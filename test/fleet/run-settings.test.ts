@@ -6,6 +6,7 @@
  * says so once per run; the fleet's rollout cap changes with `fleet-set`, never with a worker.
  */
 import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { configKeyPaths } from '../../src/shared/config-keys.ts';
@@ -57,26 +58,44 @@ describe('run settings and host settings across processes', () => {
   const store = () => new RunStore(redis, env.prefix);
   /** What run-set and fleet-set need to reach the fleet (as REDIS_URL and VCFLEET_PREFIX would). */
   const fleet = () => [`++redis_url=${REDIS_URL}`, `++queues.prefix=${env.prefix}`];
+  /** Each test's run has an output file of its own (under the results host's output_root). */
+  const outputOf = (runId: string) => path.join(env.dir, 'out', `${runId}.jsonl`);
+  async function produce(runId: string, ...extra: string[]) {
+    const out = await runCli(['produce', '--run-id', runId, ...env.overrides, `++output_jsonl_fpath=${outputOf(runId)}`, ...extra]);
+    expect(out.code, out.output).toBe(0);
+    return out;
+  }
+  /** The three roles as processes of their own, until `stop`; the sandbox-worker with `sandboxExtra`. */
+  function serve(...sandboxExtra: string[]) {
+    const started = [startCli(['worker', 'sandbox', ...env.overrides, ...sandboxExtra]), startCli(['worker', 'judge', ...env.overrides]), startCli(['worker', 'results', ...env.overrides, `++output_root=${env.dir}`])];
+    procs.push(...started);
+    return {
+      sandbox: started[0],
+      async stop() {
+        for (const p of started) p.child.kill('SIGTERM');
+        await Promise.all(started.map((p) => p.exited));
+      },
+    };
+  }
 
   it('produce prints the settings it froze; producing again with others names each difference and the fix', async () => {
-    const first = await runCli(['produce', '--run-id', 'rs', ...env.overrides, '++task_timeout_s=1200']);
-    expect(first.code, first.output).toBe(0);
-    expect(first.stdout).toContain('run settings of rs (frozen in the run record; every worker uses these; change with `vcfleet run-set --run-id rs ++key=value`)');
+    const first = await produce('rs-produce', '++limit=1', '++task_timeout_s=1200');
+    expect(first.stdout).toContain('run settings of rs-produce (frozen in the run record; every worker uses these; change with `vcfleet run-set --run-id rs-produce ++key=value`)');
     expect(first.stdout).toMatch(/^ {2}task_timeout_s +1200$/m);
     expect(first.stdout).toMatch(/^ {2}visual_coding_opencode_judge_model_name +gpt-4o-mini$/m);
-    const again = await runCli(['produce', '--run-id', 'rs', ...env.overrides, '++task_timeout_s=600']);
-    expect(again.code, again.output).toBe(0);
-    expect(again.stdout).toContain('run rs existed with other settings; it keeps its own:');
+    const again = await produce('rs-produce', '++limit=1', '++task_timeout_s=600');
+    expect(again.stdout).toContain('run rs-produce existed with other settings; it keeps its own:');
     expect(again.stdout).toMatch(/^ {2}task_timeout_s +run: 1200 +yours: 600$/m);
-    expect(again.stdout).toContain('vcfleet run-set --run-id rs ++task_timeout_s=600');
-    expect(runSettings((await store().getRun('rs'))!).task_timeout_s).toBe(1200);
+    expect(again.stdout).toContain('vcfleet run-set --run-id rs-produce ++task_timeout_s=600');
+    expect(runSettings((await store().getRun('rs-produce'))!).task_timeout_s).toBe(1200);
   });
 
   it('run-set refuses host settings and the settings that make the rollouts, naming why', async () => {
-    const host = await runCli(['run-set', '--run-id', 'rs', ...fleet(), '++policy_base_url=http://elsewhere:8000/v1']);
+    await produce('rs-refuse', '++limit=1');
+    const host = await runCli(['run-set', '--run-id', 'rs-refuse', ...fleet(), '++policy_base_url=http://elsewhere:8000/v1']);
     expect(host.code).toBe(2);
     expect(host.output).toContain('policy_base_url is a host setting: every host reads it from its own configuration');
-    const fixed = await runCli(['run-set', '--run-id', 'rs', ...fleet(), '++num_repeats=3']);
+    const fixed = await runCli(['run-set', '--run-id', 'rs-refuse', ...fleet(), '++num_repeats=3']);
     expect(fixed.code).toBe(2);
     expect(fixed.output).toContain("num_repeats makes the run's rollouts and cannot change: produce a new run");
     const none = await runCli(['run-set', '--run-id', 'nope', ...fleet(), '++task_timeout_s=60']);
@@ -85,54 +104,68 @@ describe('run settings and host settings across processes', () => {
   });
 
   it('run-set before any rollout finished changes the run; workers follow it, and one whose configuration differs says so once', async () => {
-    const set = await runCli(['run-set', '--run-id', 'rs', ...fleet(), '++policy_model_name=fixed-vlm', '++task_timeout_s=900']);
+    await produce('rs-before', '++task_timeout_s=1200');
+    const set = await runCli(['run-set', '--run-id', 'rs-before', ...fleet(), '++policy_model_name=fixed-vlm', '++task_timeout_s=900']);
     expect(set.code, set.output).toBe(0);
     expect(set.stdout).toContain('policy_model_name: policy -> fixed-vlm');
     expect(set.stdout).toContain('task_timeout_s: 1200 -> 900');
-    const record = (await store().getRun('rs'))!;
+    const record = (await store().getRun('rs-before'))!;
     expect(record).toMatchObject({ policy_model: 'fixed-vlm', settings_changes: [{ forced: false, finished_rollouts: 0 }] });
     expect(record.settings_changes[0].changes).toEqual([
       { key: 'task_timeout_s', from: 1200, to: 900 },
       { key: 'policy_model_name', from: 'policy', to: 'fixed-vlm' },
     ]);
     // A sandbox host still configured with the old model, and with a cap of its own that it must not impose.
-    const sandbox = startCli(['worker', 'sandbox', ...env.overrides, '++policy_model_name=stale-vlm', '++queues.rollout_global_concurrency=1']);
-    procs.push(sandbox, startCli(['worker', 'judge', ...env.overrides]), startCli(['worker', 'results', ...env.overrides]));
-    await waitFor('4 rows', () => countLines(env.output) >= 4, 60_000, 200);
-    expect(readJsonl(env.output).map((r) => r.policy_model)).toEqual(['fixed-vlm', 'fixed-vlm', 'fixed-vlm', 'fixed-vlm']);
-    const warnings = sandbox.output().split('\n').filter((l) => l.includes('has policy_model_name=fixed-vlm (a run setting, used)'));
-    expect(warnings).toHaveLength(1);
-    expect(warnings[0]).toContain("this sandbox-worker's configuration says stale-vlm");
-    const status = await runCli(['status', '--run-id', 'rs', ...fleet()]);
-    expect(status.stdout).toMatch(new RegExp(`^output: ${env.output.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} on host ${os.hostname()} \\(results consumer \\S+\\)$`, 'm'));
-    const queue = openQueue('rollout', redis, env.prefix);
-    expect(await queue.getGlobalConcurrency()).toBe(7); // produce's, not the worker's 1
-    await queue.close();
+    const roles = serve('++policy_model_name=stale-vlm', '++queues.rollout_global_concurrency=1');
+    try {
+      await waitFor('4 rows', () => countLines(outputOf('rs-before')) >= 4, 60_000, 200);
+      expect(readJsonl(outputOf('rs-before')).map((r) => r.policy_model)).toEqual(['fixed-vlm', 'fixed-vlm', 'fixed-vlm', 'fixed-vlm']);
+      const warnings = roles.sandbox.output().split('\n').filter((l) => l.includes('has policy_model_name=fixed-vlm (a run setting, used)'));
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toContain("this sandbox-worker's configuration says stale-vlm");
+      const status = await runCli(['status', '--run-id', 'rs-before', ...fleet()]);
+      expect(status.stdout).toMatch(new RegExp(`^output: ${outputOf('rs-before').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} on host ${os.hostname()} \\(results consumer \\S+\\)$`, 'm'));
+      const queue = openQueue('rollout', redis, env.prefix);
+      expect(await queue.getGlobalConcurrency()).toBe(7); // produce's, not the worker's 1
+      await queue.close();
+    } finally {
+      await roles.stop();
+    }
   });
 
   it('run-set after rollouts finished is refused unless --force, and a forced change is recorded', async () => {
-    const refused = await runCli(['run-set', '--run-id', 'rs', ...fleet(), '++agent.max_tool_calls=5']);
+    await produce('rs-after');
+    const roles = serve();
+    try {
+      await waitFor('4 rows', () => countLines(outputOf('rs-after')) >= 4, 60_000, 200);
+    } finally {
+      await roles.stop();
+    }
+    const refused = await runCli(['run-set', '--run-id', 'rs-after', ...fleet(), '++agent.max_tool_calls=5']);
     expect(refused.code).toBe(2);
-    expect(refused.output).toContain('run rs has 4 finished rollouts made with its current settings; changing agent.max_tool_calls 200 -> 5 now would mix two settings in one run');
-    const forced = await runCli(['run-set', '--run-id', 'rs', '--force', ...fleet(), '++agent.max_tool_calls=5']);
+    expect(refused.output).toContain('run rs-after has 4 finished rollouts made with its current settings; changing agent.max_tool_calls 200 -> 5 now would mix two settings in one run');
+    const forced = await runCli(['run-set', '--run-id', 'rs-after', '--force', ...fleet(), '++agent.max_tool_calls=5']);
     expect(forced.code, forced.output).toBe(0);
     expect(forced.stdout).toContain('(forced, after 4 finished rollouts; recorded)');
-    const record = (await store().getRun('rs'))!;
-    expect(record.settings_changes).toHaveLength(2);
-    expect(record.settings_changes[1]).toMatchObject({ forced: true, finished_rollouts: 4, changes: [{ key: 'agent.max_tool_calls', from: 200, to: 5 }] });
-    const same = await runCli(['run-set', '--run-id', 'rs', ...fleet(), '++agent.max_tool_calls=5']);
+    const record = (await store().getRun('rs-after'))!;
+    expect(record.settings_changes).toHaveLength(1);
+    expect(record.settings_changes[0]).toMatchObject({ forced: true, finished_rollouts: 4, changes: [{ key: 'agent.max_tool_calls', from: 200, to: 5 }] });
+    const same = await runCli(['run-set', '--run-id', 'rs-after', ...fleet(), '++agent.max_tool_calls=5']);
     expect(same.stdout).toContain('already has these settings; nothing changed');
   });
 
   it('fleet-set changes the fleet-wide rollout cap, and only that', async () => {
+    const queue = openQueue('rollout', redis, env.prefix);
+    const before = await queue.getGlobalConcurrency();
     const set = await runCli(['fleet-set', ...fleet(), '++queues.rollout_global_concurrency=3']);
     expect(set.code, set.output).toBe(0);
-    expect(set.stdout).toContain(`the fleet's rollout queue (prefix ${env.prefix}): at most 3 rollouts at once over all workers (was 7)`);
-    const queue = openQueue('rollout', redis, env.prefix);
+    expect(set.stdout).toContain(`the fleet's rollout queue (prefix ${env.prefix}): at most 3 rollouts at once over all workers (was ${before ?? 'unset'})`);
     expect(await queue.getGlobalConcurrency()).toBe(3);
-    await queue.close();
     const other = await runCli(['fleet-set', ...fleet(), '++queues.rollout_global_concurrency=3', '++task_timeout_s=5']);
     expect(other.code).toBe(2);
     expect(other.output).toContain('fleet-set sets ++queues.rollout_global_concurrency=N only, not task_timeout_s');
+    // Put back what produce set, for whichever test runs next.
+    if (before !== null) await queue.setGlobalConcurrency(before);
+    await queue.close();
   });
 });

@@ -9,6 +9,7 @@ import { buildRow, type Grading } from '../../src/shared/rows.ts';
 import { RunStore } from '../../src/shared/run-store.ts';
 import { makeFleetEnv, REDIS_URL, runCli, type FleetEnv } from '../helpers/fleet.ts';
 import { removeTmpDirs } from '../helpers/tmp.ts';
+import { rolloutOutcome } from '../../src/shared/rollout-outcome.ts';
 
 describe('vcfleet runs', () => {
   let env: FleetEnv;
@@ -31,7 +32,7 @@ describe('vcfleet runs', () => {
       const t = env.fixture.expected[i];
       const task = { task_id: t.task_id, type: t.type, subtype: t.subtype, ans_type: t.ans_type, gold: t.gold };
       await store.putRow(buildRow({ runId: 'first', benchmark: 'babyvision_opencode', policyModel: 'policy', judgeModel: 'gpt-4o-mini', rolloutId: `first-${t.task_id}-0`, repeat: 0, task },
-        { stop_reason: 'answered', extracted_answer: 'A', turns: 1, tool_calls: 0, input_tokens: 1, output_tokens: 1, wall_s: 1 }, grading));
+        rolloutOutcome({ stop_reason: 'answered', extracted_answer: 'A', turns: 1, tool_calls: 0, input_tokens: 1, output_tokens: 1, wall_s: 1 }), grading));
     }
   });
   afterAll(async () => {

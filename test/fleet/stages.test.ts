@@ -20,6 +20,8 @@ import { startStageWorker } from '../../src/shared/stage-worker.ts';
 import { TRANSCRIPT_VERSION, TranscriptRecordSchema, type TranscriptRecord } from '../../src/shared/transcript.ts';
 import { encodeTranscript } from '../../src/shared/transcript-codec.ts';
 import { runJudgeStage } from '../../src/workers/judge/judge-stage.ts';
+import { createJudge } from '../../src/workers/judge/openai-judge.ts';
+import { startScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
 import { RunOutput } from '../../src/workers/results/run-output.ts';
 import { TranscriptWriter } from '../../src/workers/results/transcript-writer.ts';
 import { commitRow } from '../../src/workers/results/worker.ts';
@@ -71,7 +73,7 @@ describe('stages', () => {
     const agent = createScriptedAgent({ [taskIds[0]]: { answer: '@gold' }, [taskIds[1]]: { answer: null }, [taskIds[2]]: { answer: null, stop_reason: 'timeout' } });
     const answered = await runRolloutStage(job(0), { store, agent, host: HOST }, never);
     expect(answered).toMatchObject({ next: 'judge', job: { rollout_id: job(0).rollout_id, outcome: { stop_reason: 'answered' } } });
-    expect(await store.getSummary('st', job(0).rollout_id)).toMatchObject({ stop_reason: 'answered' });
+    expect(await store.getOutcome('st', job(0).rollout_id)).toMatchObject({ stop_reason: 'answered' });
     expect((await store.getTranscriptParts('st', job(0).rollout_id)).record).not.toBeNull();
     const silent = await runRolloutStage(job(1), { store, agent, host: HOST }, never);
     expect(silent).toMatchObject({ next: 'results', row: { stop_reason: 'no_answer', reward: 0, failure_kind: null, judge_verdict: null } });
@@ -89,7 +91,7 @@ describe('stages', () => {
   });
 
   it('judge stage: a verdict is a scored row, a failure a masked judge_failed row; both leave the judge\'s part of the transcript', async () => {
-    const outcome = (await store.getSummary('st', job(0).rollout_id))!;
+    const outcome = (await store.getOutcome('st', job(0).rollout_id))!;
     const judgeJob: JudgeJob = { ...job(0), outcome };
     const seen: JudgeInput[] = [];
     const scored = await runJudgeStage(judgeJob, { store, judge: stubJudge({ status: 'scored', verdict: 'equivalent', reason: 'same', reward: 1, cached: false }, seen) });
@@ -102,8 +104,28 @@ describe('stages', () => {
     expect(failed).toMatchObject({ reward: null, failure_kind: 'judge_failed', error: 'no valid verdict', judge_model: 'run-judge' });
   });
 
+  it('a long answer is cut once, by code point, where the rollout ends, and the real judge is told it was cut', async () => {
+    const long = `${'🙂'.repeat(5000)} and so \\boxed{${'A'}}`;
+    const agent = createScriptedAgent({ [taskIds[0]]: { answer: 'A', text: long } });
+    const out = await runRolloutStage(job(0, 'st'), { store, agent, host: HOST }, never);
+    expect(out.next).toBe('judge');
+    if (out.next !== 'judge') return;
+    const tail = out.job.outcome.response_tail;
+    expect([...tail]).toHaveLength(4000);
+    expect(tail.charCodeAt(0)).not.toBe(0xde42); // never the low half of a pair
+    expect(out.job.outcome.response_truncated).toBe(true);
+    const server = await startScriptedJudgeServer();
+    const judge = createJudge({ config: env.config([`++visual_coding_opencode_judge_base_url=${server.url}`]), logger: env.logger });
+    try {
+      await runJudgeStage(out.job, { store, judge });
+      expect(server.requests[0].user).toContain('(The response was cut: only its last 4000 characters are shown.)');
+    } finally {
+      await server.close();
+    }
+  });
+
   it('judge stage: a refusal the rollout\'s own content caused scores 0, never masked; a reply without a verdict stays masked, counted apart', async () => {
-    const outcome = (await store.getSummary('st', job(0).rollout_id))!;
+    const outcome = (await store.getOutcome('st', job(0).rollout_id))!;
     const judgeJob: JudgeJob = { ...job(0), outcome };
     const refused = await runJudgeStage(judgeJob, { store, judge: stubJudge({ status: 'refused', reason: 'the judge refused the grading input: HTTP 400: maximum context length' }) });
     expect(refused).toMatchObject({ reward: 0, failure_kind: null, judge_verdict: null, judge_failure: 'refused_input', error: expect.stringMatching(/maximum context length/) });
@@ -120,7 +142,7 @@ describe('stages', () => {
     const run = { output, transcripts: new TranscriptWriter(file, store, env.logger) };
     const task = await store.getTask('st', taskIds[0]);
     const runRecord = await store.requireRun('st');
-    const outcome = (await store.getSummary('st', job(0).rollout_id))!;
+    const outcome = (await store.getOutcome('st', job(0).rollout_id))!;
     const masked = buildRow(rowContext(runRecord, task, job(0)), outcome, { kind: 'masked', failure: 'judge_failed', error: 'judge down' });
     await store.putTranscriptJudge('st', job(0).rollout_id, { model: 'run-judge', verdict: null, reason: 'no valid verdict', prompt: { system: 's', user: 'u' }, cached: false });
     const first = await commitRow({ v: 1, row: masked }, run);

@@ -7,9 +7,9 @@ import { existsSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { expect, type TestContext } from 'vitest';
 import { unenforced } from '../../src/workers/sandbox/sandboxes/box-report.ts';
-import { detectCgroupLayout } from '../../src/workers/sandbox/sandboxes/cgroup-layout.ts';
-import { LocalBwrapProvider, type LocalBwrapOptions } from '../../src/workers/sandbox/sandboxes/local-bwrap.ts';
-import { cgroupName } from '../../src/workers/sandbox/sandboxes/sandbox-cgroup.ts';
+import { detectCgroupLayout } from '../../src/workers/sandbox/host/cgroup-layout.ts';
+import { LocalBwrapProvider, type LocalBwrapOptions } from '../../src/workers/sandbox/sandboxes/local/provider.ts';
+import { cgroupName } from '../../src/workers/sandbox/sandboxes/local/sandbox-cgroup.ts';
 import type { BoxReport, Sandbox, SandboxResources } from '../../src/workers/sandbox/sandboxes/types.ts';
 import { passableTmpDir } from './tmp.ts';
 

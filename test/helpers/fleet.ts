@@ -18,7 +18,6 @@ import { writeFixtureParquet, type Fixture, type FixtureOptions } from './fixtur
 import { captured, type CapturedOutput } from './processes.ts';
 import { createTmpDir } from './tmp.ts';
 import { deletePrefix } from './redis-keys.ts';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 export const FAKE_JUDGE_KEY = 'sk-judge-FLEETSECRET-0001';
@@ -135,12 +134,4 @@ export async function runCli(args: string[], env: Record<string, string> = {}): 
   return { code, output: p.output(), stdout: p.stdout() };
 }
 
-export async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 60_000, everyMs = 200): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value as T;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(everyMs);
-  }
-}
+export { waitFor } from './wait.ts';

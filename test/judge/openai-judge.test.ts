@@ -48,7 +48,7 @@ describe('verdicts', () => {
   ] as const)('%s -> reward %d', async (verdict, reward) => {
     server.setScript([{ verdict, reason: 'scripted reason' }]);
     const { judge } = makeJudge();
-    expect(await judge.grade(input)).toEqual({ status: 'scored', verdict, reason: 'scripted reason', reward, cached: false });
+    expect(await judge.grade(input)).toMatchObject({ status: 'scored', verdict, reason: 'scripted reason', reward, cached: false });
     expect(judge.modelName).toBe('judge-model');
   });
 
@@ -85,11 +85,20 @@ describe('verdicts', () => {
     expect(await judge.grade(input)).toMatchObject({ status: 'scored', verdict: 'different', reward: 0 });
   });
 
+  it('says what it asked: the model and the exact messages the server received', async () => {
+    const { judge } = makeJudge();
+    const out = await judge.grade({ ...input, run: { model: 'the-run-judge', temperature: 0, maxTokens: 64 } });
+    const seen = server.requests.at(-1)!;
+    expect(out.asked?.model).toBe('the-run-judge');
+    expect(seen.body.model).toBe('the-run-judge');
+    expect(out.asked?.prompt).toEqual({ system: seen.body.messages[0].content, user: seen.body.messages[1].content });
+  });
+
   it('invalid JSON and unknown verdicts are failures (no_verdict), not scores, after one more try', async () => {
     server.setScript([{ content: 'I think they match {verdict: equivalent' }, { content: 'still no JSON' }, { verdict: 'correct' }, { verdict: 'correct' }]);
     const { judge } = makeJudge();
-    expect(await judge.grade(input)).toEqual({ status: 'failed', kind: 'no_verdict', reason: expect.stringMatching(/no JSON object/) });
-    expect(await judge.grade(input)).toEqual({ status: 'failed', kind: 'no_verdict', reason: expect.stringMatching(/unknown verdict "correct"/) });
+    expect(await judge.grade(input)).toMatchObject({ status: 'failed', kind: 'no_verdict', reason: expect.stringMatching(/no JSON object/) });
+    expect(await judge.grade(input)).toMatchObject({ status: 'failed', kind: 'no_verdict', reason: expect.stringMatching(/unknown verdict "correct"/) });
     expect(server.requests).toHaveLength(4);
     // A reply without a verdict, then one with: the second try scores.
     server.setScript([{ content: 'hmm' }, { verdict: 'different' }]);
@@ -101,8 +110,8 @@ describe('verdicts', () => {
     const filtered = { status: 400, body: { error: { message: "The response was filtered due to the prompt triggering Azure OpenAI's content management policy.", code: 'content_filter' } } };
     server.setScript([tooLong, filtered, { status: 400, body: { error: { message: 'bad field temperature' } } }]);
     const { judge } = makeJudge();
-    expect(await judge.grade(input)).toEqual({ status: 'refused', reason: expect.stringMatching(/maximum context length/) });
-    expect(await judge.grade(input)).toEqual({ status: 'refused', reason: expect.stringMatching(/content management policy/) });
+    expect(await judge.grade(input)).toMatchObject({ status: 'refused', reason: expect.stringMatching(/maximum context length/) });
+    expect(await judge.grade(input)).toMatchObject({ status: 'refused', reason: expect.stringMatching(/content management policy/) });
     // Any other 4xx is the judge's own configuration: masked, not a score.
     expect(await judge.grade(input)).toMatchObject({ status: 'failed', kind: 'unavailable' });
     expect(server.requests).toHaveLength(3);
@@ -171,9 +180,8 @@ describe('retries', () => {
     const { judge, lines } = makeJudge({ backoff_base_ms: 1, backoff_max_ms: 1 }, { retryAfterCapMs: 300 });
     const started = Date.now();
     expect(await judge.grade(input)).toMatchObject({ status: 'scored', verdict: 'equivalent' });
-    const elapsed = Date.now() - started;
-    expect(elapsed).toBeGreaterThanOrEqual(280);
-    expect(elapsed).toBeLessThan(10_000);
+    // Uncapped, the wait would be an hour: the test's own timeout would end it.
+    expect(Date.now() - started).toBeGreaterThanOrEqual(280);
     expect(server.requests).toHaveLength(2);
     expect(judgeCalls(lines)[0]).toMatchObject({ attempt: 1, http_status: 429, retry_after_ms: 300 });
     for (const line of lines) expect(line).not.toContain(SECRET);
@@ -194,7 +202,7 @@ describe('retries', () => {
     server.setScript(() => ({ hang: true }));
     const { judge, lines } = makeJudge({ timeout_s: 0.3, max_retries: 1 });
     const outcome = await judge.grade(input);
-    expect(outcome).toEqual({ status: 'failed', kind: 'unavailable', reason: expect.stringMatching(/after 2 attempt\(s\).*timed out/) });
+    expect(outcome).toMatchObject({ status: 'failed', kind: 'unavailable', reason: expect.stringMatching(/after 2 attempt\(s\).*timed out/) });
     expect(server.requests).toHaveLength(2);
     expect(judgeCalls(lines).map((c) => [c.attempt, c.kind])).toEqual([[1, 'timeout'], [2, 'timeout']]);
   });
@@ -209,7 +217,7 @@ describe('retries', () => {
   it('4xx other than 408/409/429 is not retried', async () => {
     server.setScript([{ status: 400 }, { verdict: 'equivalent' }]);
     const { judge } = makeJudge();
-    expect(await judge.grade(input)).toEqual({ status: 'failed', kind: 'unavailable', reason: expect.stringMatching(/not retryable.*HTTP 400/) });
+    expect(await judge.grade(input)).toMatchObject({ status: 'failed', kind: 'unavailable', reason: expect.stringMatching(/not retryable.*HTTP 400/) });
     expect(server.requests).toHaveLength(1);
   });
 
@@ -222,7 +230,7 @@ describe('retries', () => {
   it('a permanent failure is failed; once the server recovers, a rejudge scores', async () => {
     server.setScript(() => ({ status: 502 }));
     const { judge } = makeJudge({ max_retries: 2 });
-    expect(await judge.grade(input)).toEqual({ status: 'failed', kind: 'unavailable', reason: expect.stringMatching(/after 3 attempt\(s\).*HTTP 502/) });
+    expect(await judge.grade(input)).toMatchObject({ status: 'failed', kind: 'unavailable', reason: expect.stringMatching(/after 3 attempt\(s\).*HTTP 502/) });
     expect(server.requests).toHaveLength(3);
     server.setScript([{ verdict: 'equivalent' }]);
     expect(await judge.grade(input)).toMatchObject({ status: 'scored', verdict: 'equivalent', reward: 1 });
@@ -235,21 +243,20 @@ describe('abort', () => {
     const { judge } = makeJudge({ timeout_s: 30 });
     const ac = new AbortController();
     setTimeout(() => ac.abort(), 100);
-    const started = Date.now();
-    expect(await judge.grade(input, ac.signal)).toEqual({ status: 'failed', kind: 'unavailable', reason: 'aborted' });
-    expect(Date.now() - started).toBeLessThan(5000);
+    // The call hangs for good and timeout_s is 30: returning "aborted" is the abort's doing (how soon: benchmark 9).
+    expect(await judge.grade(input, ac.signal)).toMatchObject({ status: 'failed', kind: 'unavailable', reason: 'aborted' });
   });
 
   it('returns failed "aborted" at once when aborted during a retry wait, and sends nothing after it', async () => {
-    // The client's own wait cannot be aborted: it runs out (the 1 s cap here) in the background.
+    // The client's own wait cannot be aborted: it runs out (the 3 s cap here) in the background.
     server.setScript([{ status: 429, headers: { 'retry-after': '30' } }]);
-    const { judge } = makeJudge({}, { retryAfterCapMs: 1000 });
+    const { judge } = makeJudge({}, { retryAfterCapMs: 3000 });
     const ac = new AbortController();
     setTimeout(() => ac.abort(), 200);
-    const started = Date.now();
-    expect(await judge.grade(input, ac.signal)).toEqual({ status: 'failed', kind: 'unavailable', reason: 'aborted' });
-    expect(Date.now() - started).toBeLessThan(900);
-    await new Promise((resolve) => setTimeout(resolve, 1200));
+    // "At once": before the wait it was in ends (how soon exactly is benchmark 9).
+    const waitEnds = new Promise((resolve) => setTimeout(() => resolve('the retry wait ran out first'), 3000));
+    expect(await Promise.race([judge.grade(input, ac.signal), waitEnds])).toMatchObject({ status: 'failed', kind: 'unavailable', reason: 'aborted' });
+    await new Promise((resolve) => setTimeout(resolve, 3200));
     expect(server.requests).toHaveLength(1);
   });
 

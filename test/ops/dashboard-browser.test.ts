@@ -5,49 +5,36 @@
  * "retry" there (after swapping in a healthy agent) completes the task and replaces its masked row.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { startDashboard, type Dashboard } from '../../src/dashboard/server.ts';
-import { produceRun } from '../../src/producer/produce.ts';
-import { loadOrPrepare } from '../../src/prepare/load-or-prepare.ts';
 import { openQueue } from '../../src/shared/queues.ts';
-import { createRedis, type Redis } from '../../src/shared/redis.ts';
 import type { Row } from '../../src/shared/rows.ts';
-import { readRowsStrict } from '../../src/workers/results/row-file.ts';
-import type { StageWorker } from '../../src/shared/stage-worker.ts';
-import { createFleetJudge } from '../../src/workers/judge/judge-factory.ts';
-import { startJudgeWorker } from '../../src/workers/judge/worker.ts';
-import { startResultsWorker, type ResultsWorker } from '../../src/workers/results/worker.ts';
+import { readRowsStrict } from '../../src/shared/output/row-file.ts';
 import { createScriptedAgent } from '../../src/workers/sandbox/scripted-agent.ts';
-import { startSandboxWorker } from '../../src/workers/sandbox/worker.ts';
+import { launchBrowser } from '../helpers/browser.ts';
+import { startInProcessFleet, type InProcessFleet } from '../helpers/in-process-fleet.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
-import { FAKE_JUDGE_KEY, makeFleetEnv, REDIS_URL, waitFor, type FleetEnv } from '../helpers/fleet.ts';
+import { FAKE_JUDGE_KEY, makeFleetEnv, waitFor, type FleetEnv } from '../helpers/fleet.ts';
 import { removeTmpDirs } from '../helpers/tmp.ts';
-
-const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'];
 
 const readRows = (file: string): Row[] => readRowsStrict(file);
 
 describe('vcfleet dashboard in a browser', () => {
   let judge: ScriptedJudgeServer;
   let env: FleetEnv;
-  let worker: Redis;
-  let client: Redis;
+  let fleet: InProcessFleet;
   let browser: Browser | undefined;
   let dashboard: Dashboard | undefined;
-  const stages: Array<StageWorker | ResultsWorker> = [];
 
   beforeAll(async () => {
     judge = await startScriptedJudgeServer();
     env = await makeFleetEnv({ rows: 3, judgeUrl: judge.url, overrides: ['++queues.rollout_attempts=1', '++dashboard.port=0', '++run_id=dash'] });
-    worker = createRedis(REDIS_URL, 'worker');
-    client = createRedis(REDIS_URL, 'client');
+    fleet = startInProcessFleet(env);
   });
   afterAll(async () => {
     await browser?.close();
     await dashboard?.close();
-    for (const s of stages) await s.close(1000);
-    worker?.disconnect();
-    client?.disconnect();
+    await fleet?.close();
     await judge?.close();
     await env?.cleanup();
     removeTmpDirs();
@@ -55,29 +42,22 @@ describe('vcfleet dashboard in a browser', () => {
 
   it('shows the failed rollout, retries it from Bull Board, and the task gets its row', async () => {
     const config = env.config();
-    const bench = await loadOrPrepare(config, env.logger);
-    await produceRun({ config, redis: client, logger: env.logger, tasks: bench.tasks, readImage: bench.readImage });
+    await fleet.produce();
     const failing = env.fixture.expected[0].task_id;
     const failingRollout = `dash-${failing}-0`;
-    const broken = await startSandboxWorker({
-      config, connection: worker, logger: env.logger,
-      agent: createScriptedAgent({ '*': { answer: '@gold' }, [failing]: { answer: '@gold', infra_fail_attempts: 99 } }),
-    });
-    stages.push(broken);
-    stages.push(await startJudgeWorker({ config, connection: worker, logger: env.logger, judge: createFleetJudge(config, env.logger, worker) }));
-    const results = startResultsWorker({ config, connection: worker, logger: env.logger });
-    stages.push(results);
-    await results.ready;
+    const broken = await fleet.sandbox(createScriptedAgent({ '*': { answer: '@gold' }, [failing]: { answer: '@gold', infra_fail_attempts: 99 } }));
+    await fleet.judge();
+    await fleet.results();
     const masked = await waitFor('3 rows, one infra_failed', () => {
       const rows = readRows(env.output);
       return rows.length === 3 ? rows.find((r) => r.rollout_id === failingRollout) : undefined;
     });
     expect(masked).toMatchObject({ failure_kind: 'infra_failed', reward: null });
-    const rollout = openQueue('rollout', client, env.prefix);
+    const rollout = openQueue('rollout', fleet.client, env.prefix);
     expect(await rollout.getFailedCount()).toBe(1);
 
-    dashboard = await startDashboard({ config, logger: env.logger, redis: worker });
-    browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
+    dashboard = await startDashboard({ config, logger: env.logger, redis: fleet.worker });
+    browser = await launchBrowser();
     const page = await browser.newPage();
 
     // The run overview: done, accuracy so far, masked and failed jobs of the run.
@@ -103,8 +83,8 @@ describe('vcfleet dashboard in a browser', () => {
     expect(await page.content()).not.toContain(FAKE_JUDGE_KEY);
 
     // The infrastructure is fixed: a healthy sandbox-worker replaces the broken one.
-    await broken.close(1000);
-    stages.push(await startSandboxWorker({ config, connection: worker, logger: env.logger, agent: createScriptedAgent({ '*': { answer: '@gold' } }) }));
+    await fleet.stop(broken);
+    await fleet.sandbox(createScriptedAgent({ '*': { answer: '@gold' } }));
     await page.locator('ul[class*="jobActions"] button:has(svg.lucide-refresh-cw)').first().click();
     await page.getByRole('button', { name: 'Confirm' }).click();
 

@@ -7,104 +7,66 @@
  * Bull Board links to its rollout page, whichever queue holds it.
  */
 import os from 'node:os';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, renameSync } from 'node:fs';
 import path from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDashboard, type Dashboard } from '../../src/dashboard/server.ts';
-import { produceRun } from '../../src/producer/produce.ts';
-import { loadOrPrepare } from '../../src/prepare/load-or-prepare.ts';
-import type { Config } from '../../src/shared/config.ts';
-import { createRedis, type Redis } from '../../src/shared/redis.ts';
 import { RowSchema, type Row } from '../../src/shared/rows.ts';
-import type { StageWorker } from '../../src/shared/stage-worker.ts';
-import type { AgentRunner } from '../../src/shared/agent.ts';
-import { createFleetJudge } from '../../src/workers/judge/judge-factory.ts';
-import { startJudgeWorker } from '../../src/workers/judge/worker.ts';
-import { startResultsWorker, type ResultsWorker } from '../../src/workers/results/worker.ts';
 import { createScriptedAgent } from '../../src/workers/sandbox/scripted-agent.ts';
-import { startSandboxWorker } from '../../src/workers/sandbox/worker.ts';
+import { launchBrowser, openPage, viewerReady } from '../helpers/browser.ts';
+import { startInProcessFleet, type InProcessFleet } from '../helpers/in-process-fleet.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
-import { makeFleetEnv, REDIS_URL, waitFor, type FleetEnv } from '../helpers/fleet.ts';
+import { makeFleetEnv, waitFor, type FleetEnv } from '../helpers/fleet.ts';
 import { removeTmpDirs } from '../helpers/tmp.ts';
-
-const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'];
 
 function readRows(file: string): Row[] {
   if (!existsSync(file)) return [];
   return readFileSync(file, 'utf8').trim().split('\n').filter(Boolean).map((l) => RowSchema.parse(JSON.parse(l)));
 }
 
-/** A page that records every console error and uncaught exception. */
-async function openPage(browser: Browser): Promise<{ page: Page; errors: string[] }> {
-  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-  const errors: string[] = [];
-  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
-  page.on('pageerror', (e) => errors.push(e.message));
-  return { page, errors };
-}
-
-/** Wait until the viewer's client has drawn the page. */
-const viewerReady = (page: Page) => page.waitForSelector('body[data-ready="true"]');
-
 describe('the dashboard links runs, rollouts and jobs to the viewer', () => {
   let judge: ScriptedJudgeServer;
   let env: FleetEnv;
-  let worker: Redis;
-  let client: Redis;
+  let fleet: InProcessFleet;
   let browser: Browser;
   let dashboard: Dashboard;
-  let config: Config;
   let deadOutput: string;
   /** The task the agent answers wrongly in run `live`. */
   let wrongTask: string;
-  const stages: Array<StageWorker | ResultsWorker> = [];
-
-  async function runFleet(agent: AgentRunner): Promise<StageWorker> {
-    const sandbox = await startSandboxWorker({ config, connection: worker, logger: env.logger, agent });
-    stages.push(sandbox);
-    return sandbox;
-  }
 
   beforeAll(async () => {
     judge = await startScriptedJudgeServer();
     env = await makeFleetEnv({ rows: 3, judgeUrl: judge.url, overrides: ['++queues.rollout_attempts=1', '++dashboard.port=0'] });
-    worker = createRedis(REDIS_URL, 'worker');
-    client = createRedis(REDIS_URL, 'client');
     // Every role of this host reads and writes outputs under the test's folder.
-    config = env.config([`++output_root=${env.dir}`, '++run_id=live']);
-    const bench = await loadOrPrepare(config, env.logger);
+    const config = env.config([`++output_root=${env.dir}`, '++run_id=live']);
+    fleet = startInProcessFleet(env, config);
     wrongTask = env.fixture.expected[1].task_id;
-    stages.push(await startJudgeWorker({ config, connection: worker, logger: env.logger, judge: createFleetJudge(config, env.logger, worker) }));
-    const results = startResultsWorker({ config, connection: worker, logger: env.logger });
-    stages.push(results);
-    await results.ready;
+    await fleet.judge();
+    await fleet.results();
 
     // Run `live`: two of three answered right; every rollout keeps its transcript.
-    const healthy = await runFleet(createScriptedAgent({ '*': { answer: '@gold' }, [wrongTask]: { answer: 'no such option' } }));
-    await produceRun({ config, redis: client, logger: env.logger, tasks: bench.tasks, readImage: bench.readImage });
+    const healthy = await fleet.sandbox(createScriptedAgent({ '*': { answer: '@gold' }, [wrongTask]: { answer: 'no such option' } }));
+    await fleet.produce();
     await waitFor('3 rows of run live with their transcripts', () => {
       const rows = readRows(env.output);
       return rows.length === 3 && rows.every((r) => r.transcript !== null);
     });
-    await healthy.close(1000);
+    await fleet.stop(healthy);
 
     // Run `dead`: the sandbox provider fails every rollout for good, so every row is masked.
     deadOutput = path.join(env.dir, 'out', 'dead.jsonl');
-    await runFleet(createScriptedAgent({ '*': { answer: '@gold', infra_fail_attempts: 99 } }));
-    const dead = env.config([`++output_root=${env.dir}`, '++run_id=dead', `++output_jsonl_fpath=${deadOutput}`]);
-    await produceRun({ config: dead, redis: client, logger: env.logger, tasks: bench.tasks, readImage: bench.readImage });
+    await fleet.sandbox(createScriptedAgent({ '*': { answer: '@gold', infra_fail_attempts: 99 } }));
+    await fleet.produce(env.config([`++output_root=${env.dir}`, '++run_id=dead', `++output_jsonl_fpath=${deadOutput}`]));
     await waitFor('3 infra_failed rows of run dead', () => readRows(deadOutput).filter((r) => r.failure_kind === 'infra_failed').length === 3);
 
-    dashboard = await startDashboard({ config, logger: env.logger, redis: worker });
-    browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
+    dashboard = await startDashboard({ config, logger: env.logger, redis: fleet.worker });
+    browser = await launchBrowser();
   });
   afterAll(async () => {
     await browser?.close();
     await dashboard?.close();
-    for (const s of stages) await s.close(1000);
-    worker?.disconnect();
-    client?.disconnect();
+    await fleet?.close();
     await judge?.close();
     await env?.cleanup();
     removeTmpDirs();
@@ -153,12 +115,17 @@ describe('the dashboard links runs, rollouts and jobs to the viewer', () => {
     const rolloutId = `live-${env.fixture.expected[2].task_id}-0`;
     const row = readRows(env.output).find((r) => r.rollout_id === rolloutId)!;
     const file = path.resolve(path.dirname(env.output), row.transcript!);
-    rmSync(file);
-    const { page } = await openPage(browser);
-    await page.goto(`${dashboard.url}viewer/runs/live/rollouts/${rolloutId}`);
-    await viewerReady(page);
-    expect(await page.locator('.notice.transcript-missing').textContent()).toBe(`The transcript is not on this host: looked for ${file}. This page shows the row only.`);
-    expect(await page.locator('[data-field="judge_verdict"]').textContent()).toBe('equivalent');
+    // Moved away for this test only: the other tests see every transcript.
+    renameSync(file, `${file}.away`);
+    try {
+      const { page } = await openPage(browser);
+      await page.goto(`${dashboard.url}viewer/runs/live/rollouts/${rolloutId}`);
+      await viewerReady(page);
+      expect(await page.locator('.notice.transcript-missing').textContent()).toBe(`The transcript is not on this host: looked for ${file}. This page shows the row only.`);
+      expect(await page.locator('[data-field="judge_verdict"]').textContent()).toBe('equivalent');
+    } finally {
+      renameSync(`${file}.away`, file);
+    }
   });
 
   it('shows a run whose every row is masked as failed, and its masked rows one click away', async () => {

@@ -19,6 +19,7 @@ import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/s
 import { makeFleetEnv, REDIS_URL, startCli, waitFor, type CliProcess, type FleetEnv } from '../helpers/fleet.ts';
 import { removeTmpDirs } from '../helpers/tmp.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { rolloutOutcome } from '../../src/shared/rollout-outcome.ts';
 
 /** The value of one series in Prometheus text format (labels given must match; others are ignored). */
 function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
@@ -49,10 +50,11 @@ describe('fleet metrics hooks', () => {
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     const inner: AgentRunner = {
+      host: { usesHostMemory: true, maxLifetimeS: null },
       async run(req) {
         await gate;
         if (req.attempt === 2) throw new Error('sandbox down');
-        return { stopReason: 'answered', responseText: 'x', extractedAnswer: 'A', turns: 1, toolCalls: 0, inputTokens: 0, outputTokens: 0, wallS: 0, limitHits: { memory: 2 }, refusedRequests: { path: 1 }, transcript: null };
+        return { outcome: rolloutOutcome({ stop_reason: 'answered', extracted_answer: 'A', turns: 1, limit_hits: { memory: 2 }, refused_requests: { path: 1 } }), transcript: null };
       },
       async close() {},
     };

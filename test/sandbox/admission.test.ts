@@ -17,7 +17,7 @@ import { openQueue } from '../../src/shared/queues.ts';
 import { createRedis, type Redis } from '../../src/shared/redis.ts';
 import { RunStore } from '../../src/shared/run-store.ts';
 import { autoSlots, MemoryAdmission, type AdmissionState } from '../../src/workers/sandbox/admission.ts';
-import { readHostMemory, type HostMemory } from '../../src/workers/sandbox/host-memory.ts';
+import { readHostMemory, type HostMemory } from '../../src/workers/sandbox/host/host-memory.ts';
 import { createScriptedAgent } from '../../src/workers/sandbox/scripted-agent.ts';
 import { startSandboxWorker } from '../../src/workers/sandbox/worker.ts';
 import { fakeHost, OTHER_MOUNTS, V2_ROOT_MOUNT, v1Mount } from '../helpers/fake-cgroup.ts';
@@ -92,21 +92,21 @@ describe('auto slots', () => {
   it('count sandboxes at their limit in what the worker may use, less the reserve', async () => {
     expect(autoSlots({ totalMib: 24576 }, 1024, 1024)).toBe(23);
     expect(autoSlots({ totalMib: 24576 }, 8192, 1024)).toBe(2);
-    const admission = new MemoryAdmission(config(), quiet, () => {}, async () => ({ totalMib: 4096, availableMib: 4000, source: 'x', pressurePct: null }));
+    const admission = new MemoryAdmission(config(), true, quiet, () => {}, async () => ({ totalMib: 4096, availableMib: 4000, source: 'x', pressurePct: null }));
     expect(await admission.slots('auto')).toBe(3);
     expect(await admission.slots(5)).toBe(5); // a number stays a number
   });
 
   it('a host that cannot hold one sandbox is an error that says what to lower', async () => {
-    const admission = new MemoryAdmission(config(), quiet, () => {}, async () => ({ totalMib: 1500, availableMib: 1400, source: 'cgroup /sys/fs/cgroup/x', pressurePct: null }));
+    const admission = new MemoryAdmission(config(), true, quiet, () => {}, async () => ({ totalMib: 1500, availableMib: 1400, source: 'cgroup /sys/fs/cgroup/x', pressurePct: null }));
     const err = await admission.slots('auto').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ConfigError);
     expect((err as Error).message).toMatch(/cgroup \/sys\/fs\/cgroup\/x has 1,500 MiB, not enough for one sandbox of 1,024 MiB \(sandbox_config.resources.memory_mib\) plus the 1,024 MiB reserve/);
   });
 
   it('with sandboxes on OpenSandbox, this host\'s memory neither sets slots nor gates sessions', async () => {
-    const remote = new MemoryAdmission(config({ sandbox_provider: 'opensandbox' }), quiet, () => {}, async () => ({ totalMib: 512, availableMib: 10, source: 'x', pressurePct: 99 }));
-    await expect(remote.slots('auto')).rejects.toThrow(/sandbox_provider=opensandbox runs them on the OpenSandbox server: set a number/);
+    const remote = new MemoryAdmission(config({ sandbox_provider: 'opensandbox' }), false, quiet, () => {}, async () => ({ totalMib: 512, availableMib: 10, source: 'x', pressurePct: 99 }));
+    await expect(remote.slots('auto')).rejects.toThrow(/sandbox_provider=opensandbox runs them elsewhere: set a number/);
     expect(await remote.refusal()).toBeNull();
   });
 

@@ -15,9 +15,9 @@ import { ConfigError } from '../../src/shared/errors.ts';
 import { createLogger } from '../../src/shared/logger.ts';
 import { createAgentRunner } from '../../src/workers/sandbox/agent-factory.ts';
 import { describeLimitHit, unenforced } from '../../src/workers/sandbox/sandboxes/box-report.ts';
-import type { CgroupPaths } from '../../src/workers/sandbox/sandboxes/cgroup-layout.ts';
-import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local-bwrap.ts';
-import { OpenSandboxProvider } from '../../src/workers/sandbox/sandboxes/opensandbox.ts';
+import type { CgroupPaths } from '../../src/workers/sandbox/host/cgroup-layout.ts';
+import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local/provider.ts';
+import { OpenSandboxProvider } from '../../src/workers/sandbox/sandboxes/opensandbox/provider.ts';
 import type { BoxReport } from '../../src/workers/sandbox/sandboxes/types.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
 

@@ -9,8 +9,8 @@ import { readFileSync, readdirSync, rmdirSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { describeLimitHit } from '../../src/workers/sandbox/sandboxes/box-report.ts';
-import { detectCgroupLayout } from '../../src/workers/sandbox/sandboxes/cgroup-layout.ts';
-import { cgroupName } from '../../src/workers/sandbox/sandboxes/sandbox-cgroup.ts';
+import { detectCgroupLayout } from '../../src/workers/sandbox/host/cgroup-layout.ts';
+import { cgroupName } from '../../src/workers/sandbox/sandboxes/local/sandbox-cgroup.ts';
 import { BOX_LIMITS, boxTestEnv, cgroupFile, type BoxTestEnv } from '../helpers/box.ts';
 
 const LIMITS = BOX_LIMITS;
@@ -51,7 +51,7 @@ for d in sys.argv[1:]:
     for p in files:
         os.remove(p)
 `;
-import { setTimeout as sleep } from 'node:timers/promises';
+import { waitFor } from '../helpers/wait.ts';
 
 describe('the limits of a local sandbox (real cgroups and tmpfs)', () => {
   it('memory: 3x the limit is OOM-killed inside one sandbox while a second sandbox and the host carry on', async (ctx) => {
@@ -128,17 +128,14 @@ describe('the limits of a local sandbox (real cgroups and tmpfs)', () => {
     const marker = `sleep ${940000 + (process.pid % 1000)}5`;
     const ac = new AbortController();
     const runs = [1, 2].map(() => sb.exec(['sh', '-c', `${marker}`], { signal: ac.signal }));
-    let members: number[] = [];
-    for (let i = 0; i < 50 && members.length < 2; i++) {
-      await sleep(50);
-      members = readdirSync('/proc').filter((e) => /^\d+$/.test(e)).map(Number).filter((pid) => {
-        try {
-          return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').includes(marker);
-        } catch {
-          return false;
-        }
-      });
-    }
+    const running = () => readdirSync('/proc').filter((e) => /^\d+$/.test(e)).map(Number).filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').includes(marker);
+      } catch {
+        return false;
+      }
+    });
+    const members = await waitFor('both commands to run', () => { const m = running(); return m.length >= 2 && m; }, 10_000, 50);
     const inCgroup = (await cgroupFile(sb, 'pids', 'cgroup.procs')).split('\n').filter(Boolean).map(Number);
     expect(members.length).toBeGreaterThanOrEqual(2);
     for (const pid of members) expect(inCgroup).toContain(pid);

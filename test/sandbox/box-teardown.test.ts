@@ -14,11 +14,11 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/shared/logger.ts';
 import { unenforced } from '../../src/workers/sandbox/sandboxes/box-report.ts';
-import { detectCgroupLayout } from '../../src/workers/sandbox/sandboxes/cgroup-layout.ts';
-import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local-bwrap.ts';
+import { detectCgroupLayout } from '../../src/workers/sandbox/host/cgroup-layout.ts';
+import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local/provider.ts';
 import { bootId } from '../../src/workers/sandbox/sandboxes/proc-tree.ts';
-import { cgroupName } from '../../src/workers/sandbox/sandboxes/sandbox-cgroup.ts';
-import { mountDisk } from '../../src/workers/sandbox/sandboxes/sandbox-disk.ts';
+import { cgroupName } from '../../src/workers/sandbox/sandboxes/local/sandbox-cgroup.ts';
+import { mountDisk } from '../../src/workers/sandbox/sandboxes/local/sandbox-disk.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { passableTmpDir } from '../helpers/tmp.ts';
 
@@ -68,7 +68,7 @@ describe('teardown the sandboxed code cannot block', () => {
     const script = path.join(dir, 'worker.mts');
     writeFileSync(
       script,
-      `import { LocalBwrapProvider } from ${JSON.stringify(path.join(REPO, 'src/workers/sandbox/sandboxes/local-bwrap.ts'))};\n` +
+      `import { LocalBwrapProvider } from ${JSON.stringify(path.join(REPO, 'src/workers/sandbox/sandboxes/local/provider.ts'))};\n` +
         `const p = new LocalBwrapProvider({ workdir: '/workspace', rootDir: ${JSON.stringify(path.join(dir, 'sandboxes'))} });\n` +
         `const report = await p.probe();\n` +
         `const sb = await p.create({ label: 'rootless', gateway: { port: 1 } });\n` +

@@ -12,11 +12,11 @@ import { fileURLToPath } from 'node:url';
 import { deflateSync, crc32 } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { InfraError } from '../../src/shared/errors.ts';
-import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local-bwrap.ts';
+import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local/provider.ts';
 import type { Sandbox } from '../../src/workers/sandbox/sandboxes/types.ts';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { processesWith } from '../helpers/processes.ts';
 import { passableTmpDir } from '../helpers/tmp.ts';
+import { waitFor } from '../helpers/wait.ts';
 
 const ROOT = passableTmpDir('vcfleet-bwrap-test-');
 const SANDBOXES = path.join(ROOT, 'sandboxes');
@@ -170,10 +170,9 @@ describe('local bubblewrap sandbox', () => {
   it('kills the whole tree, setsid daemons included, on timeout', async () => {
     const sb = await newSandbox();
     const marker = `sleep ${900000 + (process.pid % 1000)}1`;
-    const t0 = Date.now();
+    // How soon it returns is benchmark 9 (`npm run bench -- --only 9`); here, that it does and leaves nothing.
     const r = await sb.exec(['sh', '-c', `setsid ${marker} & ${marker}`], { timeoutMs: 300 });
     expect(r).toMatchObject({ timedOut: true, aborted: false });
-    expect(Date.now() - t0).toBeLessThan(3000);
     expect(processesWith(marker)).toEqual([]);
     // A command that ignores SIGTERM is SIGKILLed after the grace (stopped once it is armed).
     const ac = new AbortController();
@@ -199,8 +198,7 @@ describe('local bubblewrap sandbox', () => {
     expect(r).toMatchObject({ aborted: true, timedOut: false });
     expect(processesWith(marker)).toEqual([]);
     const long = sb.exec(['sh', '-c', `setsid ${marker} & ${marker}`]);
-    await sleep(300);
-    expect(processesWith(marker).length).toBeGreaterThan(0);
+    await waitFor('the command to run', () => processesWith(marker).length > 0, 10_000, 50);
     await sb.destroy();
     expect((await long).aborted).toBe(true);
     expect(processesWith(marker)).toEqual([]);

@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { DataError } from '../../src/shared/errors.ts';
 import { safeFileStem } from '../../src/shared/transcript.ts';
 import { createFileSource } from '../../src/viewer/file-source.ts';
-import { aggregateMetrics, metricsPathFor } from '../../src/workers/results/metrics.ts';
+import { aggregateMetrics, metricsPathFor } from '../../src/shared/output/metrics.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
 import { writeViewerFixture, type FixtureRun } from '../helpers/viewer-fixture.ts';
 

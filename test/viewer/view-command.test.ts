@@ -14,7 +14,7 @@ import { startViewerServer, type ViewerServer } from '../../src/viewer/server.ts
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
 import { statusWithHost } from '../helpers/http.ts';
 import { writeViewerFixture } from '../helpers/viewer-fixture.ts';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { waitFor } from '../helpers/wait.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const NO_CREDENTIALS = { user: null, password: null, token: null };
@@ -93,9 +93,7 @@ describe('vcfleet view', () => {
     const cwd = createTmpDir();
     const f = writeViewerFixture(path.join(cwd, 'results'), [{ runId: 'cli-run', rollouts: [{ task_id: '1', type: 'A', subtype: 'a', outcome: 'correct' }] }], { stem: 'babyvision' });
     const cli = runCli(['--port', '0'], cwd);
-    const deadline = Date.now() + 30_000;
-    while (!/viewer: (\S+)/.test(cli.out()) && Date.now() < deadline) await sleep(50);
-    const url = /viewer: (\S+)/.exec(cli.out())?.[1];
+    const url = await waitFor('the viewer\'s URL', () => /viewer: (\S+)/.exec(cli.out())?.[1], 30_000, 50).catch(() => undefined);
     expect(url, cli.err()).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/runs\/cli-run$/);
     expect(cli.err()).toContain(`viewing ${path.join('results', path.basename(f.jsonl))} (the newest *.jsonl under results/`);
     const api = await (await fetch(url!.replace('/runs/', '/api/runs/'))).json();

@@ -6,16 +6,16 @@
  * the filter (also after a reload), and a 3,104-row run renders page by page.
  */
 import path from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createFileSource } from '../../src/viewer/file-source.ts';
 import { wilsonCi95 } from '../../src/viewer/group-ci.ts';
 import { startViewerServer, type ViewerServer } from '../../src/viewer/server.ts';
+import { launchBrowser, navigate, openPage as openWatchedPage } from '../helpers/browser.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
 import { babyVisionSizedRollouts } from '../helpers/viewer-fixture-bulk.ts';
 import { HOSTILE_ANSWER, HOSTILE_TEXT, writeViewerFixture, type FixtureRollout, type ViewerFixture } from '../helpers/viewer-fixture.ts';
 
-const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'];
 const SPATIAL = { type: 'Spatial Perception', subtype: '3D Views' };
 const FOLDING = { type: 'Spatial Perception', subtype: 'Paper Folding' };
 const MAZE = { type: 'Visual Tracking', subtype: 'Maze' };
@@ -43,24 +43,13 @@ async function serve(f: ViewerFixture): Promise<string> {
   return server.url;
 }
 
-/** A page that records every console error and uncaught exception. */
-async function openPage(): Promise<{ page: Page; errors: string[] }> {
-  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-  const errors: string[] = [];
-  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
-  page.on('pageerror', (e) => errors.push(e.message));
-  return { page, errors };
-}
-
-async function go(page: Page, action: () => Promise<unknown>): Promise<void> {
-  await Promise.all([page.waitForNavigation(), action()]);
-  await page.waitForSelector('body[data-ready="true"]');
-}
+const openPage = () => openWatchedPage(browser);
+const go = navigate;
 
 const attr = (page: Page, selector: string, name: string) => page.locator(selector).getAttribute(name);
 
 beforeAll(async () => {
-  browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
+  browser = await launchBrowser();
 });
 afterAll(async () => {
   await browser?.close();

@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import { ConfigError } from '../../shared/errors.ts';
 import type { Redis } from '../../shared/redis.ts';
-import { checkBind } from '../../dashboard/auth.ts';
+import { checkBind } from '../../viewer/access.ts';
 import { startDashboard, BOARD_PATH, VIEWER_PATH } from '../../dashboard/server.ts';
 import { startRoleMetrics } from '../../ops/role-metrics.ts';
 import type { Cli } from '../context.ts';

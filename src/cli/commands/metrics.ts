@@ -7,9 +7,9 @@ import { existsSync, renameSync, writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { ConfigError, DataError } from '../../shared/errors.ts';
 import type { Row } from '../../shared/rows.ts';
-import { readRunsStrict } from '../../workers/results/row-file.ts';
-import { aggregateMetrics, metricsPathFor } from '../../workers/results/metrics.ts';
-import { identityFromRows, metricsFile, recordedIdentity, type MetricsFile } from '../../workers/results/run-identity.ts';
+import { readRunsStrict } from '../../shared/output/row-file.ts';
+import { aggregateMetrics, metricsPathFor } from '../../shared/output/metrics.ts';
+import { identityFromRows, metricsFile, recordedIdentity, type MetricsFile } from '../../shared/output/run-identity.ts';
 import { identityRows, metricsRows, type TableRow } from '../metrics-table.ts';
 import { table } from '../runtime.ts';
 

@@ -35,7 +35,7 @@ export function registerRunSet(program: Command, cli: Cli): void {
           process.stdout.write(`run ${opts.runId} already has these settings; nothing changed\n`);
           return;
         }
-        logger.warn({ run: opts.runId, changes: change.changes, forced: change.forced, finished_rollouts: change.finished_rollouts }, 'run settings changed');
+        logger.warn({ run_id: opts.runId, changes: change.changes, forced: change.forced, finished_rollouts: change.finished_rollouts }, 'run settings changed');
         const lines = change.changes.map((c) => `  ${c.key}: ${shownValue(c.from)} -> ${shownValue(c.to)}`);
         process.stdout.write(
           `run ${opts.runId}: settings changed${change.forced ? ` (forced, after ${change.finished_rollouts} finished rollouts; recorded)` : ''}\n${lines.join('\n')}\n` +

@@ -10,8 +10,9 @@ import { h, num, type Child } from './dom.ts';
 import { api, urls } from './routes.ts';
 import { applyFilter, filterFromQuery, filterToQuery } from './table-filter.ts';
 import { puzzleView, textBlock, turnView } from './transcript-view.ts';
+import { isMasked } from '../../shared/scored.ts';
 
-const rewardText = (r: Row) => (r.failure_kind !== null ? 'masked' : r.reward === null ? '–' : String(r.reward));
+const rewardText = (r: Row) => (isMasked(r) ? 'masked' : r.reward === null ? '–' : String(r.reward));
 
 function counts(c: Record<string, number>): string {
   const parts = Object.entries(c).map(([k, n]) => `${k} ${num(n)}`);

@@ -6,6 +6,7 @@ import type { Row } from '../../shared/rows.ts';
 import { fill, h, num } from './dom.ts';
 import { urls } from './routes.ts';
 import { applyFilter, DEFAULT_FILTER, filterToQuery, type SortKey, type TableFilter } from './table-filter.ts';
+import { isMasked } from '../../shared/scored.ts';
 
 export const PAGE_SIZE = 100;
 
@@ -16,7 +17,7 @@ interface Column {
   cell(row: Row, linkQuery: string, runId: string): Node | string;
 }
 
-const rewardText = (r: Row) => (r.failure_kind !== null ? 'masked' : r.reward === null ? '–' : String(r.reward));
+const rewardText = (r: Row) => (isMasked(r) ? 'masked' : r.reward === null ? '–' : String(r.reward));
 
 const COLUMNS: Column[] = [
   { key: 'task_id', label: 'task', cell: (r, q, run) => h('a', { href: urls.rollout(run, r.rollout_id, q), class: 'rollout-link' }, r.task_id) },

@@ -1,5 +1,5 @@
 /** The run page: headline metrics, charts, and the rollout table. */
-import type { AggregateMetrics } from '../../workers/results/metrics.ts';
+import type { AggregateMetrics } from '../../shared/output/metrics.ts';
 import { accuracyChart, histogramChart, outcomeChart } from './charts.ts';
 import { h, num, pct, type Child } from './dom.ts';
 import { rolloutTable } from './rollout-table.ts';

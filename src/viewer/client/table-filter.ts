@@ -4,6 +4,7 @@
  * rows and query give the same list, on the run page and on the rollout page.
  */
 import type { Row } from '../../shared/rows.ts';
+import { isMasked, isScored } from '../../shared/scored.ts';
 
 /** Columns the table sorts by. */
 export const SORT_KEYS = [
@@ -63,11 +64,11 @@ function matches(row: Row, f: TableFilter, q: string): boolean {
   if (f.type && row.type !== f.type) return false;
   if (f.subtype && row.subtype !== f.subtype) return false;
   if (f.repeat && String(row.repeat) !== f.repeat) return false;
-  if (f.reward === 'masked' && row.failure_kind === null) return false;
-  if ((f.reward === '1' || f.reward === '0') && (row.failure_kind !== null || String(row.reward) !== f.reward)) return false;
+  if (f.reward === 'masked' && !isMasked(row)) return false;
+  if ((f.reward === '1' || f.reward === '0') && (!isScored(row) || String(row.reward) !== f.reward)) return false;
   if (f.stop && (row.stop_reason ?? 'none') !== f.stop) return false;
-  if (f.masked === 'no' && row.failure_kind !== null) return false;
-  if (f.masked === 'yes' && row.failure_kind === null) return false;
+  if (f.masked === 'no' && isMasked(row)) return false;
+  if (f.masked === 'yes' && !isMasked(row)) return false;
   if (f.masked && f.masked !== 'no' && f.masked !== 'yes' && row.failure_kind !== f.masked) return false;
   if (q && ![row.extracted_answer ?? '', row.task_id, row.rollout_id].some((t) => t.toLowerCase().includes(q))) return false;
   return true;
@@ -77,7 +78,7 @@ const collator = new Intl.Collator('en', { numeric: true, sensitivity: 'base' })
 
 /** Masked rows sort below 0 by reward; a missing value sorts first. */
 function sortValue(row: Row, key: SortKey): string | number {
-  if (key === 'reward') return row.failure_kind !== null || row.reward === null ? -1 : row.reward;
+  if (key === 'reward') return isScored(row) ? row.reward! : -1;
   const v = row[key];
   return v === null ? '' : v;
 }

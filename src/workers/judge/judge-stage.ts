@@ -31,6 +31,12 @@ export async function judgeFailedRow(job: JudgeJob, store: Pick<RunStore, 'requi
   return buildRow(await judgeRowContext(job, store), job.outcome, { kind: 'masked', failure: 'judge_failed', error: reason, judgeFailure });
 }
 
+/** The messages a judge that does not say what it sent would have been sent (judge/prompt.ts). */
+function promptOf(input: JudgeInput): { system: string; user: string } {
+  const { system, user } = buildJudgePrompt(input);
+  return { system, user };
+}
+
 export async function runJudgeStage(job: JudgeJob, deps: JudgeStageDeps, signal?: AbortSignal): Promise<Row> {
   const ctx = await judgeRowContext(job, deps.store);
   const task = ctx.task;
@@ -39,17 +45,18 @@ export async function runJudgeStage(job: JudgeJob, deps: JudgeStageDeps, signal?
     expectedAnswer: task.gold,
     extractedAnswer: job.outcome.extracted_answer,
     responseText: job.outcome.response_tail,
+    responseTruncated: job.outcome.response_truncated,
     rolloutId: job.rollout_id,
     run: ctx.judge,
   };
   const grading = await deps.judge.grade(input, signal);
   // Cut short by the worker stopping: not a grading. The job goes back to the queue, no row is made.
   if (signal?.aborted) throw new InfraError('the grading was aborted (worker shutting down)', { cause: signal.reason });
-  // The judge's part of the rollout's transcript: what it was sent and what it said.
-  const { system, user } = buildJudgePrompt(input);
+  // The judge's part of the rollout's transcript: what it was sent (as it says) and what it said.
+  const asked = grading.asked ?? { model: ctx.judge.model, prompt: promptOf(input) };
   const scored = grading.status === 'scored';
   await deps.store.putTranscriptJudge(job.run_id, job.rollout_id, {
-    model: ctx.judge.model, verdict: scored ? grading.verdict : null, reason: grading.reason, prompt: { system, user }, cached: scored && grading.cached,
+    model: asked.model, verdict: scored ? grading.verdict : null, reason: grading.reason, prompt: asked.prompt, cached: scored && grading.cached,
   });
   if (grading.status === 'refused') return buildRow(ctx, job.outcome, { kind: 'refused', error: grading.reason });
   if (grading.status === 'failed') return judgeFailedRow(job, deps.store, grading.reason, grading.kind ?? 'unavailable');

@@ -102,11 +102,12 @@ export async function gradeWith(judgeCtx: JudgeCallContext, cache: JudgeCache | 
   if (signal?.aborted) return { status: 'failed', reason: 'aborted', kind: 'unavailable' };
   const ctx = forInput(judgeCtx, input);
   const prompt = buildJudgePrompt(input);
+  const asked = { model: ctx.model, prompt: { system: prompt.system, user: prompt.user } };
   const key = judgeCacheKey(ctx.model, prompt);
   const hit = await readCache(ctx, cache, key);
   if (hit) {
     ctx.log.info({ event: 'judge_outcome', status: hit.status, cached: true }, 'judge verdict from cache');
-    return hit;
+    return { ...hit, asked };
   }
   let result = await callJudge(ctx, prompt, signal);
   let outcome = toJudgeResult(result, ctx.settings.max_retries + 1, ctx.clean);
@@ -122,7 +123,7 @@ export async function gradeWith(judgeCtx: JudgeCallContext, cache: JudgeCache | 
     scored ? 'judge verdict' : `judge failed: ${outcome.reason}`,
   );
   await writeCache(ctx, cache, key, outcome);
-  return outcome;
+  return { ...outcome, asked };
 }
 
 /**

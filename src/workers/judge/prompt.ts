@@ -4,11 +4,12 @@
  * text, never the image.
  */
 import type { JudgeInput } from '../../shared/judge.ts';
+import { RESPONSE_TAIL_CHARS } from '../../shared/rollout-outcome.ts';
+import { headChars, tailChars, type Cut } from '../../shared/text-cut.ts';
 
 /** The judge sees at most this many characters (code points) of the question: its beginning. */
 export const QUESTION_MAX_CHARS = 2000;
-/** The judge sees at most this many characters (code points) of the model's text: its end. */
-export const RESPONSE_TAIL_CHARS = 4000;
+export { RESPONSE_TAIL_CHARS };
 /** Written in place of the extracted answer when none was extracted. */
 export const NO_EXTRACTED_ANSWER = '[NO ANSWER WAS EXTRACTED]';
 
@@ -25,11 +26,7 @@ export const PROMPT_FIELDS = {
   response: 'response_end',
 } as const;
 
-export interface Truncated {
-  text: string;
-  /** True when characters were dropped. */
-  truncated: boolean;
-}
+export type Truncated = Cut;
 
 export interface JudgePrompt {
   system: string;
@@ -38,28 +35,7 @@ export interface JudgePrompt {
   truncated: { question: boolean; response: boolean };
 }
 
-/** The first `maxChars` code points of `text` (never splits a surrogate pair). */
-export function headChars(text: string, maxChars: number): Truncated {
-  if (text.length <= maxChars) return { text, truncated: false };
-  let units = 0;
-  for (let n = 0; n < maxChars && units < text.length; n++) {
-    units += (text.codePointAt(units) ?? 0) > 0xffff ? 2 : 1;
-  }
-  return { text: text.slice(0, units), truncated: units < text.length };
-}
-
-/** The last `maxChars` code points of `text` (never splits a surrogate pair). */
-export function tailChars(text: string, maxChars: number): Truncated {
-  if (text.length <= maxChars) return { text, truncated: false };
-  let start = text.length;
-  for (let n = 0; n < maxChars && start > 0; n++) {
-    const low = text.charCodeAt(start - 1);
-    const high = start >= 2 ? text.charCodeAt(start - 2) : 0;
-    const pair = low >= 0xdc00 && low <= 0xdfff && high >= 0xd800 && high <= 0xdbff;
-    start -= pair ? 2 : 1;
-  }
-  return { text: text.slice(start), truncated: start > 0 };
-}
+export { headChars, tailChars };
 
 /** The question as the judge sees it: its first QUESTION_MAX_CHARS characters. */
 export function questionForJudge(question: string): Truncated {
@@ -91,7 +67,9 @@ const SYSTEM_PROMPT = [
 /** Build the judge's system and user messages from a grading input. */
 export function buildJudgePrompt(input: JudgeInput): JudgePrompt {
   const question = questionForJudge(input.question);
-  const response = responseForJudge(input.responseText);
+  const cut = responseForJudge(input.responseText);
+  // Cut once already where the rollout ended (its outcome's response_tail): the judge is told all the same.
+  const response = { text: cut.text, truncated: cut.truncated || input.responseTruncated === true };
   const fields = {
     [PROMPT_FIELDS.question]: question.text,
     [PROMPT_FIELDS.gold]: input.expectedAnswer,

@@ -3,6 +3,7 @@
  * shared through Redis, so a hundred judge-workers never overrun the judge's quota).
  */
 import { errorMessage } from '../../shared/errors.ts';
+import { Releasers } from '../../shared/releasers.ts';
 import type { Judge } from '../../shared/judge.ts';
 import { enqueue, openQueue } from '../../shared/queues.ts';
 import { RunStore } from '../../shared/run-store.ts';
@@ -45,12 +46,16 @@ export async function startJudgeWorker(deps: JudgeWorkerDeps): Promise<StageWork
       await enqueue('results', results, { v: 1, row: await judgeFailedRow(data, store, errorMessage(error)) });
     },
   });
+  const releasers = new Releasers(logger);
+  releasers.add('close the judge', () => deps.judge.close());
+  releasers.add('close the results queue', () => results.close());
+  let grace = 30_000;
+  releasers.add('stop the judge worker', () => stage.close(grace));
   return {
     worker: stage.worker,
-    async close(graceMs = 30_000) {
-      await stage.close(graceMs);
-      await results.close().catch(() => {});
-      await deps.judge.close();
+    close(graceMs = 30_000) {
+      grace = graceMs;
+      return releasers.release();
     },
   };
 }

@@ -9,10 +9,10 @@ import path from 'node:path';
 import { InfraError } from '../../shared/errors.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { shouldReplace, type Row } from '../../shared/rows.ts';
-import { readRowFile } from './row-file.ts';
+import { readRowFile } from '../../shared/output/row-file.ts';
 import type { RunRecord, RunStore } from '../../shared/run-store.ts';
-import { metricsPathFor, MetricsAccumulator, type MetricRow } from './metrics.ts';
-import { identityFromRecord, laterTime, metricsFile } from './run-identity.ts';
+import { metricsPathFor, MetricsAccumulator, type MetricRow } from '../../shared/output/metrics.ts';
+import { identityFromRecord, laterTime, metricsFile } from '../../shared/output/run-identity.ts';
 
 export type CommitResult = 'new' | 'duplicate' | 'replaced';
 
@@ -77,7 +77,7 @@ export class RunOutput {
       if (merged.has(id)) continue;
       await this.store.putRow(row);
       merged.set(id, row);
-      this.logger.warn({ rollout: id }, 'row found in the output file but not in Redis; put back into Redis');
+      this.logger.warn({ rollout_id: id }, 'row found in the output file but not in Redis; put back into Redis');
     }
     if (rewrite) this.rewrite(merged.values());
     else {
@@ -85,7 +85,7 @@ export class RunOutput {
       for (const row of merged.values()) if (!this.inFile.has(row.rollout_id)) this.append(row);
     }
     this.metricsDirty = true;
-    this.logger.info({ run: this.runId, file: this.jsonlPath, rows: this.inFile.size, rewrote: rewrite }, 'output file reconciled');
+    this.logger.info({ run_id: this.runId, file: this.jsonlPath, rows: this.inFile.size, rewrote: rewrite }, 'output file reconciled');
   }
 
   private readFile(): { rows: Map<string, Row>; damaged: boolean } {

@@ -53,7 +53,7 @@ export class TranscriptWriter {
       try {
         record = decodeTranscript(parts.record);
       } catch (err) {
-        this.logger.warn({ rollout: row.rollout_id, err: (err as Error).message }, 'transcript dropped');
+        this.logger.warn({ rollout_id: row.rollout_id, err: (err as Error).message }, 'transcript dropped');
       }
     } else if (judge !== undefined && existsSync(file)) {
       record = TranscriptRecordSchema.parse(JSON.parse(await readFile(file, 'utf8')));

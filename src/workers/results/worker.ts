@@ -5,6 +5,7 @@
  */
 import os from 'node:os';
 import { errorMessage } from '../../shared/errors.ts';
+import { Releasers } from '../../shared/releasers.ts';
 import { fleetKeys } from '../../shared/keys.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Row } from '../../shared/rows.ts';
@@ -12,7 +13,7 @@ import type { ResultsJob } from '../../shared/queues.ts';
 import { RunStore } from '../../shared/run-store.ts';
 import { startStageWorker, type RoleDeps, type StageWorker } from '../../shared/stage-worker.ts';
 import { RunOutput, type CommitResult } from './run-output.ts';
-import { resolveOutputPath } from './output-path.ts';
+import { resolveOutputPath } from '../../shared/output/output-path.ts';
 import { TranscriptWriter } from './transcript-writer.ts';
 import { WriterLock } from './writer-lock.ts';
 
@@ -80,15 +81,12 @@ class ResultsConsumer implements ResultsWorker {
     this.closing ??= (async () => {
       this.stop.abort();
       clearInterval(this.flushTimer);
-      await this.stage?.close(graceMs);
-      for (const pending of this.runs.values()) {
-        try {
-          (await pending).output.close();
-        } catch (err) {
-          this.deps.logger.error({ err: (err as Error).message }, 'cannot write the metrics file at shutdown');
-        }
-      }
-      await this.lock.release();
+      // Newest first: stop taking rows, write each run's metrics, then give the writer lock up.
+      const releasers = new Releasers(this.deps.logger);
+      releasers.add('release the results writer lock', () => this.lock.release());
+      for (const pending of this.runs.values()) releasers.add('write the metrics file at shutdown', async () => (await pending).output.close());
+      releasers.add('stop the results worker', () => this.stage?.close(graceMs));
+      await releasers.release();
     })();
     return this.closing;
   }
@@ -114,7 +112,7 @@ class ResultsConsumer implements ResultsWorker {
       handle: async (data) => {
         const { row, result } = await commitRow(data, await this.open(data.row.run_id), deps.logger);
         deps.onCommit?.(row, result);
-        if (result === 'duplicate') deps.logger.info({ rollout: row.rollout_id }, 'duplicate row ignored');
+        if (result === 'duplicate') deps.logger.info({ rollout_id: row.rollout_id }, 'duplicate row ignored');
       },
     });
     this.flushTimer = setInterval(() => void this.flush(), 1000);

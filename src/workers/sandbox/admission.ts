@@ -11,8 +11,8 @@
 import type { Config } from '../../shared/config-schema.ts';
 import { ConfigError } from '../../shared/errors.ts';
 import type { Logger } from '../../shared/logger.ts';
-import { readHostMemory, type HostMemory } from './host-memory.ts';
-import { watchV1Pressure, type PressureWatch } from './v1-pressure.ts';
+import { readHostMemory, type HostMemory } from './host/host-memory.ts';
+import { watchV1Pressure, type PressureWatch } from './host/v1-pressure.ts';
 
 export interface AdmissionState {
   /** Rollouts this worker runs at once (its BullMQ concurrency). */
@@ -40,7 +40,8 @@ export class MemoryAdmission {
   private readonly sandboxMib: number;
   private readonly reserveMib: number;
   private readonly pressureMax: number;
-  /** Sandboxes on this host (`local`): with OpenSandbox they live elsewhere and this host's memory does not bound them. */
+  private readonly provider: string;
+  /** Sandboxes on this host (the provider says so): remote ones live elsewhere and this host's memory does not bound them. */
   private readonly local: boolean;
   private state: AdmissionState = { slots: 0, held: null, holds: 0 };
   private timer: NodeJS.Timeout | undefined;
@@ -50,8 +51,10 @@ export class MemoryAdmission {
   private v1Watch: PressureWatch | null = null;
   private readonly read: () => Promise<HostMemory>;
 
+  /** `usesHostMemory`: the runner's sessions run on this host (AgentRunner.host). */
   constructor(
     config: Config,
+    usesHostMemory: boolean,
     private readonly logger: Logger,
     private readonly onChange: (state: AdmissionState) => void = () => {},
     read?: () => Promise<HostMemory>,
@@ -61,7 +64,8 @@ export class MemoryAdmission {
     this.sandboxMib = config.sandbox_config.resources.memory_mib;
     this.reserveMib = config.queues.memory_reserve_mib;
     this.pressureMax = config.queues.memory_pressure_max_pct;
-    this.local = config.sandbox_provider === 'local';
+    this.local = usesHostMemory;
+    this.provider = config.sandbox_provider;
   }
 
   get current(): AdmissionState {
@@ -74,7 +78,7 @@ export class MemoryAdmission {
     if (configured === 'auto') {
       if (!this.local) {
         throw new ConfigError(
-          'queues.rollout_concurrency=auto counts this host\'s memory against local sandboxes, but sandbox_provider=opensandbox runs them on the OpenSandbox server: set a number of rollouts for this worker',
+          `queues.rollout_concurrency=auto counts this host's memory against its sandboxes, but sandbox_provider=${this.provider} runs them elsewhere: set a number of rollouts for this worker`,
         );
       }
       const memory = await this.read();

@@ -1,11 +1,8 @@
 /** The AgentRunner a sandbox-worker uses, chosen by `agent.kind`. */
-import os from 'node:os';
 import type { AgentRunner } from '../../shared/agent.ts';
 import type { Config } from '../../shared/config.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { checkSandboxBox, trySandbox } from './box-check.ts';
-import { opencodeRoBinds } from './opencode/binary.ts';
-import { reapOrphanGatewayDirs } from './opencode/gateway-dirs.ts';
 import { createOpenCodeRunner } from './opencode/runner.ts';
 import { createSandboxProvider, type BoxReport, type SandboxProvider } from './sandboxes/index.ts';
 import { createScriptedAgent, loadAgentScript } from './scripted-agent.ts';
@@ -28,7 +25,7 @@ export interface AgentRunnerDeps {
 export async function createAgentRunner(config: Config, logger: Logger, deps: AgentRunnerDeps = {}): Promise<AgentRunner> {
   if (config.agent.kind === 'scripted') return createScriptedAgent(loadAgentScript(config.agent.script_path));
   const provider =
-    deps.provider ?? createSandboxProvider(config, { logger, extraRoBinds: config.sandbox_provider === 'local' ? opencodeRoBinds(config) : [] });
+    deps.provider ?? createSandboxProvider(config, { logger });
   try {
     const report = await checkSandboxBox(provider, config, logger);
     deps.onBoxReport?.(report);
@@ -41,12 +38,8 @@ export async function createAgentRunner(config: Config, logger: Logger, deps: Ag
   return createOpenCodeRunner({ config, logger, provider });
 }
 
-/** What dead workers of this host left behind: sandboxes (cgroups, mounts, folders) and gateway sockets. */
+/** What dead workers of this host left behind (the provider knows what: sandboxes, gateway sockets). */
 async function reapLeftovers(provider: SandboxProvider, logger: Logger): Promise<void> {
   const reaped = await provider.reapOrphans();
   if (reaped > 0) logger.warn({ reaped }, 'removed sandboxes left behind by a dead worker of this host');
-  if (provider.name === 'local') {
-    const gateways = await reapOrphanGatewayDirs(os.tmpdir());
-    if (gateways > 0) logger.warn({ gateways }, 'removed gateway socket folders left behind by a dead worker of this host');
-  }
 }

@@ -8,15 +8,11 @@ import path from 'node:path';
 import type { AgentResult, AgentRunner, PolicyEndpoint } from '../../shared/agent.ts';
 import { InfraError } from '../../shared/errors.ts';
 import type { JudgeJob, RolloutJob } from '../../shared/queues.ts';
-import type { RolloutSummary } from '../../shared/rollout-summary.ts';
 import { buildRow, type Row, type RowContext } from '../../shared/rows.ts';
 import { runSettings, type RunRecord, type RunStore } from '../../shared/run-store.ts';
 import { stripCredentials, type RunSettings } from '../../shared/run-settings.ts';
 import type { PreparedTask } from '../../shared/task.ts';
 import { encodeTranscript } from '../../shared/transcript-codec.ts';
-
-/** The judge sees at most this much of the end of the model's text. */
-export const RESPONSE_TAIL_CHARS = 4000;
 
 /** What this host decides, whatever a run record says. */
 export interface SandboxHostSettings {
@@ -31,7 +27,7 @@ export interface SandboxHostSettings {
 }
 
 export interface RolloutStageDeps {
-  store: Pick<RunStore, 'requireRun' | 'getTask' | 'getBlob' | 'putSummary' | 'putTranscript'>;
+  store: Pick<RunStore, 'requireRun' | 'getTask' | 'getBlob' | 'putOutcome' | 'putTranscript'>;
   agent: AgentRunner;
   host: SandboxHostSettings;
 }
@@ -75,23 +71,6 @@ export function rowContext(run: RunRecord, task: PreparedTask, job: Pick<Rollout
   };
 }
 
-export function summarize(result: AgentResult): RolloutSummary {
-  return {
-    stop_reason: result.stopReason,
-    extracted_answer: result.extractedAnswer,
-    response_tail: result.responseText.slice(-RESPONSE_TAIL_CHARS),
-    turns: result.turns,
-    tool_calls: result.toolCalls,
-    input_tokens: result.inputTokens,
-    output_tokens: result.outputTokens,
-    wall_s: result.wallS,
-    error: result.error ?? null,
-    limit_hits: result.limitHits,
-    refused_requests: result.refusedRequests,
-    forged_calls: result.forgedCalls ?? 0,
-  };
-}
-
 /** The transcript goes to Redis, for the results host to write (the puzzle is a run blob already). */
 async function keepTranscript(deps: RolloutStageDeps, run: RunRecord, job: RolloutJob, result: AgentResult, puzzleSha: string): Promise<void> {
   if (!result.transcript) return;
@@ -123,12 +102,12 @@ export async function runRolloutStage(job: RolloutJob, deps: RolloutStageDeps, s
     signal,
   );
   await keepTranscript(deps, run, job, result, task.image_sha256);
-  const summary = summarize(result);
-  await deps.store.putSummary(run.run_id, job.rollout_id, summary);
-  if (summary.stop_reason === 'answered' && summary.extracted_answer !== null) {
-    return { next: 'judge', job: { v: 1, run_id: run.run_id, task_id: task.task_id, repeat: job.repeat, rollout_id: job.rollout_id, outcome: summary } };
+  const { outcome } = result;
+  await deps.store.putOutcome(run.run_id, job.rollout_id, outcome);
+  if (outcome.stop_reason === 'answered' && outcome.extracted_answer !== null) {
+    return { next: 'judge', job: { v: 1, run_id: run.run_id, task_id: task.task_id, repeat: job.repeat, rollout_id: job.rollout_id, outcome } };
   }
-  return { next: 'results', row: buildRow(rowContext(run, task, job), summary, { kind: 'unanswered' }) };
+  return { next: 'results', row: buildRow(rowContext(run, task, job), outcome, { kind: 'unanswered' }) };
 }
 
 /** The masked row of a rollout whose infrastructure failed on its last attempt. */

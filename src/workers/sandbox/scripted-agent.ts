@@ -12,6 +12,7 @@ import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { STOP_REASONS, type AgentResult, type AgentRunner, type RolloutRequest, type RolloutTranscript } from '../../shared/agent.ts';
+import { responseTail, rolloutOutcome, type RolloutOutcome } from '../../shared/rollout-outcome.ts';
 import { TRANSCRIPT_VERSION } from '../../shared/transcript.ts';
 import { ConfigError, InfraError } from '../../shared/errors.ts';
 
@@ -49,7 +50,7 @@ export function loadAgentScript(file: string | null): AgentScript {
 }
 
 /** A one-turn transcript of a scripted rollout: the text it "answered". */
-function scriptedTranscript(request: RolloutRequest, text: string, stopReason: AgentResult['stopReason'], answer: string | null, started: number): RolloutTranscript {
+function scriptedTranscript(request: RolloutRequest, text: string, outcome: RolloutOutcome, started: number): RolloutTranscript {
   const t = request.task;
   return {
     record: {
@@ -58,7 +59,7 @@ function scriptedTranscript(request: RolloutRequest, text: string, stopReason: A
       task: { prompt: t.prompt, question: t.question, gold: t.gold, ans_type: t.ans_type, type: t.type, subtype: t.subtype, options: t.options, image_sha256: t.image_sha256 },
       started_at: new Date(started).toISOString(), wall_s: (Date.now() - started) / 1000,
       turns: [{ index: 0, started_at: new Date(started).toISOString(), latency_ms: 0, status: 200, error: null, finish_reason: 'stop', input_tokens: null, output_tokens: null, shown_images: [t.image_sha256], text, reasoning: null, tool_calls: [] }],
-      outcome: { stop_reason: stopReason, extracted_answer: answer, error: null, limit_hits: {}, refused_requests: {}, forged_calls: 0 },
+      outcome,
       judge: null, agent: null, image_mimes: { [t.image_sha256]: t.image_mime }, truncated: [],
     },
     images: new Map([[request.image.sha256, { mime: request.image.mime, bytes: request.image.bytes }]]),
@@ -69,6 +70,8 @@ function scriptedTranscript(request: RolloutRequest, text: string, stopReason: A
 export function createScriptedAgent(input: z.input<typeof AgentScriptSchema>): AgentRunner {
   const script = AgentScriptSchema.parse(input);
   return {
+    // It runs on this host, like a local session would (admission still counts its memory).
+    host: { usesHostMemory: true, maxLifetimeS: null },
     async run(request: RolloutRequest, signal: AbortSignal): Promise<AgentResult> {
       const entry = script[request.task.task_id] ?? script['*'] ?? EntrySchema.parse({});
       const started = Date.now();
@@ -79,20 +82,17 @@ export function createScriptedAgent(input: z.input<typeof AgentScriptSchema>): A
       const answer = entry.answer === '@gold' ? request.task.gold : entry.answer;
       const text = entry.text ?? (answer === null ? 'I could not decide.' : `The answer is \\boxed{${answer}}.`);
       const stopReason = entry.stop_reason ?? (answer === null ? 'no_answer' : 'answered');
-      const extractedAnswer = stopReason === 'answered' ? answer : null;
-      return {
-        stopReason,
-        responseText: text,
-        extractedAnswer,
+      const outcome = rolloutOutcome({
+        stop_reason: stopReason,
+        extracted_answer: stopReason === 'answered' ? answer : null,
+        ...responseTail(text),
         turns: entry.turns,
-        toolCalls: entry.tool_calls,
-        inputTokens: entry.input_tokens,
-        outputTokens: entry.output_tokens,
-        wallS: (Date.now() - started) / 1000,
-        limitHits: {},
-        refusedRequests: {},
-        transcript: request.transcript.enabled ? scriptedTranscript(request, text, stopReason, extractedAnswer, started) : null,
-      };
+        tool_calls: entry.tool_calls,
+        input_tokens: entry.input_tokens,
+        output_tokens: entry.output_tokens,
+        wall_s: (Date.now() - started) / 1000,
+      });
+      return { outcome, transcript: request.transcript.enabled ? scriptedTranscript(request, text, outcome, started) : null };
     },
     async close() {},
   };

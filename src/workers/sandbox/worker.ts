@@ -5,13 +5,14 @@
 import path from 'node:path';
 import type { AgentRunner } from '../../shared/agent.ts';
 import { errorMessage, HandBackError } from '../../shared/errors.ts';
+import { Releasers } from '../../shared/releasers.ts';
 import { enqueue, openQueue } from '../../shared/queues.ts';
 import { RunStore } from '../../shared/run-store.ts';
 import { startStageWorker, type RoleDeps, type StageWorker } from '../../shared/stage-worker.ts';
 import { infraFailedRow, runRolloutStage } from './rollout-stage.ts';
 import { RunSettingConflicts } from '../settings-conflicts.ts';
 import { MemoryAdmission, type AdmissionState } from './admission.ts';
-import type { HostMemory } from './host-memory.ts';
+import type { HostMemory } from './host/host-memory.ts';
 
 export interface SandboxWorkerDeps extends RoleDeps<'rollout'> {
   agent: AgentRunner;
@@ -40,8 +41,8 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Sandb
     policyApiKey: config.policy_api_key,
     captureRoot: path.resolve(config.state_dir, 'captures'),
   };
-  const conflicts = new RunSettingConflicts(config, 'sandbox', logger);
-  const admission = new MemoryAdmission(config, logger, deps.onAdmission, deps.readMemory);
+  const conflicts = new RunSettingConflicts(config, 'sandbox', logger, deps.agent.host.maxLifetimeS);
+  const admission = new MemoryAdmission(config, deps.agent.host.usesHostMemory, logger, deps.onAdmission, deps.readMemory);
   const slots = await admission.slots(config.queues.rollout_concurrency);
   const stage = startStageWorker({
     queue: 'rollout',
@@ -68,21 +69,26 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Sandb
       } else {
         await enqueue('results', results, { v: 1, row: out.row });
       }
-      logger.info({ rollout: data.rollout_id, next: out.next }, 'rollout done');
+      logger.info({ rollout_id: data.rollout_id, next: out.next }, 'rollout done');
     },
     async onFinalFailure(data, error) {
       const row = await infraFailedRow(data, store, errorMessage(error));
       await enqueue('results', results, { v: 1, row });
     },
   });
+  // Released newest first, every step whatever failed before it: the runner (and its sandboxes) always.
+  const releasers = new Releasers(logger);
+  releasers.add('close the agent runner (its sandboxes)', () => deps.agent.close());
+  releasers.add('close the judge and results queues', () => Promise.all([judge.close(), results.close()]));
+  releasers.add('stop the memory admission', () => admission.stop());
+  let grace: number | undefined;
+  releasers.add('stop the rollout worker', () => stage.close(grace));
   return {
     worker: stage.worker,
     admission: () => admission.current,
-    async close(graceMs) {
-      admission.stop();
-      await stage.close(graceMs);
-      await Promise.allSettled([judge.close(), results.close()]);
-      await deps.agent.close();
+    close(graceMs) {
+      grace = graceMs;
+      return releasers.release();
     },
   };
 }

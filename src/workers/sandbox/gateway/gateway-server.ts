@@ -12,7 +12,7 @@ import { createUpstream, forwardChat, type ForwardResult, type Upstream } from '
 import { listen, receiveBody, refuse } from './http-io.ts';
 import { KeptText } from './kept-text.ts';
 import { checkRequest, isRefusal, type Refusal } from './request-check.ts';
-import type { PolicyGateway, PolicyGatewayOptions } from './policy-gateway.ts';
+import type { PolicyGateway, PolicyGatewayOptions } from './gateway-options.ts';
 
 /** Largest body of a call that is known not to be the agent's (it may still be forwarded, within this). */
 const OTHER_MAX_BODY_BYTES = 16 * 1024 * 1024;

@@ -8,6 +8,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { AgentResult, RolloutRequest } from '../../../shared/agent.ts';
+import { responseTail, rolloutOutcome } from '../../../shared/rollout-outcome.ts';
 import { ConfigError, InfraError, errorMessage } from '../../../shared/errors.ts';
 import type { Logger } from '../../../shared/logger.ts';
 import { stripCredentials } from '../../../shared/run-settings.ts';
@@ -57,7 +58,7 @@ export class RolloutSession {
   private sandbox: Sandbox | null = null;
 
   constructor(private readonly deps: SessionDeps, private readonly request: RolloutRequest) {
-    this.log = deps.logger.child({ rolloutId: request.rolloutId, taskId: request.task.task_id });
+    this.log = deps.logger.child({ rollout_id: request.rolloutId, task_id: request.task.task_id });
   }
 
   /** Stop the session now (worker shutdown, runner closed). */
@@ -190,7 +191,7 @@ export class RolloutSession {
     });
     if (outcome.kind !== 'infra' || stats.answered === 0) return outcome;
     const probe = await (this.deps.probe ?? probePolicyServer)(policy.baseUrl, policy.apiKey, policy.modelName);
-    if (!probe.ok) return { kind: 'infra', message: `${outcome.message}; ${probe.reason}` };
+    if (!probe.ok) return { kind: 'infra', message: `${outcome.message}; ${probe.reason}`, policy: true };
     const answered = gateway.calls.filter(isAnswered);
     const text = answered.map((c) => c.response.text).filter((t) => t !== '').join('\n\n');
     return {
@@ -206,37 +207,32 @@ export class RolloutSession {
     const stats = gateway.stats();
     if (outcome.kind === 'infra') {
       this.log.warn({ reason: outcome.message }, 'rollout failed on infrastructure');
-      throw new InfraError(outcome.message);
+      throw new InfraError(outcome.message, { code: outcome.policy ? 'policy_server' : 'other' });
     }
-    const wallS = (Date.now() - this.started) / 1000;
-    const error = outcome.error ?? undefined;
+    const result = rolloutOutcome({
+      stop_reason: outcome.stopReason,
+      extracted_answer: outcome.extractedAnswer,
+      ...responseTail(outcome.responseText),
+      turns: stats.answered,
+      tool_calls: stats.toolCalls,
+      input_tokens: stats.promptTokens,
+      output_tokens: stats.completionTokens,
+      wall_s: (Date.now() - this.started) / 1000,
+      error: outcome.error,
+      limit_hits: limitHits,
+      refused_requests: stats.refused,
+      forged_calls: stats.forgedCalls,
+    });
     const transcript = this.request.transcript.enabled
       ? buildTranscript({
-          request: this.request, policyModel: policy.modelName, startedAt: new Date(this.started).toISOString(), wallS, calls,
+          request: this.request, policyModel: policy.modelName, startedAt: new Date(this.started).toISOString(), wallS: result.wall_s, calls,
           images: gateway.images,
-          outcome: {
-            stop_reason: outcome.stopReason, extracted_answer: outcome.extractedAnswer, error: outcome.error, limit_hits: limitHits,
-            refused_requests: stats.refused, forged_calls: stats.forgedCalls,
-          },
+          outcome: result,
           agent: { exit_code: exec.exitCode, signal: exec.signal, timed_out: exec.timedOut, stderr_tail: exec.stderr.slice(-8000) },
           cut: gateway.cut,
         })
       : null;
-    this.log.info({ stopReason: outcome.stopReason, turns: stats.answered, toolCalls: stats.toolCalls, wallS, task: task.task_id }, 'rollout finished');
-    return {
-      stopReason: outcome.stopReason,
-      responseText: outcome.responseText,
-      extractedAnswer: outcome.extractedAnswer,
-      turns: stats.answered,
-      toolCalls: stats.toolCalls,
-      inputTokens: stats.promptTokens,
-      outputTokens: stats.completionTokens,
-      wallS,
-      ...(error ? { error } : {}),
-      limitHits,
-      refusedRequests: stats.refused,
-      forgedCalls: stats.forgedCalls,
-      transcript,
-    };
+    this.log.info({ stop_reason: result.stop_reason, turns: result.turns, tool_calls: result.tool_calls, wall_s: result.wall_s, task_id: task.task_id }, 'rollout finished');
+    return { outcome: result, transcript };
   }
 }

@@ -10,18 +10,13 @@ import type { Logger } from '../../../shared/logger.ts';
 import type { LimitHits, SandboxProvider } from '../sandboxes/types.ts';
 import { describeLimitHit } from '../sandboxes/box-report.ts';
 import { DEFAULT_UPSTREAM_FAILURE_LIMITS, type UpstreamFailureLimits } from '../gateway/health.ts';
-import { opencodeBinaryPath } from './binary.ts';
 import { RolloutSession } from './rollout-session.ts';
 
 export interface OpenCodeRunnerOptions {
   config: Config;
   logger: Logger;
   provider: SandboxProvider;
-  /**
-   * The OpenCode binary as seen inside the sandbox. Default: for `local`, the host binary (mounted
-   * read-only at the same path, see `opencodeRoBinds`); for `opensandbox`, `agent.opencode_bin` or
-   * `opencode` on the image's PATH.
-   */
+  /** The OpenCode binary as seen inside the sandbox; default what the provider says (`capabilities.agentBinary`). */
   opencodeBin?: string;
   /** Host folder for the gateways' Unix sockets; default the OS temp folder. */
   socketDir?: string;
@@ -31,7 +26,7 @@ export interface OpenCodeRunnerOptions {
 
 export function createOpenCodeRunner(options: OpenCodeRunnerOptions): AgentRunner {
   const { config, logger, provider } = options;
-  const bin = options.opencodeBin ?? (provider.name === 'local' ? opencodeBinaryPath(config) : (config.agent.opencode_bin ?? 'opencode'));
+  const bin = options.opencodeBin ?? provider.capabilities.agentBinary(config);
   const deps = {
     provider,
     logger,
@@ -45,6 +40,7 @@ export function createOpenCodeRunner(options: OpenCodeRunnerOptions): AgentRunne
   let closing: Promise<void> | null = null;
 
   return {
+    host: { usesHostMemory: provider.capabilities.usesHostMemory, maxLifetimeS: provider.capabilities.maxLifetimeS },
     async run(request: RolloutRequest, signal: AbortSignal): Promise<AgentResult> {
       const session = new RolloutSession(deps, request);
       running.add(session);

@@ -27,7 +27,8 @@ export type StopCause =
 
 export type SessionEnd =
   | { kind: 'result'; stopReason: StopReason; responseText: string; extractedAnswer: string | null; error: string | null }
-  | { kind: 'infra'; message: string };
+  /** `policy`: the policy server's doing (a run pauses on it); else the harness's. */
+  | { kind: 'infra'; message: string; policy: boolean };
 
 export interface SessionFacts {
   /** The forwarded calls, in the order they were sent. */
@@ -82,9 +83,9 @@ const result = (stopReason: StopReason, text: string, error: string | null, answ
 function beforeFirstAnswer(input: SessionFacts): SessionEnd {
   const { calls, exec, policyUrl } = input;
   if (calls.length === 0) {
-    if (input.limitHit) return { kind: 'infra', message: `OpenCode could not start within the sandbox's limits: ${input.limitHit}` };
-    if (exec.timedOut) return { kind: 'infra', message: `OpenCode made no policy call before the task timeout (${input.taskTimeoutS} s)` };
-    return { kind: 'infra', message: `OpenCode ended before its first policy call (${how(exec)}): ${quote(input.stderrTail) || 'no output'}` };
+    if (input.limitHit) return { kind: 'infra', message: `OpenCode could not start within the sandbox's limits: ${input.limitHit}`, policy: false };
+    if (exec.timedOut) return { kind: 'infra', message: `OpenCode made no policy call before the task timeout (${input.taskTimeoutS} s)`, policy: false };
+    return { kind: 'infra', message: `OpenCode ended before its first policy call (${how(exec)}): ${quote(input.stderrTail) || 'no output'}`, policy: false };
   }
   const hung = calls.filter(isHung);
   if (hung.length > 0 && (exec.timedOut || hung.length === calls.length)) {
@@ -94,10 +95,10 @@ function beforeFirstAnswer(input: SessionFacts): SessionEnd {
   const first = calls[0];
   if (isContextOverflow(first)) return result('context_limit', '', `the first call is over the context window (${statusText(first)})`);
   if (calls.every(isServerFailure)) {
-    return { kind: 'infra', message: `the policy server at ${policyUrl} failed all ${calls.length} call(s) (${describeFailures(input.stats)})` };
+    return { kind: 'infra', message: `the policy server at ${policyUrl} failed all ${calls.length} call(s) (${describeFailures(input.stats)})`, policy: true };
   }
   const refused = calls.find((c) => c.status !== null && c.status >= 400) ?? first;
-  return { kind: 'infra', message: `the policy server at ${policyUrl} did not answer the first call (${refused.status === null ? refused.upstreamError ?? 'no answer' : statusText(refused)})` };
+  return { kind: 'infra', message: `the policy server at ${policyUrl} did not answer the first call (${refused.status === null ? refused.upstreamError ?? 'no answer' : statusText(refused)})`, policy: true };
 }
 
 /**
@@ -129,9 +130,9 @@ function afterAnswers(input: SessionFacts, answered: readonly GatewayCall[]): Se
 
 export function decideSessionEnd(input: SessionFacts): SessionEnd {
   const { calls, stoppedBy, policyUrl } = input;
-  if (stoppedBy?.kind === 'upstream') return { kind: 'infra', message: stoppedBy.message };
+  if (stoppedBy?.kind === 'upstream') return { kind: 'infra', message: stoppedBy.message, policy: true };
   const refused = calls.find((c) => c.status !== null && REFUSED_STATUSES.has(c.status));
-  if (refused) return { kind: 'infra', message: `the policy server at ${policyUrl} refused a call (${statusText(refused)}): check POLICY_BASE_URL, POLICY_API_KEY and POLICY_MODEL` };
+  if (refused) return { kind: 'infra', message: `the policy server at ${policyUrl} refused a call (${statusText(refused)}): check POLICY_BASE_URL, POLICY_API_KEY and POLICY_MODEL`, policy: true };
   const answered = calls.filter(isAnswered);
   if (answered.length === 0) return beforeFirstAnswer(input);
   return afterAnswers(input, answered);

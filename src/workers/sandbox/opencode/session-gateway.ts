@@ -11,7 +11,7 @@ import { ConfigError, InfraError, errorMessage } from '../../../shared/errors.ts
 import type { Logger } from '../../../shared/logger.ts';
 import { startPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } from '../gateway/policy-gateway.ts';
 import type { SandboxCapabilities, SandboxSpec } from '../sandboxes/types.ts';
-import { GATEWAY_DIR_PREFIX } from './gateway-dirs.ts';
+import { GATEWAY_DIR_PREFIX } from '../gateway/socket-dirs.ts';
 import { safeFileStem } from '../../../shared/transcript.ts';
 
 export interface SessionGatewayOptions {

@@ -1,47 +1,35 @@
 /**
- * Chooses the sandbox provider from the config (`sandbox_provider`): `local` (bubblewrap on the
- * worker's host) or `opensandbox` (a remote OpenSandbox server).
+ * The sandbox providers, by the name `sandbox_provider` gives them. A provider is one folder
+ * (`local/`, `opensandbox/`) and one line here; what differs between providers each declares in its
+ * `capabilities` (types.ts), so nothing else in the fleet asks which provider it runs on.
  */
 import type { Config } from '../../../shared/config.ts';
+import { nearestKey } from '../../../shared/config-keys.ts';
 import { ConfigError } from '../../../shared/errors.ts';
-import type { Logger } from '../../../shared/logger.ts';
-import { LocalBwrapProvider } from './local-bwrap.ts';
-import { OpenSandboxProvider } from './opensandbox.ts';
-import type { SandboxProvider } from './types.ts';
+import { localProvider } from './local/register.ts';
+import { openSandboxProvider } from './opensandbox/register.ts';
+import type { ProviderRegistration, SandboxProvider, SandboxProviderDeps } from './types.ts';
 
 export type {
-  BoxItem, BoxReport, BoxResource, ExecOptions, ExecResult, LimitHits, LimitName, Sandbox, SandboxProvider, SandboxResources, SandboxSpec,
+  BoxItem, BoxReport, BoxResource, ExecOptions, ExecResult, LimitHits, LimitName, ProviderRegistration, Sandbox, SandboxCapabilities, SandboxProvider,
+  SandboxProviderDeps, SandboxResources, SandboxSpec,
 } from './types.ts';
 export { describeLimitHit, unenforced } from './box-report.ts';
 
-export interface SandboxProviderDeps {
-  logger: Logger;
-  /** `local` only: host paths visible read-only at the same path (e.g. the OpenCode binary's folder). */
-  extraRoBinds?: string[];
-}
+/** Every provider, by its `sandbox_provider` name. */
+export const SANDBOX_PROVIDERS: Readonly<Record<string, ProviderRegistration>> = {
+  local: localProvider,
+  opensandbox: openSandboxProvider,
+};
 
+/** The provider `sandbox_provider` names, built from this host's configuration; a ConfigError names the known ones. */
 export function createSandboxProvider(config: Config, deps: SandboxProviderDeps): SandboxProvider {
-  const logger = deps.logger.child({ component: 'sandbox', provider: config.sandbox_provider });
-  if (config.sandbox_provider === 'opensandbox') {
-    const sc = config.sandbox_config;
-    if (!sc.domain) {
-      throw new ConfigError('sandbox_config.domain (OPENSANDBOX_DOMAIN) is required when sandbox_provider=opensandbox');
-    }
-    return new OpenSandboxProvider({
-      domain: sc.domain,
-      apiKey: sc.api_key,
-      image: sc.image,
-      ttlS: sc.ttl_s,
-      resources: sc.resources,
-      workdir: config.sandbox_workdir,
-      logger,
-    });
+  const name = config.sandbox_provider;
+  const registration = SANDBOX_PROVIDERS[name];
+  if (!registration) {
+    const known = Object.keys(SANDBOX_PROVIDERS);
+    const near = nearestKey(name, known);
+    throw new ConfigError(`unknown sandbox_provider "${name}"${near ? ` (did you mean "${near}"?)` : ''}: use one of ${known.join(', ')}`);
   }
-  return new LocalBwrapProvider({
-    workdir: config.sandbox_workdir,
-    extraRoBinds: deps.extraRoBinds,
-    resources: config.sandbox_config.resources,
-    hostUid: config.sandbox_config.host_uid,
-    logger,
-  });
+  return registration.create(config, { ...deps, logger: deps.logger.child({ component: 'sandbox', provider: name }) });
 }

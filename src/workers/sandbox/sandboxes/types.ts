@@ -1,7 +1,11 @@
 /**
- * One interface for every sandbox provider (`local` bubblewrap, `opensandbox`). A sandbox is created
- * per rollout and always destroyed, on every path.
+ * One interface for every sandbox provider (`local` bubblewrap, `opensandbox`, ...). A sandbox is
+ * created per rollout and always destroyed, on every path. What differs between providers, and
+ * matters to the session around a sandbox, each provider declares in its `capabilities`; nothing
+ * outside a provider's folder asks which provider it is.
  */
+import type { Config } from '../../../shared/config.ts';
+import type { Logger } from '../../../shared/logger.ts';
 
 export interface SandboxSpec {
   /** A short label for names and logs (the rollout id). */
@@ -99,10 +103,17 @@ export interface SandboxCapabilities {
    * outside the sandbox identifies each one): the agent's calls then come on `agentSocketPath`.
    */
   verifiesCallOrigin: boolean;
+  /** The sandboxes run on this host, so its memory bounds them: admission counts them against it (`auto` slots). */
+  usesHostMemory: boolean;
+  /** The OpenCode binary as a sandbox runs it. */
+  agentBinary(config: Pick<Config, 'agent'>): string;
+  /** The longest a sandbox lives, in seconds (a server's TTL); null: as long as its task. */
+  maxLifetimeS: number | null;
 }
 
 export interface SandboxProvider {
-  readonly name: 'local' | 'opensandbox';
+  /** The provider's name (`sandbox_provider`), for messages and logs. */
+  readonly name: string;
   readonly capabilities: SandboxCapabilities;
   /** Throws InfraError when the provider cannot create a sandbox. */
   create(spec: SandboxSpec, signal?: AbortSignal): Promise<Sandbox>;
@@ -111,4 +122,16 @@ export interface SandboxProvider {
   /** Which limits this provider's sandboxes are held to on this host, and how (or why not). */
   probe(): Promise<BoxReport>;
   close(): Promise<void>;
+}
+
+export interface SandboxProviderDeps {
+  logger: Logger;
+}
+
+/** How the registry (index.ts) builds a provider: one per folder. */
+export interface ProviderRegistration {
+  /** One line for `--help` and messages. */
+  summary: string;
+  /** The provider, from this host's configuration (its sandbox settings); a ConfigError names what is missing. */
+  create(config: Config, deps: SandboxProviderDeps): SandboxProvider;
 }

@@ -1,0 +1,260 @@
+/**
+ * Aggregate metrics of a run, from its rows. Pure: the same rows give the same numbers.
+ *
+ * - `mean/reward`: mean over rows that are not masked (the headline).
+ * - `strict/reward`: masked rows counted as 0, comparable with leaderboards.
+ * - `mean/reward_ci95`: 95% percentile bootstrap interval of `mean/reward`, read exactly off the
+ *   binomial distribution that resampling 0/1 rewards follows.
+ * - with repeats > 1: `repeats/mean` and `repeats/std` (population std of the per-repeat means, as
+ *   the official scorer's numpy default) and `pass@k` (unbiased estimator, per task over its scored rows).
+ */
+import { isMasked, isScored, type Row } from '../rows.ts';
+
+export type MetricRow = Pick<
+  Row,
+  'task_id' | 'repeat' | 'type' | 'subtype' | 'reward' | 'failure_kind' | 'stop_reason' | 'turns' | 'tool_calls' | 'input_tokens' | 'output_tokens' | 'wall_s'
+> & Partial<Pick<Row, 'judge_failure' | 'forged_calls'>>;
+
+export interface GroupAccuracy {
+  accuracy: number | null;
+  scored: number;
+  rollouts: number;
+}
+
+export interface AggregateMetrics {
+  'mean/reward': number | null;
+  'strict/reward': number | null;
+  'mean/reward_ci95': [number, number] | null;
+  num_rollouts: number;
+  num_scored: number;
+  num_masked: number;
+  masked_by_kind: Record<string, number>;
+  /**
+   * Rows the judge gave no verdict, by why (`refused_input`: scored 0; `no_verdict`, `unavailable`:
+   * masked): a model that learns to provoke the judge shows up here.
+   */
+  judge_failures: Record<string, number>;
+  /** Rollouts in which something the model ran sent chat calls of its own (forged calls), and those calls. */
+  rollouts_with_forged_calls: number;
+  forged_calls: number;
+  stop_reasons: Record<string, number>;
+  accuracy_by_type: Record<string, GroupAccuracy>;
+  accuracy_by_subtype: Record<string, GroupAccuracy>;
+  'mean/turns': number | null;
+  'mean/tool_calls': number | null;
+  'mean/input_tokens': number | null;
+  'mean/output_tokens': number | null;
+  'mean/wall_s': number | null;
+  num_repeats: number;
+  'repeats/mean'?: number | null;
+  'repeats/std'?: number | null;
+  'repeats/means'?: Array<number | null>;
+  'pass@k'?: Record<string, number | null>;
+}
+
+const round = (x: number | null): number | null => (x === null ? null : Math.round(x * 1e6) / 1e6);
+
+interface Tally {
+  scored: number;
+  correct: number;
+  rollouts: number;
+}
+
+/** Add (`sign` 1) or take away (-1) one row from a group's tally; an emptied group is forgotten. */
+function bump<K>(map: Map<K, Tally>, key: K, row: MetricRow, sign: 1 | -1): void {
+  let t = map.get(key);
+  if (!t) map.set(key, (t = { scored: 0, correct: 0, rollouts: 0 }));
+  t.rollouts += sign;
+  if (isScored(row)) {
+    t.scored += sign;
+    if (row.reward === 1) t.correct += sign;
+  }
+  if (t.rollouts === 0) map.delete(key);
+}
+
+function count(map: Map<string, number>, key: string | null | undefined, sign: 1 | -1): void {
+  if (key === null || key === undefined) return;
+  const n = (map.get(key) ?? 0) + sign;
+  if (n === 0) map.delete(key);
+  else map.set(key, n);
+}
+
+const ratio = (a: number, b: number) => (b === 0 ? null : a / b);
+
+function groups(map: Map<string, Tally>): Record<string, GroupAccuracy> {
+  const out: Record<string, GroupAccuracy> = {};
+  for (const [k, t] of [...map.entries()].sort(([a], [b]) => a.localeCompare(b))) {
+    out[k] = { accuracy: round(ratio(t.correct, t.scored)), scored: t.scored, rollouts: t.rollouts };
+  }
+  return out;
+}
+
+/**
+ * The 95% percentile-bootstrap interval of the mean of 0/1 rewards. Resampling n rewards of which a
+ * fraction p is 1 gives a mean distributed as Binomial(n, p) / n, so the interval is read off that
+ * distribution exactly (as if with infinitely many resamples), in O(n) and with no randomness.
+ */
+export function bootstrapCi95(values: readonly number[]): [number, number] | null {
+  if (values.length === 0) return null;
+  if (values.some((v) => v !== 0 && v !== 1)) throw new Error('bootstrapCi95 takes 0/1 rewards');
+  return binomialCi95(values.length, values.filter((v) => v === 1).length);
+}
+
+export function binomialCi95(n: number, ones: number): [number, number] | null {
+  if (n === 0) return null;
+  const p = ones / n;
+  if (p === 0 || p === 1) return [p, p];
+  const [lo, hi] = [0.025, 0.975];
+  let logC = 0;
+  let cdf = 0;
+  let kLo = -1;
+  for (let k = 0; k <= n; k++) {
+    if (k > 0) logC += Math.log((n - k + 1) / k);
+    cdf += Math.exp(logC + k * Math.log(p) + (n - k) * Math.log(1 - p));
+    if (kLo < 0 && cdf >= lo) kLo = k;
+    if (cdf >= hi) return [round(kLo / n)!, round(k / n)!];
+  }
+  return [round(kLo / n)!, 1];
+}
+
+/** Unbiased pass@k for one task with n scored attempts of which c are correct. */
+export function passAtK(n: number, c: number, k: number): number {
+  if (n - c < k) return 1;
+  let ratioLeft = 1;
+  for (let i = 0; i < k; i++) ratioLeft *= (n - c - i) / (n - i);
+  return 1 - ratioLeft;
+}
+
+/** The counts of a run's rows that a progress line, `vcfleet status` and the dashboard show. */
+export interface TallyCounts {
+  /** Rollouts with a row (scored or masked). */
+  done: number;
+  scored: number;
+  correct: number;
+  masked: number;
+  maskedByKind: Record<string, number>;
+  stopReasons: Record<string, number>;
+  /** Rows that timed out without a single answered policy call. */
+  silentTimeouts: number;
+  /** Rows with at least one answered policy call. */
+  answeredCalls: number;
+}
+
+/**
+ * The one tally of a run's rows: the metrics, and the counts every view shows, kept up to date row by
+ * row. A row is added, or taken away again when a later row replaces it (a rejudge, a retried
+ * rollout), so nothing is ever rescanned and the caller holds no rows: the state grows with tasks,
+ * types and repeats, not with rollouts.
+ */
+export class MetricsAccumulator {
+  private rollouts = 0;
+  private readonly all: Tally = { scored: 0, correct: 0, rollouts: 0 };
+  private readonly masked = new Map<string, number>();
+  private readonly judgeFailures = new Map<string, number>();
+  private readonly forged = { rollouts: 0, calls: 0 };
+  private readonly stops = new Map<string, number>();
+  private readonly byType = new Map<string, Tally>();
+  private readonly bySubtype = new Map<string, Tally>();
+  private readonly byRepeat = new Map<number, Tally>();
+  private readonly byTask = new Map<string, Tally>();
+  private readonly sums = { turns: 0, tool_calls: 0, input_tokens: 0, output_tokens: 0, wall_s: 0 };
+  private silentTimeouts = 0;
+  private answeredCalls = 0;
+
+  add(row: MetricRow): void {
+    this.apply(row, 1);
+  }
+
+  /** Take away a row added before (the one a new row replaces). */
+  remove(row: MetricRow): void {
+    this.apply(row, -1);
+  }
+
+  private apply(row: MetricRow, sign: 1 | -1): void {
+    this.rollouts += sign;
+    if (isScored(row)) {
+      this.all.scored += sign;
+      if (row.reward === 1) this.all.correct += sign;
+    }
+    count(this.masked, row.failure_kind, sign);
+    count(this.judgeFailures, row.judge_failure, sign);
+    if ((row.forged_calls ?? 0) > 0) {
+      this.forged.rollouts += sign;
+      this.forged.calls += sign * (row.forged_calls ?? 0);
+    }
+    count(this.stops, row.stop_reason, sign);
+    bump(this.byType, row.type, row, sign);
+    bump(this.bySubtype, row.subtype, row, sign);
+    bump(this.byRepeat, row.repeat, row, sign);
+    bump(this.byTask, row.task_id, row, sign);
+    for (const key of Object.keys(this.sums) as Array<keyof typeof this.sums>) this.sums[key] += sign * row[key];
+    if (!isMasked(row) && row.stop_reason === 'timeout' && row.turns === 0) this.silentTimeouts += sign;
+    if (row.turns > 0) this.answeredCalls += sign;
+  }
+
+  get size(): number {
+    return this.rollouts;
+  }
+
+  /** The counts of a progress line and of `vcfleet status`. */
+  counts(): TallyCounts {
+    return {
+      done: this.rollouts, scored: this.all.scored, correct: this.all.correct, masked: this.rollouts - this.all.scored,
+      maskedByKind: Object.fromEntries(this.masked), stopReasons: Object.fromEntries(this.stops),
+      silentTimeouts: this.silentTimeouts, answeredCalls: this.answeredCalls,
+    };
+  }
+
+  result(numRepeats = 1): AggregateMetrics {
+    const n = this.rollouts;
+    const base: AggregateMetrics = {
+      'mean/reward': round(ratio(this.all.correct, this.all.scored)),
+      'strict/reward': round(ratio(this.all.correct, n)),
+      'mean/reward_ci95': binomialCi95(this.all.scored, this.all.correct),
+      num_rollouts: n,
+      num_scored: this.all.scored,
+      num_masked: n - this.all.scored,
+      masked_by_kind: Object.fromEntries(this.masked),
+      judge_failures: Object.fromEntries(this.judgeFailures),
+      rollouts_with_forged_calls: this.forged.rollouts,
+      forged_calls: this.forged.calls,
+      stop_reasons: Object.fromEntries(this.stops),
+      accuracy_by_type: groups(this.byType),
+      accuracy_by_subtype: groups(this.bySubtype),
+      'mean/turns': round(ratio(this.sums.turns, n)),
+      'mean/tool_calls': round(ratio(this.sums.tool_calls, n)),
+      'mean/input_tokens': round(ratio(this.sums.input_tokens, n)),
+      'mean/output_tokens': round(ratio(this.sums.output_tokens, n)),
+      'mean/wall_s': round(ratio(this.sums.wall_s, n)),
+      num_repeats: numRepeats,
+    };
+    return numRepeats > 1 ? { ...base, ...this.repeatStats(numRepeats) } : base;
+  }
+
+  private repeatStats(numRepeats: number): Partial<AggregateMetrics> {
+    const means: Array<number | null> = [];
+    for (let r = 0; r < numRepeats; r++) {
+      const t = this.byRepeat.get(r);
+      means.push(round(t ? ratio(t.correct, t.scored) : null));
+    }
+    const present = means.filter((m): m is number => m !== null);
+    const mu = present.length ? present.reduce((a, b) => a + b, 0) / present.length : null;
+    const std = mu === null ? null : Math.sqrt(present.reduce((a, m) => a + (m - mu) ** 2, 0) / present.length);
+    const passk: Record<string, number | null> = {};
+    for (let k = 1; k <= numRepeats; k++) {
+      const perTask = [...this.byTask.values()].filter((t) => t.scored >= k).map((t) => passAtK(t.scored, t.correct, k));
+      passk[`pass@${k}`] = round(perTask.length ? perTask.reduce((a, b) => a + b, 0) / perTask.length : null);
+    }
+    return { 'repeats/mean': round(mu), 'repeats/std': round(std), 'repeats/means': means, 'pass@k': passk };
+  }
+}
+
+export function aggregateMetrics(rows: readonly MetricRow[], numRepeats = 1): AggregateMetrics {
+  const acc = new MetricsAccumulator();
+  for (const row of rows) acc.add(row);
+  return acc.result(numRepeats);
+}
+
+export function metricsPathFor(outputJsonl: string): string {
+  return outputJsonl.replace(/\.jsonl$/, '') + '_aggregate_metrics.json';
+}

@@ -1,0 +1,106 @@
+/**
+ * The one reader of output JSONL files: every line that is a valid row, grouped by run, plus a
+ * plain account of the lines that are not (a line cut by a crash, a foreign record) and whether the
+ * last line was cut. The viewer shows what it can and says what it skipped; `vcfleet metrics` stops
+ * at the first bad line; the results consumer rewrites a damaged file from Redis.
+ */
+import { readFileSync } from 'node:fs';
+import { DataError } from '../errors.ts';
+import { RowSchema, type Row } from '../rows.ts';
+
+/** Problems listed per file at most; the rest are counted. */
+const MAX_PROBLEMS = 20;
+
+export interface RunRows {
+  rows: Row[];
+  /** Rollouts that appear on more than one line of the run (the last line stands). */
+  duplicates: string[];
+}
+
+export interface ParsedRows {
+  /** Rows by run id, in the order runs first appear in the file. */
+  runs: Map<string, RunRows>;
+  /** Lines that are not valid rows, for people ("results/x.jsonl line 7: not JSON"). */
+  problems: string[];
+  /** The file does not end with a newline: its last line was being written or was cut. */
+  cutTail: boolean;
+}
+
+function lineProblem(line: string): string | null {
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch {
+    return 'not JSON (a line cut short?)';
+  }
+  const parsed = RowSchema.safeParse(value);
+  if (parsed.success) return null;
+  const issue = parsed.error.issues[0];
+  return `not a valid row (${issue.path.join('.') || 'the line'}: ${issue.message})`;
+}
+
+/** Parse the text of an output JSONL; `file` only names it in problems. */
+export function parseRowLines(text: string, file: string): ParsedRows {
+  const runs = new Map<string, RunRows>();
+  const indexes = new Map<string, Map<string, number>>();
+  const problems: string[] = [];
+  let skipped = 0;
+  text.split('\n').forEach((line, i) => {
+    if (!line.trim()) return;
+    const problem = lineProblem(line);
+    if (problem !== null) {
+      skipped++;
+      if (problems.length < MAX_PROBLEMS) problems.push(`${file} line ${i + 1}: ${problem}; skipped`);
+      return;
+    }
+    const row = RowSchema.parse(JSON.parse(line));
+    let run = runs.get(row.run_id);
+    let index = indexes.get(row.run_id);
+    if (!run || !index) {
+      runs.set(row.run_id, (run = { rows: [], duplicates: [] }));
+      indexes.set(row.run_id, (index = new Map()));
+    }
+    const at = index.get(row.rollout_id);
+    if (at === undefined) {
+      index.set(row.rollout_id, run.rows.length);
+      run.rows.push(row);
+    } else {
+      run.rows[at] = row;
+      run.duplicates.push(row.rollout_id);
+    }
+  });
+  if (skipped > problems.length) problems.push(`${file}: ${skipped - problems.length} more lines skipped`);
+  return { runs, problems, cutTail: text.length > 0 && !text.endsWith('\n') };
+}
+
+/** Read and parse an output JSONL (an empty result when it does not exist). */
+export function readRowFile(file: string): ParsedRows {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { runs: new Map(), problems: [], cutTail: false };
+    throw new DataError(`cannot read ${file}: ${(err as Error).message}`);
+  }
+  return parseRowLines(text, file);
+}
+
+/**
+ * The rows of an output JSONL by run id (in the order runs first appear), refusing a file with a bad
+ * line or the same rollout twice.
+ */
+export function readRunsStrict(file: string): Map<string, Row[]> {
+  const parsed = readRowFile(file);
+  if (parsed.problems.length > 0) throw new DataError(`${parsed.problems[0]}: fix or remove that line`);
+  const runs = new Map<string, Row[]>();
+  for (const [runId, run] of parsed.runs) {
+    if (run.duplicates.length) throw new DataError(`${file} holds rollout ${run.duplicates[0]} of run ${runId} twice`);
+    runs.set(runId, run.rows);
+  }
+  return runs;
+}
+
+/** Every row of an output JSONL, refusing a file with a bad line or the same rollout twice. */
+export function readRowsStrict(file: string): Row[] {
+  return [...readRunsStrict(file).values()].flat();
+}

@@ -1,0 +1,49 @@
+/**
+ * A run's tally by rollout, for the progress line of `vcfleet run`, `vcfleet status`, the dashboard
+ * and the run's warnings: the metrics accumulator (metrics.ts, the one count of a run's rows) plus
+ * each rollout's last row, so that a replaced row (a rejudge, a retried masked rollout) is taken away
+ * before its successor is counted. A reader that sees each rollout once (a scan of Redis) can use the
+ * accumulator alone.
+ */
+import type { Row } from '../rows.ts';
+import { MetricsAccumulator, type MetricRow, type TallyCounts } from './metrics.ts';
+
+export type { TallyCounts } from './metrics.ts';
+
+type TallyRow = MetricRow & Pick<Row, 'rollout_id'>;
+
+function compact(row: TallyRow): MetricRow {
+  const { task_id, repeat, type, subtype, reward, failure_kind, stop_reason, turns, tool_calls, input_tokens, output_tokens, wall_s, judge_failure, forged_calls } = row;
+  return { task_id, repeat, type, subtype, reward, failure_kind, stop_reason, turns, tool_calls, input_tokens, output_tokens, wall_s, judge_failure, forged_calls };
+}
+
+export class RowTally {
+  readonly metrics = new MetricsAccumulator();
+  private readonly seen = new Map<string, MetricRow>();
+
+  /** Count a rollout's row; a rollout counted before is counted again as this row (its old row taken away). */
+  add(row: TallyRow): void {
+    const old = this.seen.get(row.rollout_id);
+    if (old) this.metrics.remove(old);
+    const now = compact(row);
+    this.seen.set(row.rollout_id, now);
+    this.metrics.add(now);
+  }
+
+  get counts(): TallyCounts {
+    return this.metrics.counts();
+  }
+}
+
+export function accuracyOf(c: Pick<TallyCounts, 'scored' | 'correct'>): number | null {
+  return c.scored === 0 ? null : c.correct / c.scored;
+}
+
+/**
+ * A run whose rollouts keep timing out without the policy server ever answering is not measuring
+ * the model: say so. Null while nothing points that way.
+ */
+export function policySilenceWarning(c: Pick<TallyCounts, 'silentTimeouts' | 'answeredCalls'>, minimum = 3): string | null {
+  if (c.silentTimeouts < minimum || c.answeredCalls > 0) return null;
+  return `${c.silentTimeouts} rollouts timed out without a single answered policy call: is the policy server up and serving this model? (they score 0)`;
+}
