@@ -114,7 +114,7 @@ function outputsUnder(dir: string): string[] {
 
 /** The rollout ids a sandbox-worker logged as done. */
 function rolloutsDone(p: LabProcess): string[] {
-  return p.output().split('\n').filter((l) => l.includes('"rollout done"')).map((l) => (JSON.parse(l) as { rollout: string }).rollout);
+  return p.output().split('\n').filter((l) => l.includes('"rollout done"')).map((l) => (JSON.parse(l) as { rollout_id: string }).rollout_id);
 }
 
 /** `vcfleet status --json` on `host`, once it says the run is complete. */
