@@ -51,7 +51,7 @@ describe('RunOutput', () => {
     await store.putRow(row('new', 1));
     const out = new RunOutput(record('new'), file, store, logger);
     await out.open();
-    out.close();
+    await out.close();
     const aside = readdirSync(dir).filter((f) => f.startsWith('out.jsonl.old.') && f.endsWith('.bak'));
     expect(aside).toHaveLength(1);
     expect(readFileSync(path.join(dir, aside[0]), 'utf8')).toBe(old);
@@ -73,7 +73,7 @@ describe('RunOutput', () => {
     const out = new RunOutput(record('run'), file, store, logger);
     await out.open();
     expect(await out.commit(r1)).toBe('duplicate');
-    out.close();
+    await out.close();
     const rows = readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Row);
     expect(rows.map((r) => r.rollout_id).sort()).toEqual([r1, r2, r3].map((r) => r.rollout_id).sort());
     expect(await store.getRow('run', r3.rollout_id)).toMatchObject({ reward: 0 });
@@ -81,6 +81,40 @@ describe('RunOutput', () => {
     expect(metrics.num_rollouts).toBe(3);
     expect(metrics['mean/reward']).toBeCloseTo(2 / 3, 5);
     expect(existsSync(`${file}.tmp-${process.pid}`)).toBe(false);
+  });
+
+  it('replaced rows update the metrics at once and rewrite the file at most once per flush; a crash before the flush is mended on open', async () => {
+    const dir = createTmpDir();
+    const file = path.join(dir, 'out.jsonl');
+    const masked = (i: number): Row => ({ ...row('rep', i), reward: null, failure_kind: 'judge_failed', judge_verdict: null } as Row);
+    const out = new RunOutput(record('rep'), file, store, logger);
+    await out.open();
+    for (const i of [1, 2, 3]) expect(await out.commit(masked(i))).toBe('new');
+    const before = readFileSync(file, 'utf8');
+    const rewrites = out.writes.rewrites;
+    expect(await out.commit(row('rep', 1))).toBe('replaced');
+    expect(await out.commit(row('rep', 2, 0))).toBe('replaced');
+    // Not yet rewritten: the file still holds the masked rows; the metrics already count the new ones.
+    expect(readFileSync(file, 'utf8')).toBe(before);
+    expect(out.writes.rewrites).toBe(rewrites);
+    out.writeMetrics();
+    expect(JSON.parse(readFileSync(out.metricsPath, 'utf8'))).toMatchObject({ num_rollouts: 3, 'mean/reward': 0.5 });
+    await out.flush();
+    await out.flush();
+    expect(out.writes.rewrites).toBe(rewrites + 1);
+    const lines = readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Row);
+    expect(Object.fromEntries(lines.map((r) => [r.rollout_id, r.reward]))).toEqual({ 'rep-t1-0': 1, 'rep-t2-0': 0, 'rep-t3-0': null });
+    // A replacement, then the process dies before its flush: the next open finds the file differs from Redis.
+    expect(await out.commit(row('rep', 3))).toBe('replaced');
+    const reopened = new RunOutput(record('rep'), file, store, logger);
+    await reopened.open();
+    await reopened.close();
+    const mended = readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Row);
+    expect(mended.map((r) => r.reward).sort()).toEqual([0, 1, 1]);
+    const metrics = JSON.parse(readFileSync(reopened.metricsPath, 'utf8'));
+    expect(metrics.num_rollouts).toBe(3);
+    expect(metrics['mean/reward']).toBeCloseTo(2 / 3, 5);
+    expect(readdirSync(dir).filter((f) => f.includes('.tmp-'))).toEqual([]);
   });
 
   it('records the run\'s identity in the metrics file: models, settings hash, start, last row and wall time', async () => {
@@ -97,7 +131,7 @@ describe('RunOutput', () => {
     await out.commit(at('2030-01-01T00:01:30.250Z', row('idr', 1)));
     await out.commit(at('2030-01-01T00:02:05.500Z', row('idr', 2, 0)));
     await out.commit(at('2030-01-01T00:00:40.000Z', row('idr', 3)));
-    out.close();
+    await out.close();
     const metrics = JSON.parse(readFileSync(out.metricsPath, 'utf8'));
     expect(metrics.run).toEqual({
       run_id: 'idr', benchmark: 'b', policy_model: 'p', judge_model: 'j',

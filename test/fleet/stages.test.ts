@@ -158,7 +158,7 @@ describe('stages', () => {
     expect(shouldReplace({ ...scored, finished_at: 'x' }, { ...scored, reward: 0 })).toBe(false);
     const second = await commitRow({ v: 1, row: scored }, run);
     expect(second).toMatchObject({ result: 'replaced', row: { reward: 1, transcript: first.row.transcript } });
-    output.close();
+    await output.close();
     const lines = readFileSync(file, 'utf8').trim().split('\n');
     expect(lines).toHaveLength(1);
     expect(JSON.parse(lines[0])).toMatchObject({ reward: 1, judge_verdict: 'equivalent' });
@@ -221,7 +221,7 @@ describe('stages', () => {
     await store.putTranscript('st', job(2).rollout_id, encodeTranscript(minimalRecord(job(2).rollout_id)), new Map());
     const blocked = await commitRow({ v: 1, row: await rowOf(2) }, run, env.logger);
     expect(blocked).toMatchObject({ result: 'new', row: { transcript: null } });
-    output.close();
+    await output.close();
     const ids = readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l).rollout_id);
     expect(ids).toEqual(expect.arrayContaining([job(1).rollout_id, job(2).rollout_id]));
   });

@@ -2,9 +2,13 @@
  * The output of one run: its JSONL (one row per rollout) and `<stem>_aggregate_metrics.json`.
  * Redis holds the rows of record; the file is kept equal to them. On open the file is reconciled:
  * a line cut by a crash is dropped, rows Redis has and the file lacks are appended, rows only the
- * file has are put back into Redis. A replaced row (a rejudge) rewrites the file atomically.
+ * file has are put back into Redis. A replaced row (a rejudge, a retried rollout) updates the
+ * metrics at once and marks the file stale; the file is rewritten from Redis, atomically, at most
+ * once per flush (the results worker flushes every second, and at close), so a rejudge of a thousand
+ * rows rewrites the file a few times, not a thousand. A crash in between leaves the old row in the
+ * file, which the next open finds differs from Redis and rewrites.
  */
-import { closeSync, existsSync, mkdirSync, openSync, renameSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { InfraError } from '../../shared/errors.ts';
 import type { Logger } from '../../shared/logger.ts';
@@ -40,6 +44,10 @@ export class RunOutput {
   /** The latest `finished_at` of the rows in the file (the end of the run so far). */
   private lastFinish: string | null = null;
   private metricsDirty = false;
+  /** Rows were replaced in Redis (and the metrics) since the file was last written whole. */
+  private stale = false;
+  /** How often the file was rewritten whole, and the bytes written to it (for the benchmark and logs). */
+  readonly writes = { rewrites: 0, bytes: 0 };
   /** Commits run one at a time (the worker may hold several jobs), so file and metrics stay in step. */
   private queue: Promise<unknown> = Promise.resolve();
 
@@ -132,13 +140,61 @@ export class RunOutput {
     }
     await this.store.putRow(row);
     if (existing && this.inFile.has(row.rollout_id)) {
-      const all: Row[] = [];
-      for await (const r of this.store.scanRows(this.runId)) all.push(r);
-      this.rewrite(all);
+      // The metrics now; the file at the next flush (rewritten from Redis, which holds the new row).
+      this.metrics.remove(compact(existing));
+      this.metrics.add(compact(row));
+      this.lastFinish = laterTime(this.lastFinish, row.finished_at);
+      this.metricsDirty = true;
+      this.stale = true;
       return 'replaced';
     }
     this.append(row);
     return existing ? 'replaced' : 'new';
+  }
+
+  /** Rewrite the file from Redis if rows were replaced since it was last written (in turn with the commits). */
+  flush(): Promise<void> {
+    const next = this.queue.then(() => this.flushNow());
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  private async flushNow(): Promise<void> {
+    if (!this.stale) return;
+    // Streamed from Redis to a file beside it, then renamed over the old one: readers see one or the other.
+    const tmp = `${this.jsonlPath}.tmp-${process.pid}`;
+    const metrics = new MetricsAccumulator();
+    const ids = new Set<string>();
+    let lastFinish: string | null = null;
+    let bytes = 0;
+    let fd: number | undefined;
+    try {
+      fd = openSync(tmp, 'w');
+      for await (const r of this.store.scanRows(this.runId)) {
+        const line = `${JSON.stringify(r)}\n`;
+        writeSync(fd, line);
+        bytes += Buffer.byteLength(line);
+        ids.add(r.rollout_id);
+        metrics.add(compact(r));
+        lastFinish = laterTime(lastFinish, r.finished_at);
+      }
+      closeSync(fd);
+      fd = undefined;
+      this.closeFile();
+      renameSync(tmp, this.jsonlPath);
+    } catch (err) {
+      if (fd !== undefined) closeSync(fd);
+      rmSync(tmp, { force: true });
+      throw writeError(this.jsonlPath, err);
+    }
+    this.inFile.clear();
+    for (const id of ids) this.inFile.add(id);
+    this.metrics = metrics;
+    this.lastFinish = lastFinish;
+    this.metricsDirty = true;
+    this.stale = false;
+    this.writes.rewrites++;
+    this.writes.bytes += bytes;
   }
 
   private track(row: Row): void {
@@ -151,7 +207,9 @@ export class RunOutput {
   private append(row: Row): void {
     try {
       this.fd ??= openSync(this.jsonlPath, 'a');
-      writeSync(this.fd, `${JSON.stringify(row)}\n`);
+      const line = `${JSON.stringify(row)}\n`;
+      writeSync(this.fd, line);
+      this.writes.bytes += Buffer.byteLength(line);
     } catch (err) {
       throw writeError(this.jsonlPath, err);
     }
@@ -162,7 +220,10 @@ export class RunOutput {
     const tmp = `${this.jsonlPath}.tmp-${process.pid}`;
     const list = [...rows];
     try {
-      writeFileSync(tmp, list.map((r) => `${JSON.stringify(r)}\n`).join(''));
+      const text = list.map((r) => `${JSON.stringify(r)}\n`).join('');
+      writeFileSync(tmp, text);
+      this.writes.rewrites++;
+      this.writes.bytes += Buffer.byteLength(text);
       this.closeFile();
       renameSync(tmp, this.jsonlPath);
     } catch (err) {
@@ -196,8 +257,10 @@ export class RunOutput {
     this.fd = undefined;
   }
 
-  close(): void {
+  /** The last flush, then the metrics file; the file is closed either way. */
+  async close(): Promise<void> {
     try {
+      await this.flush();
       this.writeMetrics();
     } finally {
       this.closeFile();

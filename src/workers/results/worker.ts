@@ -141,13 +141,15 @@ class ResultsConsumer implements ResultsWorker {
     return pending;
   }
 
-  /** Rewrite each run's metrics file when its rows changed. */
+  /** Rewrite each run's file when rows were replaced, and its metrics file when its rows changed. */
   private async flush(): Promise<void> {
     for (const pending of this.runs.values()) {
       try {
-        (await pending).output.writeMetrics();
+        const { output } = await pending;
+        await output.flush();
+        output.writeMetrics();
       } catch (err) {
-        this.deps.logger.error({ err: (err as Error).message }, 'cannot write the metrics file');
+        this.deps.logger.error({ err: (err as Error).message }, 'cannot write the output files (retried next second)');
       }
     }
   }
