@@ -1,10 +1,12 @@
 /**
  * The private Redis of `vcfleet run` when no REDIS_URL is configured: a `redis-server` child with
  * append-only persistence and `noeviction`, its files under the state folder, so that a stopped run
- * can be resumed with `--run-id`.
+ * can be resumed with `--run-id`, and operated afterwards (`status`, `retry`, `rejudge`) from the
+ * same folder. It writes where it listens to `server.json` there; a second command on the same folder
+ * while it runs uses it instead of starting another server on the same files (openPrivateRedis).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { InfraError } from '../shared/errors.ts';
@@ -14,8 +16,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 export interface PrivateRedis {
   url: string;
   port: number;
+  /** This process started it (and stops it); false when it uses one another process runs. */
+  started: boolean;
   stop(): Promise<void>;
 }
+
+const SERVER_FILE = 'server.json';
 
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -53,6 +59,68 @@ export interface PrivateRedisOptions {
   logger: Logger;
 }
 
+/** Whether the private Redis folder holds data of an earlier run (its append-only files). */
+export function hasPrivateRedisData(dir: string): boolean {
+  try {
+    return readdirSync(dir).some((e) => e.startsWith('appendonly'));
+  } catch {
+    return false;
+  }
+}
+
+/** Whether a Redis answers PING on the port within a second. */
+function answersPing(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1');
+    const done = (ok: boolean) => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(ok);
+    };
+    const timer = setTimeout(() => done(false), 1000);
+    let said = '';
+    socket.on('connect', () => socket.write('PING\r\n'));
+    socket.on('data', (d) => {
+      said += d.toString('utf8');
+      if (said.includes('\r\n')) done(said.startsWith('+PONG'));
+    });
+    socket.on('error', () => done(false));
+  });
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** The private Redis another process of this folder runs now, or null. */
+async function runningIn(dir: string): Promise<{ port: number; pid: number } | null> {
+  try {
+    const { port, pid } = JSON.parse(readFileSync(path.join(dir, SERVER_FILE), 'utf8')) as { port: number; pid: number };
+    if (Number.isInteger(port) && Number.isInteger(pid) && alive(pid) && (await answersPing(port))) return { port, pid };
+  } catch {
+    // no server file, or one a crash left
+  }
+  return null;
+}
+
+/**
+ * The private Redis of the folder: the one another command runs now when there is one (left running
+ * when this process ends), else one this process starts and stops.
+ */
+export async function openPrivateRedis(options: PrivateRedisOptions): Promise<PrivateRedis> {
+  const running = await runningIn(options.dir);
+  if (running) {
+    options.logger.info({ port: running.port, pid: running.pid, dir: options.dir }, 'using the private redis-server another vcfleet command runs');
+    return { url: `redis://127.0.0.1:${running.port}`, port: running.port, started: false, stop: async () => {} };
+  }
+  return startPrivateRedis(options);
+}
+
 export async function startPrivateRedis(options: PrivateRedisOptions): Promise<PrivateRedis> {
   mkdirSync(options.dir, { recursive: true });
   const port = options.port ?? (await freePort());
@@ -74,13 +142,17 @@ export async function startPrivateRedis(options: PrivateRedisOptions): Promise<P
   const onExit = () => void child.kill('SIGTERM');
   process.once('exit', onExit);
   await waitForPort(port, child, 10_000);
+  const serverFile = path.join(options.dir, SERVER_FILE);
+  writeFileSync(serverFile, `${JSON.stringify({ port, pid: child.pid })}\n`);
   options.logger.info({ port, dir: options.dir }, 'started a private redis-server (appendonly, noeviction)');
   let stopping: Promise<void> | undefined;
   return {
     url: `redis://127.0.0.1:${port}`,
     port,
+    started: true,
     stop() {
       process.off('exit', onExit);
+      if (existsSync(serverFile)) rmSync(serverFile, { force: true });
       stopping ??= new Promise<void>((resolve) => {
         if (child.exitCode !== null) return resolve();
         child.once('exit', () => resolve());

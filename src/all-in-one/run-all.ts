@@ -28,9 +28,12 @@ import { unenforcedNotice } from '../workers/sandbox/box-check.ts';
 import type { FleetMetrics } from '../ops/prom-metrics.ts';
 import { checkJudge, checkPolicy, checkRedisPersistence, requirePassed, type PreflightFailure } from '../ops/preflight.ts';
 import { startRoleMetrics } from '../ops/role-metrics.ts';
-import { startPrivateRedis } from './private-redis.ts';
+import { openPrivateRedis } from './private-redis.ts';
 import { createProgressView, type ProgressView } from './progress.ts';
-import { startRoles } from './run-roles.ts';
+import { noRoles, startRoles, type RunRoles } from './run-roles.ts';
+import { WORKER_ROLES, type WorkerRole } from '../workers/roles.ts';
+import { presenceRole } from '../ops/serving.ts';
+import { ConfigError } from '../shared/errors.ts';
 import type { InFlightJobs } from '../shared/in-flight-jobs.ts';
 import { watchRun, type WatchStatus } from './run-watch.ts';
 
@@ -53,6 +56,12 @@ export interface RunAllOptions {
   metrics?: FleetMetrics;
   /** What makes a new run: `run` (default) or `demo` (so that `vcfleet run --run-id` resumes it as one). */
   origin?: RunOrigin;
+  /**
+   * Finish work `retry` or `rejudge` sent back: the run must exist, and only `roles` run here (the
+   * ones no live worker serves; none: watch the rows others commit). Without the sandbox role nothing
+   * is produced and the policy is not checked; without the judge, the judge is not.
+   */
+  requeued?: { roles: ReadonlySet<WorkerRole> };
 }
 
 export interface RunAllResult {
@@ -76,13 +85,13 @@ export class DemoRunToResume extends Error {
   }
 }
 
-/** Preflight of a run: Redis keeps its data, the policy endpoint serves the model, the judge takes its key. */
-async function preflightRun(options: RunAllOptions, config: Config, client: Redis, model: string): Promise<void> {
+/** Preflight of a run: Redis keeps its data, the policy endpoint serves the model, the judge takes its key (of the roles run here). */
+async function preflightRun(options: RunAllOptions, config: Config, client: Redis, model: string, roles: ReadonlySet<WorkerRole>): Promise<void> {
   if (!config.preflight.enabled) return;
   const checks: Array<Promise<PreflightFailure | null>> = [];
   if (config.preflight.require_redis_persistence) checks.push(checkRedisPersistence(client));
-  if (!options.agent && config.agent.kind === 'opencode') checks.push(checkPolicy(config.policy_base_url, config.policy_api_key, model));
-  if (!options.judge) checks.push(checkJudge(config, resolveJudgeApiKey(config)));
+  if (roles.has('sandbox') && !options.agent && config.agent.kind === 'opencode') checks.push(checkPolicy(config.policy_base_url, config.policy_api_key, model));
+  if (roles.has('judge') && !options.judge) checks.push(checkJudge(config, resolveJudgeApiKey(config)));
   requirePassed(await Promise.all(checks));
 }
 
@@ -96,10 +105,11 @@ async function produceOrResume(config: Config, client: Redis, logger: Logger, or
 export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
   const { logger } = options;
   let config = options.config;
+  const roles: ReadonlySet<WorkerRole> = options.requeued?.roles ?? new Set(WORKER_ROLES);
   // Everything the run holds, released newest first on every path; each failure is logged.
   const releasers = new Releasers(logger);
   if (!config.redis_url) {
-    const privateRedis = await startPrivateRedis({ dir: path.join(config.state_dir, 'redis'), logger });
+    const privateRedis = await openPrivateRedis({ dir: path.join(config.state_dir, 'redis'), logger });
     releasers.add('stop the private Redis', () => privateRedis.stop());
     config = { ...config, redis_url: privateRedis.url };
   }
@@ -117,28 +127,22 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     config = { ...config, run_id: config.run_id ?? newRunId(config.benchmark) };
     const store = new RunStore(client, config.queues.prefix);
     const existing = await store.getRun(config.run_id!);
-    // A demo run needs the demo's scripted servers: the caller resumes it as a demo.
-    if (existing?.origin === 'demo' && options.origin !== 'demo') throw new DemoRunToResume(existing.run_id);
-    await preflightRun(options, config, client, existing?.policy_model ?? config.policy_model_name);
-    const own = options.metrics ? null : await startRoleMetrics(config, logger, 'run');
+    if (options.requeued && !existing) {
+      throw new ConfigError(`run ${config.run_id} does not exist under the prefix ${config.queues.prefix} of this Redis; check --run-id, REDIS_URL and queues.prefix (VCFLEET_PREFIX)`);
+    }
+    // A demo run needs the demo's scripted servers for its policy and judge: the caller resumes it as a demo.
+    const modelRoles = roles.has('sandbox') || roles.has('judge');
+    if (existing?.origin === 'demo' && options.origin !== 'demo' && modelRoles) throw new DemoRunToResume(existing.run_id);
+    await preflightRun(options, config, client, existing?.policy_model ?? config.policy_model_name, roles);
+    const own = options.metrics || roles.size === 0 ? null : await startRoleMetrics(config, logger, 'run');
     if (own) releasers.add('stop the metrics server', () => own.close());
-    const prom = options.metrics ?? own!.metrics;
-    prom.watchQueues(client, config.queues.prefix);
-    const judge = options.judge ?? createFleetJudge(config, logger, connection);
-    releasers.add('close the judge', () => judge.close());
-    const presence = await announceWorker(connection, config.queues.prefix, 'run', existing ? existing.queue_scope : config.run_id);
-    releasers.add("remove this process's worker record", () => presence.stop());
-    // Built (and its sandboxes checked) before anything is enqueued: a box that cannot hold fails the preflight.
-    const agent = options.agent ?? (await createAgentRunner(config, logger, { onBoxReport: (r) => void publishNotice(presence, unenforcedNotice(r, presence.id)) }));
-    releasers.add('close the agent runner (its sandboxes)', () => agent.close());
-    const produced = await produceOrResume(config, client, logger, options.origin ?? 'run', existing);
-    const run = await store.requireRun(produced.runId);
-    options.onStart?.(run.run_id, produced.total, produced.created);
-    const fleet = await startRoles({ ...options, config }, connection, run, { prom, judge, agent, presence }, releasers);
+    const fleet = roles.size === 0 ? await noRoles(connection, config.queues.prefix, existing!) : await startRun(options, config, client, connection, existing, roles, releasers, own?.metrics);
+    const run = fleet.run;
     const watched = await watchRun({
       connection, prefix: config.queues.prefix, run, tally: fleet.tally, view: options.progress ?? createProgressView(), logger,
       signal: options.signal, policyUrl: stripCredentials(config.policy_base_url), stuckAfterMs: options.stuckAfterMs ?? 15_000,
       failFastAfter: config.queues.fail_fast_after, policyFailures: fleet.policyFailures, held: fleet.held,
+      refresh: fleet.commitsRows ? undefined : fleet.refresh,
     });
     logger.info({ run_id: run.run_id, status: watched.status }, 'run loop ended');
     // Stopped or paused: running rollouts and gradings go back to the queue at once, attempts kept.
@@ -146,10 +150,37 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     const outputPath = resolveOutputPath(run.run_id, run.output_jsonl_fpath, config);
     const metricsPath = metricsPathFor(outputPath);
     const { done, masked } = fleet.tally.counts;
-    return { runId: run.run_id, ...watched, total: produced.total, done, masked, outputPath, metricsPath, metrics: await readMetrics(metricsPath) };
+    // The metrics file is this process's when it committed the rows; else the tally read from Redis says the same.
+    const metrics = fleet.commitsRows ? await readMetrics(metricsPath) : fleet.tally.metrics.result(run.num_repeats);
+    return { runId: run.run_id, ...watched, total: run.total, done, masked, outputPath, metricsPath, metrics };
   } finally {
     await releasers.release().catch(() => undefined); // each failure is logged by the releasers
   }
+}
+
+/** The roles of this process started on the run (produced or resumed first when the sandbox role runs here). */
+async function startRun(
+  options: RunAllOptions, config: Config, client: Redis, connection: Redis, existing: RunRecord | null, roles: ReadonlySet<WorkerRole>, releasers: Releasers,
+  ownMetrics: FleetMetrics | undefined,
+): Promise<RunRoles & { run: RunRecord }> {
+  const { logger } = options;
+  const prom = options.metrics ?? ownMetrics!;
+  prom.watchQueues(client, config.queues.prefix);
+  const judge = roles.has('judge') ? (options.judge ?? createFleetJudge(config, logger, connection)) : undefined;
+  if (judge) releasers.add('close the judge', () => judge.close());
+  const presence = await announceWorker(connection, config.queues.prefix, presenceRole(roles), existing ? existing.queue_scope : config.run_id);
+  releasers.add("remove this process's worker record", () => presence.stop());
+  // Built (and its sandboxes checked) before anything is enqueued: a box that cannot hold fails the preflight.
+  const agent = roles.has('sandbox')
+    ? (options.agent ?? (await createAgentRunner(config, logger, { onBoxReport: (r) => void publishNotice(presence, unenforcedNotice(r, presence.id)) })))
+    : undefined;
+  if (agent) releasers.add('close the agent runner (its sandboxes)', () => agent.close());
+  // Without the sandbox role here (a rejudge), nothing is produced: the run is as Redis holds it.
+  const produced = roles.has('sandbox') ? await produceOrResume(config, client, logger, options.origin ?? 'run', existing) : null;
+  const run = await new RunStore(client, config.queues.prefix).requireRun(produced?.runId ?? existing!.run_id);
+  options.onStart?.(run.run_id, produced?.total ?? run.total, produced?.created ?? false);
+  const fleet = await startRoles({ ...options, config }, connection, run, { prom, judge, agent, presence }, releasers, roles);
+  return { ...fleet, run };
 }
 
 /** The metrics file the results consumer wrote at shutdown (null if it could not write one). */

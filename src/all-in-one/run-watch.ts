@@ -36,6 +36,8 @@ export interface WatchOptions {
   policyFailures: PolicyFailures;
   /** Why this process takes no rollouts now (no memory to spare), or null. */
   held?(): string | null;
+  /** Read the tally again (its rows are committed by another process), every couple of seconds. */
+  refresh?(): Promise<void>;
 }
 
 export interface WatchResult {
@@ -97,6 +99,7 @@ export async function watchRun(o: WatchOptions): Promise<WatchResult> {
       try {
         // A run in the fleet's queues is counted by reading its jobs: every few seconds only.
         if (queues || tick % 10 === 0) state = await pendingOf(o, queues);
+        if (o.refresh && tick % 4 === 0) await o.refresh();
         const down = policyDown(o.policyFailures, o.tally, o.failFastAfter);
         if (down) {
           // Its own queue is paused for every worker of the run; the fleet's shared one is left to other runs.
@@ -114,7 +117,11 @@ export async function watchRun(o: WatchOptions): Promise<WatchResult> {
         warned = true;
         o.logger.warn(`${silence} Policy endpoint: ${o.policyUrl}`);
       }
-      if (o.tally.counts.done >= o.run.total && state.pending === 0) return { status: 'complete' };
+      if (o.tally.counts.done >= o.run.total && state.pending === 0) {
+        // Rows another process committed: read once more after the last job ended, so the summary has them all.
+        if (o.refresh) await o.refresh().catch((err) => o.logger.warn({ err: (err as Error).message }, 'could not read the last rows'));
+        return { status: 'complete' };
+      }
       if (state.pending === 0) {
         idleSince ??= Date.now();
         if (Date.now() - idleSince > o.stuckAfterMs) return { status: 'stuck' };

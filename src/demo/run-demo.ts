@@ -8,7 +8,7 @@
 import path from 'node:path';
 import { loadConfig, type Config } from '../shared/config.ts';
 import type { Logger } from '../shared/logger.ts';
-import { runAll, type RunAllResult } from '../all-in-one/run-all.ts';
+import { runAll, type RunAllOptions, type RunAllResult } from '../all-in-one/run-all.ts';
 import { newRunId } from '../producer/produce.ts';
 import { demoAnswers, demoPuzzles, writeDemoBenchmark } from './puzzles.ts';
 import { startScriptedPolicyServer } from './scripted-policy-server.ts';
@@ -26,6 +26,10 @@ export interface DemoOptions {
   onStart?(runId: string, total: number, created: boolean): void;
   /** Resume this demo run (from what Redis holds) instead of starting a new one. */
   runId?: string;
+  /** Finish work `retry` or `rejudge` sent back to this demo run (runAll's `requeued`). */
+  requeued?: RunAllOptions['requeued'];
+  /** The Redis of the run (set by `retry` and `rejudge`, which found it); default as configured. */
+  redisUrl?: string;
 }
 
 /** The model the demo's scripted policy server serves (and preflight finds listed). */
@@ -67,10 +71,11 @@ export async function runDemo(options: DemoOptions): Promise<{ result: RunAllRes
   const policy = await startScriptedPolicyServer({ script: scripts.demo(demoAnswers(puzzles)), modelName: DEMO_POLICY_MODEL });
   const judge = await startScriptedJudgeServer();
   try {
-    const config = demoConfig(base, policy.url, judge.url, options);
+    const demo = demoConfig(base, policy.url, judge.url, options);
+    const config = options.redisUrl ? { ...demo, redis_url: options.redisUrl } : demo;
     await writeDemoBenchmark(config.data_dir, config.benchmark, puzzles);
     options.logger.info({ puzzles: puzzles.length, policy: policy.url, judge: judge.url }, 'demo: scripted policy and judge servers started on loopback');
-    const result = await runAll({ config, logger: options.logger, signal: options.signal, inFlight: options.inFlight, onStart: options.onStart, origin: 'demo' });
+    const result = await runAll({ config, logger: options.logger, signal: options.signal, inFlight: options.inFlight, onStart: options.onStart, origin: 'demo', requeued: options.requeued });
     return { result, config };
   } finally {
     await policy.close();

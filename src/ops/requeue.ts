@@ -6,17 +6,20 @@ import { enqueue, openQueue, type QueueName, type QueuePolicy } from '../shared/
 import { RunStore } from '../shared/run-store.ts';
 import { forEachJob } from './run-jobs.ts';
 
-/** Retry the failed jobs of a run in the given stages; returns how many were requeued. */
-export async function retryFailed(redis: Redis, prefix: string, runId: string, stages: readonly QueueName[], logger: Logger): Promise<number> {
+/** How many jobs a retry requeued, by stage. */
+export type RequeuedJobs = Record<QueueName, number>;
+
+/** Retry the failed jobs of a run in the given stages; returns how many were requeued in each. */
+export async function retryFailed(redis: Redis, prefix: string, runId: string, stages: readonly QueueName[], logger: Logger): Promise<RequeuedJobs> {
   const run = await new RunStore(redis, prefix).requireRun(runId);
   // Collected first: retrying moves a job out of the failed list, which would shift the pages.
-  const failed: Job[] = [];
-  await forEachJob(redis, prefix, ['failed'], (_queue, _state, job) => void failed.push(job), { queues: stages, runId, scope: run.queue_scope });
-  let n = 0;
-  for (const job of failed) {
+  const failed: Array<{ queue: QueueName; job: Job }> = [];
+  await forEachJob(redis, prefix, ['failed'], (queue, _state, job) => void failed.push({ queue, job }), { queues: stages, runId, scope: run.queue_scope });
+  const n: RequeuedJobs = { rollout: 0, judge: 0, results: 0 };
+  for (const { queue, job } of failed) {
     try {
       await job.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
-      n++;
+      n[queue]++;
     } catch (err) {
       logger.warn({ job_id: job.id, err: (err as Error).message }, 'could not retry a failed job');
     }

@@ -9,6 +9,10 @@ import os from 'node:os';
 import { z } from 'zod';
 import type { Redis } from 'ioredis';
 
+/** The roles `vcfleet worker <role>` accepts. */
+export const WORKER_ROLES = ['sandbox', 'judge', 'results'] as const;
+export type WorkerRole = (typeof WORKER_ROLES)[number];
+
 export const HEARTBEAT_MS = 10_000;
 /** A worker whose last heartbeat is older than this is taken for dead. */
 export const STALE_AFTER_MS = 45_000;

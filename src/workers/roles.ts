@@ -10,7 +10,7 @@ import type { Releasers } from '../shared/releasers.ts';
 import type { Row } from '../shared/rows.ts';
 import type { QueueName } from '../shared/queues.ts';
 import type { RoleDeps } from '../shared/stage-worker.ts';
-import { publishNotice, type WorkerPresence } from '../shared/worker-registry.ts';
+import { publishNotice, type WorkerPresence, type WorkerRole } from '../shared/worker-registry.ts';
 import type { FleetMetrics } from '../ops/prom-metrics.ts';
 import { createFleetJudge } from './judge/judge-factory.ts';
 import { startJudgeWorker } from './judge/worker.ts';
@@ -21,9 +21,7 @@ import { unenforcedNotice } from './sandbox/box-check.ts';
 import { startSandboxWorker, type SandboxWorker } from './sandbox/worker.ts';
 import type { StageWorker } from '../shared/stage-worker.ts';
 
-/** The roles `vcfleet worker <role>` accepts. */
-export const WORKER_ROLES = ['sandbox', 'judge', 'results'] as const;
-export type WorkerRole = (typeof WORKER_ROLES)[number];
+export { WORKER_ROLES, type WorkerRole } from '../shared/worker-registry.ts';
 
 /** What every role is started with: the stage deps (no metrics hook yet), the metrics, and the worker's record. */
 export interface RoleParts extends Omit<RoleDeps<QueueName>, 'onJobEnd'> {

@@ -13,7 +13,8 @@ import { createScriptedAgent } from '../../src/workers/sandbox/scripted-agent.ts
 import { runCli } from '../helpers/fleet.ts';
 import { createTmpDir } from '../helpers/tmp.ts';
 import { expectedRewards, expectOneRowEach, expectRewards, readJsonl } from './fault-helpers.ts';
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
+import { metricsPathFor } from '../../src/shared/output/metrics.ts';
 import path from 'node:path';
 import { faultFleet } from './fault-fleet.ts';
 
@@ -55,15 +56,15 @@ describe('judge and sandbox-provider outages, poison jobs', () => {
     expect(masked.filter((r) => r.failure_kind === 'judge_failed').length).toBe(5);
     expect(first.metrics?.num_masked).toBe(5);
     f.judge.setScript([]);
+    // No worker serves the run's queues now: `rejudge` grades them itself, as `vcfleet run` would.
     const sent = await runCli(['rejudge', '--run-id', 'jd', ...env.overrides]);
     expect(sent.code, sent.output).toBe(0);
-    expect(sent.stdout).toContain('sent 5 judge_failed row(s)');
-    const second = await runAll({ config: env.config(['++run_id=jd']), logger: env.logger, agent: createScriptedAgent(script), progress: quiet });
-    expect(second.status).toBe('complete');
+    expect(sent.stdout).toContain('sent 5 judge_failed row(s) of run jd back to the judge; no worker serves judge, results: doing it in this process');
+    expect(sent.stdout).toContain('complete: all 6 rollouts scored');
     const rows = readJsonl(env.output);
     expectOneRowEach(rows, 'jd', env.fixture);
     expectRewards(rows, expectedRewards(env.fixture, script));
-    expect(second.metrics?.num_masked).toBe(0);
+    expect(JSON.parse(readFileSync(metricsPathFor(env.output), 'utf8')).num_masked).toBe(0);
   });
 
   it('sandbox provider cannot create (bwrap missing): infra_failed rows, then `vcfleet retry` completes them', async () => {
@@ -86,12 +87,12 @@ describe('judge and sandbox-provider outages, poison jobs', () => {
     // Nothing was left behind by the failed creations: no sandbox folder, no gateway socket folder.
     expect(readdirSync(sandboxRoot).filter((n) => n !== 'sockets')).toEqual([]);
     expect(readdirSync(path.join(sandboxRoot, 'sockets'))).toEqual([]);
+    // The provider is fixed (here: the configured scripted agent stands in for a working sandbox);
+    // `retry` runs the rollouts again itself, since no worker serves the run's queues.
     const retried = await runCli(['retry', '--run-id', 'px', ...env.overrides]);
     expect(retried.code, retried.output).toBe(0);
-    expect(retried.stdout).toContain('requeued 4 failed job(s)');
-    // The provider is fixed (here: the scripted agent stands in for a working sandbox).
-    const second = await runAll({ config, logger: env.logger, agent: createScriptedAgent(script), progress: quiet });
-    expect(second.status).toBe('complete');
+    expect(retried.stdout).toContain('requeued 4 failed job(s) of run px (4 rollout); no worker serves sandbox, judge, results: doing it in this process');
+    expect(retried.stdout).toContain('complete: all 4 rollouts scored');
     const rows = readJsonl(env.output);
     expectOneRowEach(rows, 'px', env.fixture);
     expectRewards(rows, expectedRewards(env.fixture, script));

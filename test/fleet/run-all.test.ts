@@ -142,7 +142,7 @@ describe('vcfleet run (in-process fleet)', () => {
     expect(first.metrics?.['strict/reward']).toBeCloseTo(2 / 3);
 
     const redis = new Redis(REDIS_URL);
-    expect(await retryFailed(redis, env.prefix, 'r3', ['rollout'], env.logger)).toBe(1);
+    expect(await retryFailed(redis, env.prefix, 'r3', ['rollout'], env.logger)).toEqual({ rollout: 1, judge: 0, results: 0 });
     redis.disconnect();
     const healthy = createScriptedAgent({ '*': { answer: '@gold' } });
     const second = await runAll({ config, logger: env.logger, agent: healthy, progress: quiet });

@@ -112,13 +112,14 @@ describe('vcfleet run: preflight, exit codes, its own run only, resume', () => {
     expect((err as Error).message).toContain('vcfleet demo --run-id dm');
   });
 
-  it('status counts jobs still waiting; retry says whether a worker will take them', async () => {
+  it('status counts jobs still waiting; status and retry say that no worker serves them, and how to start one', async () => {
     env = await makeFleetEnv({ rows: 2, judgeUrl: judge.url });
     expect((await runCli(['produce', '--run-id', 'st', ...env.overrides])).code).toBe(0);
     const status = await runCli(['status', '--run-id', 'st', ...env.overrides]);
     expect(status.stdout).toMatch(/rows 0\/2; 2 job\(s\) still waiting or running/);
     expect(status.stdout).toContain('workers: none running');
     const retry = await runCli(['retry', '--run-id', 'st', ...env.overrides]);
-    expect(retry.stdout).toContain('requeued 0 failed job(s) of run st; no worker is running: start one (vcfleet worker sandbox|judge|results)');
+    expect(retry.stdout).toContain('requeued 0 failed job(s) of run st (none); no worker serves sandbox, judge, results of this run: start one (vcfleet worker sandbox|judge|results, or vcfleet run --run-id st)');
+    expect(status.stdout).toContain('2 job(s) queued; no worker serves sandbox, judge, results of this run: start one (vcfleet worker sandbox|judge|results, or vcfleet run --run-id st)');
   });
 });

@@ -6,6 +6,7 @@ import { registerProduce } from './produce.ts';
 import { registerWorker } from './worker.ts';
 import { registerRun } from './run.ts';
 import { registerOps } from './ops.ts';
+import { registerRequeue } from './requeue.ts';
 import { registerMetrics } from './metrics.ts';
 import { registerDashboard } from './dashboard.ts';
 import { registerDemo } from './demo.ts';
@@ -15,4 +16,4 @@ import { registerFleetSet, registerRunSet } from './settings.ts';
 
 export type RegisterCommand = (program: Command, cli: Cli) => void;
 
-export const COMMANDS: RegisterCommand[] = [registerDemo, registerPrepare, registerRun, registerProduce, registerWorker, registerOps, registerRunSet, registerFleetSet, registerRuns, registerMetrics, registerDashboard, registerView];
+export const COMMANDS: RegisterCommand[] = [registerDemo, registerPrepare, registerRun, registerProduce, registerWorker, registerOps, registerRequeue, registerRunSet, registerFleetSet, registerRuns, registerMetrics, registerDashboard, registerView];

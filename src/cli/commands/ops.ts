@@ -1,15 +1,13 @@
-/** `vcfleet status`, `retry`, `rejudge`: operate a run from any host with REDIS_URL. */
+/** `vcfleet status`: a run's counts, workers and jobs, from any host with REDIS_URL (retry and rejudge: requeue.ts). */
 import type { Command } from 'commander';
-import { ConfigError } from '../../shared/errors.ts';
-import { QUEUE_NAMES, type QueueName } from '../../shared/queues.ts';
-import type { Redis } from '../../shared/redis.ts';
-import { RunStore } from '../../shared/run-store.ts';
-import { listWorkers } from '../../shared/worker-registry.ts';
+import { QUEUE_NAMES } from '../../shared/queues.ts';
 import type { Cli } from '../context.ts';
-import { connect, table } from '../runtime.ts';
+import { connectToRun } from '../run-redis.ts';
+import { table } from '../runtime.ts';
+import { servingOf, unservedText } from '../../ops/serving.ts';
+import { WORKER_ROLES } from '../../workers/roles.ts';
 import { runStatus, type RunStatus } from '../../ops/run-status.ts';
 import { JOB_STATES } from '../../ops/run-jobs.ts';
-import { rejudge, retryFailed } from '../../ops/requeue.ts';
 
 function formatStatus(s: RunStatus): string {
   const acc = s.accuracy === null ? '-' : `${(100 * s.accuracy).toFixed(1)}%`;
@@ -32,16 +30,6 @@ function formatStatus(s: RunStatus): string {
   ].join('\n');
 }
 
-/** Whether any worker will take the requeued jobs, and if not, how to start one. */
-async function whoPicksThemUp(redis: Redis, prefix: string, runId: string): Promise<string> {
-  const run = await new RunStore(redis, prefix).requireRun(runId);
-  const { live } = await listWorkers(redis, prefix);
-  const roles = [...new Set(live.filter((w) => w.scope === run.queue_scope).map((w) => w.role))];
-  if (roles.length) return `live workers (${roles.join(', ')}) pick them up now`;
-  const how = run.queue_scope === null ? 'vcfleet worker sandbox|judge|results' : `vcfleet run --run-id ${runId}`;
-  return `no worker is running: start one (${how})`;
-}
-
 export function registerOps(program: Command, cli: Cli): void {
   program
     .command('status')
@@ -51,50 +39,21 @@ export function registerOps(program: Command, cli: Cli): void {
     .option('--json', 'print JSON instead of a table')
     .action(async (opts: { config?: string; runId: string; json?: boolean }) => {
       const { config, logger } = cli.context(opts);
-      const redis = await connect(config, logger, 'client');
+      const conn = await connectToRun(config, logger, opts.runId);
+      const redis = conn.redis;
       try {
         const s = await runStatus(redis, config.queues.prefix, opts.runId);
         process.stdout.write(opts.json ? `${JSON.stringify(s, null, 2)}\n` : `${formatStatus(s)}\n`);
+        if (opts.json) return;
+        if (s.pending > 0) {
+          const serving = await servingOf(redis, config.queues.prefix, s.run);
+          if (WORKER_ROLES.some((r) => !serving.byRole.has(r))) process.stdout.write(`\n${s.pending} job(s) queued; ${unservedText(s.run, serving)}\n`);
+        }
         if (!s.complete && Object.values(s.jobs).some((j) => j.failed > 0)) {
           process.stdout.write(`\nfailed jobs can be requeued: vcfleet retry --run-id ${opts.runId}\n`);
         }
       } finally {
-        redis.disconnect();
-      }
-    });
-
-  program
-    .command('retry')
-    .description('requeue the failed jobs of a run, with their attempts reset')
-    .requiredOption('--run-id <id>', 'the run')
-    .option('--stage <stage>', 'rollout, judge or results (default: all three)')
-    .option('--config <path>', 'config YAML')
-    .action(async (opts: { config?: string; runId: string; stage?: string }) => {
-      if (opts.stage && !['rollout', 'judge', 'results'].includes(opts.stage)) throw new ConfigError(`--stage must be rollout, judge or results, not "${opts.stage}"`);
-      const stages: QueueName[] = opts.stage ? [opts.stage as QueueName] : ['rollout', 'judge', 'results'];
-      const { config, logger } = cli.context(opts);
-      const redis = await connect(config, logger, 'client');
-      try {
-        const n = await retryFailed(redis, config.queues.prefix, opts.runId, stages, logger);
-        process.stdout.write(`requeued ${n} failed job(s) of run ${opts.runId}; ${await whoPicksThemUp(redis, config.queues.prefix, opts.runId)}\n`);
-      } finally {
-        redis.disconnect();
-      }
-    });
-
-  program
-    .command('rejudge')
-    .description('send the judge_failed rows of a run back to the judge (the agent is not run again)')
-    .requiredOption('--run-id <id>', 'the run')
-    .option('--config <path>', 'config YAML')
-    .action(async (opts: { config?: string; runId: string }) => {
-      const { config, logger } = cli.context(opts);
-      const redis = await connect(config, logger, 'client');
-      try {
-        const { sent, missing } = await rejudge(redis, config.queues.prefix, opts.runId, logger, config.queues);
-        process.stdout.write(`sent ${sent} judge_failed row(s) of run ${opts.runId} back to the judge${missing ? `; ${missing} had no kept outcome (retry them with --stage rollout)` : ''}\n`);
-      } finally {
-        redis.disconnect();
+        await conn.close();
       }
     });
 }

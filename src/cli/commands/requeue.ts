@@ -1,0 +1,133 @@
+/**
+ * `vcfleet retry` and `vcfleet rejudge`: send a run's failed jobs or judge_failed rows back, then
+ * finish the work. Live workers of the run's queues pick it up (this command names them and waits for
+ * the rows); roles nobody serves (a finished `vcfleet run`) run here, with the run's settings and this
+ * host's endpoints and keys, and the same progress line, summary and exit codes as `vcfleet run`.
+ * `--no-wait` only enqueues.
+ */
+import type { Command } from 'commander';
+import { ConfigError } from '../../shared/errors.ts';
+import { InFlightJobs } from '../../shared/in-flight-jobs.ts';
+import type { QueueName } from '../../shared/queues.ts';
+import { RunStore, type RunRecord } from '../../shared/run-store.ts';
+import { WORKER_ROLES, type WorkerRole } from '../../workers/roles.ts';
+import { DemoRunToResume, runAll, type RunAllResult } from '../../all-in-one/run-all.ts';
+import { runDemo } from '../../demo/run-demo.ts';
+import { rejudge, retryFailed, type RequeuedJobs } from '../../ops/requeue.ts';
+import { describeServing, howToServe, servingOf, unservedText, type Serving } from '../../ops/serving.ts';
+import type { Cli, CommandContext } from '../context.ts';
+import type { Redis } from '../../shared/redis.ts';
+import { connectToRun } from '../run-redis.ts';
+import { onShutdownSignals } from '../runtime.ts';
+import { finish } from './run.ts';
+
+type Kind = 'retry' | 'rejudge';
+
+interface RequeueOpts {
+  config?: string;
+  runId: string;
+  stage?: string;
+  /** commander's `--no-wait`: false when given. */
+  wait: boolean;
+}
+
+/** The roles that finish requeued jobs: a rollout goes on to the judge and the results, a grading to the results. */
+export function rolesFor(jobs: RequeuedJobs): Set<WorkerRole> {
+  const roles = new Set<WorkerRole>();
+  if (jobs.rollout > 0) roles.add('sandbox');
+  if (jobs.rollout > 0 || jobs.judge > 0) roles.add('judge');
+  if (jobs.rollout > 0 || jobs.judge > 0 || jobs.results > 0) roles.add('results');
+  return roles;
+}
+
+function jobsText(jobs: RequeuedJobs): string {
+  const parts = (Object.entries(jobs) as Array<[QueueName, number]>).filter(([, n]) => n > 0).map(([q, n]) => `${n} ${q}`);
+  return parts.length ? parts.join(', ') : 'none';
+}
+
+/** Send the work back; what was sent, for the first line, and the jobs by stage. */
+async function sendBack(kind: Kind, runId: string, { config, logger }: CommandContext, redis: Redis, stages: QueueName[]): Promise<{ text: string; jobs: RequeuedJobs }> {
+  if (kind === 'retry') {
+    const jobs = await retryFailed(redis, config.queues.prefix, runId, stages, logger);
+    const total = jobs.rollout + jobs.judge + jobs.results;
+    return { text: `requeued ${total} failed job(s) of run ${runId} (${jobsText(jobs)})`, jobs };
+  }
+  const { sent, missing } = await rejudge(redis, config.queues.prefix, runId, logger, config.queues);
+  const note = missing ? `; ${missing} had no kept outcome (retry them with \`vcfleet retry --run-id ${runId} --stage rollout\`)` : '';
+  return { text: `sent ${sent} judge_failed row(s) of run ${runId} back to the judge${note}`, jobs: { rollout: 0, judge: sent, results: 0 } };
+}
+
+async function requeueAndFinish(kind: Kind, opts: RequeueOpts, cli: Cli): Promise<void> {
+  if (opts.stage && !['rollout', 'judge', 'results'].includes(opts.stage)) throw new ConfigError(`--stage must be rollout, judge or results, not "${opts.stage}"`);
+  const stages: QueueName[] = opts.stage ? [opts.stage as QueueName] : ['rollout', 'judge', 'results'];
+  const context = cli.context(opts, { run_id: opts.runId }, true);
+  const { config, logger } = context;
+  const conn = await connectToRun(config, logger, opts.runId);
+  try {
+    let run: RunRecord;
+    let sent: { text: string; jobs: RequeuedJobs };
+    let here: Set<WorkerRole>;
+    let served: string;
+    let serving: Serving;
+    try {
+      run = await new RunStore(conn.redis, config.queues.prefix).requireRun(opts.runId);
+      sent = await sendBack(kind, opts.runId, context, conn.redis, stages);
+      const needed = rolesFor(sent.jobs);
+      serving = await servingOf(conn.redis, config.queues.prefix, run);
+      here = new Set(WORKER_ROLES.filter((r) => needed.has(r) && !serving.byRole.has(r)));
+      served = describeServing(serving, [...needed]);
+    } finally {
+      conn.redis.disconnect();
+    }
+    if (rolesFor(sent.jobs).size === 0) {
+      process.stdout.write(`${sent.text}; ${unservedText(run, serving)}\n`);
+      return;
+    }
+    if (!opts.wait) {
+      const who = served && here.size === 0 ? `live workers pick them up now (${served})` : `no worker serves ${[...here].join(', ')} of this run: start one (${howToServe(run)}), or finish it with \`vcfleet ${kind} --run-id ${opts.runId}\``;
+      process.stdout.write(`${sent.text}; ${who}\n`);
+      return;
+    }
+    const doing = here.size === 0
+      ? `live workers serve it (${served}): waiting for the rows (Ctrl-C stops waiting; the work stays queued)`
+      : `${served ? `live workers serve part of it (${served}); ` : ''}no worker serves ${[...here].join(', ')}: doing it in this process (Ctrl-C hands it back to the queue)`;
+    process.stdout.write(`${sent.text}; ${doing}\n`);
+    const inFlight = new InFlightJobs();
+    const signal = onShutdownSignals(logger, async () => {}, { hint: () => `the work stays queued: finish it with vcfleet ${kind} --run-id ${opts.runId}`, inFlight });
+    const requeued = { roles: here };
+    const runConfig = { ...config, redis_url: conn.url, run_id: opts.runId };
+    let result: RunAllResult;
+    try {
+      result = await runAll({ config: runConfig, logger, signal, inFlight, requeued });
+    } catch (err) {
+      if (!(err instanceof DemoRunToResume)) throw err;
+      result = (await runDemo({ configPath: opts.config, overrides: cli.overrides, logger, signal, inFlight, runId: err.runId, requeued, redisUrl: conn.url })).result;
+    }
+    const after = result.status === 'stopped' ? `the requeued work stays queued: finish it with \`vcfleet ${kind} --run-id ${opts.runId}\` or ${howToServe(run)}\n` : '';
+    finish(result, after);
+  } finally {
+    await conn.close();
+  }
+}
+
+export function registerRequeue(program: Command, cli: Cli): void {
+  const exitCodes = '\nExit codes (as `vcfleet run`): 0 every rollout scored, 3 some rollouts masked, 4 incomplete, 2 bad config or a failed preflight; 0 with --no-wait once enqueued.';
+  program
+    .command('retry')
+    .description('requeue the failed jobs of a run (attempts reset) and finish them: live workers pick them up, else this process runs the roles they need')
+    .requiredOption('--run-id <id>', 'the run')
+    .option('--stage <stage>', 'rollout, judge or results (default: all three)')
+    .option('--no-wait', 'only enqueue; do not wait for the rows or run any role here')
+    .option('--config <path>', 'config YAML')
+    .addHelpText('after', exitCodes)
+    .action((opts: RequeueOpts) => requeueAndFinish('retry', opts, cli));
+
+  program
+    .command('rejudge')
+    .description('send the judge_failed rows of a run back to the judge (the agent is not run again) and wait for the new gradings')
+    .requiredOption('--run-id <id>', 'the run')
+    .option('--no-wait', 'only enqueue; do not wait for the rows or run any role here')
+    .option('--config <path>', 'config YAML')
+    .addHelpText('after', exitCodes)
+    .action((opts: RequeueOpts) => requeueAndFinish('rejudge', opts, cli));
+}
