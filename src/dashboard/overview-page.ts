@@ -41,7 +41,7 @@ function row(s: RunSummary, opts: OverviewPageOptions): Html {
   <td>${s.benchmark}</td>
   <td>${s.policy_model}</td>
   <td class="num done">${doneCell(s)}</td>
-  <td class="num running">${s.running}</td>
+  <td class="num running">${s.running}${s.notice ? html`<br><small class="unserved run-failed">${s.notice}</small>` : ''}</td>
   <td class="num accuracy">${pct(s.accuracy)} <small>(${s.correct}/${s.scored})</small></td>
   <td class="masked">${maskedCell(s, opts.viewerPath)}</td>
   <td class="failed">${failedCell(s, opts.boardPath)}</td>

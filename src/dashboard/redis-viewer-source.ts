@@ -12,6 +12,7 @@ import { errorMessage } from '../shared/errors.ts';
 import type { Row } from '../shared/rows.ts';
 import type { RunRecord, RunStore } from '../shared/run-store.ts';
 import { aggregateMetrics } from '../shared/output/metrics.ts';
+import { unservedNotice } from '../ops/serving.ts';
 import { resolveOutputPath, type OutputHostSettings } from '../shared/output/output-path.ts';
 import { runListEntry } from '../viewer/run-list.ts';
 import type { RolloutData, RunData, RunListEntry, RunMeta, TranscriptLookup, ViewerSource } from '../viewer/source.ts';
@@ -92,7 +93,8 @@ export function createRedisViewerSource(opts: RedisViewerSourceOptions): ViewerS
       const run = await knownRun(runId);
       if (!run) return null;
       const rows = (await rowsOf(runId)).sort(byTask);
-      return { meta: meta(run, outputOf(run)), rows, metrics: aggregateMetrics(rows, run.num_repeats) };
+      const notice = await unservedNotice(store.redis, store.prefix, run);
+      return { meta: { ...meta(run, outputOf(run)), notices: notice ? [notice] : [] }, rows, metrics: aggregateMetrics(rows, run.num_repeats) };
     },
     async rollout(runId, rolloutId): Promise<RolloutData | null> {
       const run = await knownRun(runId);

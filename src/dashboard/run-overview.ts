@@ -8,6 +8,7 @@ import type { QueueName } from '../shared/queues.ts';
 import { RunStore, type OutputLocation } from '../shared/run-store.ts';
 import { emptyJobCounts, readRunJobs, type JobState } from '../ops/run-jobs.ts';
 import { tallyRows } from '../ops/run-status.ts';
+import { unservedNotice } from '../ops/serving.ts';
 
 export interface RunSummary {
   run_id: string;
@@ -34,6 +35,8 @@ export interface RunSummary {
   failed: Record<QueueName, number>;
   /** Every rollout has a row (scored or masked). */
   complete: boolean;
+  /** Jobs of the run queued that no live worker serves, and how to start one; null when none. */
+  notice: string | null;
   /** `failed`: complete, and every row masked (nothing was scored); `complete`: complete with scores; else `running`. */
   state: RunState;
 }
@@ -67,6 +70,7 @@ export async function runOverview(redis: Redis, prefix: string, maxRuns = 50): P
       running: jobs.rollout.active,
       failed: { rollout: jobs.rollout.failed, judge: jobs.judge.failed, results: jobs.results.failed },
       complete: done >= run.total,
+      notice: await unservedNotice(redis, prefix, run),
       state: runState(done, run.total, scored),
     });
   }

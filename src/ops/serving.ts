@@ -8,6 +8,7 @@
 import type { Redis } from 'ioredis';
 import type { RunRecord } from '../shared/run-store.ts';
 import { listWorkers, WORKER_ROLES, type WorkerRecord, type WorkerRole } from '../shared/worker-registry.ts';
+import { readRunJobs } from './run-jobs.ts';
 
 /** The roles a worker record's role serves. */
 export function rolesOf(role: string): WorkerRole[] {
@@ -52,4 +53,18 @@ export function unservedText(run: Pick<RunRecord, 'run_id' | 'queue_scope' | 'or
   if (missing.length === 0) return `live workers serve it (${describeServing(s, WORKER_ROLES)})`;
   const some = s.workers.length ? `live workers serve only ${describeServing(s, WORKER_ROLES)}; ` : '';
   return `${some}no worker serves ${missing.join(', ')} of this run: start one (${howToServe(run)})`;
+}
+
+/**
+ * "3 job(s) of this run queued; no worker serves sandbox of this run: start one (…)", when jobs of
+ * the run wait and some role has no live worker of its queues (a rollout retried from Bull Board
+ * after its `vcfleet run` ended); null when every role is served or nothing waits. The run's waiting
+ * jobs are read only then.
+ */
+export async function unservedNotice(redis: Redis, prefix: string, run: Pick<RunRecord, 'run_id' | 'queue_scope' | 'origin'>): Promise<string | null> {
+  const serving = await servingOf(redis, prefix, run);
+  if (WORKER_ROLES.every((r) => serving.byRole.has(r))) return null;
+  const jobs = (await readRunJobs(redis, prefix, run.run_id, run.queue_scope, ['waiting', 'delayed', 'prioritized', 'active'])).get(run.run_id);
+  const queued = jobs ? Object.values(jobs.counts).reduce((n, c) => n + c.waiting + c.delayed + c.prioritized + c.active, 0) : 0;
+  return queued > 0 ? `${queued} job(s) of this run queued; ${unservedText(run, serving)}` : null;
 }

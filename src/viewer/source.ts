@@ -41,6 +41,8 @@ export interface RunMeta {
   origin: string;
   /** Problems met while reading the run (a line that is not a row, a duplicate rollout), for people. */
   problems: string[];
+  /** What the run waits for, for people (jobs queued that no live worker serves); a live source only. */
+  notices?: string[];
 }
 
 export interface RunData {

@@ -2,12 +2,14 @@
  * The dashboard in a real headless browser (Debian chromium through playwright-core): a run whose
  * one task fails for good on infrastructure leaves a failed rollout job and an infra_failed row; the
  * run overview shows it, Bull Board lists the fleet's queues and the failed job, and clicking
- * "retry" there (after swapping in a healthy agent) completes the task and replaces its masked row.
+ * "retry" there while no sandbox-worker serves the run makes the run page say so; a healthy
+ * sandbox-worker then completes the task and replaces its masked row.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser } from 'playwright-core';
 import { startDashboard, type Dashboard } from '../../src/dashboard/server.ts';
 import { openQueue } from '../../src/shared/queues.ts';
+import { announceWorker } from '../../src/shared/worker-registry.ts';
 import type { Row } from '../../src/shared/rows.ts';
 import { readRowsStrict } from '../../src/shared/output/row-file.ts';
 import { createScriptedAgent } from '../../src/workers/sandbox/scripted-agent.ts';
@@ -48,6 +50,9 @@ describe('vcfleet dashboard in a browser', () => {
     const broken = await fleet.sandbox(createScriptedAgent({ '*': { answer: '@gold' }, [failing]: { answer: '@gold', infra_fail_attempts: 99 } }));
     await fleet.judge();
     await fleet.results();
+    // The workers' records, as `vcfleet worker` keeps them: who serves the fleet's queues.
+    const presences = { judge: await announceWorker(fleet.worker, env.prefix, 'judge'), results: await announceWorker(fleet.worker, env.prefix, 'results') };
+    let sandboxPresence = await announceWorker(fleet.worker, env.prefix, 'sandbox');
     const masked = await waitFor('3 rows, one infra_failed', () => {
       const rows = readRows(env.output);
       return rows.length === 3 ? rows.find((r) => r.rollout_id === failingRollout) : undefined;
@@ -82,11 +87,22 @@ describe('vcfleet dashboard in a browser', () => {
     expect(shown).toContain(`rollout_id:"${failingRollout}"`);
     expect(await page.content()).not.toContain(FAKE_JUDGE_KEY);
 
-    // The infrastructure is fixed: a healthy sandbox-worker replaces the broken one.
+    // Retried while no sandbox-worker serves the run: the run page says so, and how to start one.
     await fleet.stop(broken);
-    await fleet.sandbox(createScriptedAgent({ '*': { answer: '@gold' } }));
+    await sandboxPresence.stop();
     await page.locator('ul[class*="jobActions"] button:has(svg.lucide-refresh-cw)').first().click();
     await page.getByRole('button', { name: 'Confirm' }).click();
+    await waitFor('the retried job to wait in the rollout queue', async () => (await rollout.getWaitingCount()) === 1);
+    await page.goto(dashboard.url);
+    expect(await page.locator('tr[data-run="dash"] .unserved').textContent()).toContain('no worker serves sandbox of this run');
+    await page.locator('tr[data-run="dash"] a.run-page').click();
+    const notice = page.locator('.notices');
+    await notice.waitFor();
+    expect(await notice.textContent()).toMatch(/^1 job\(s\) of this run queued; live workers serve only judge by [^;]+; results by [^;]+; no worker serves sandbox of this run: start one \(vcfleet worker sandbox\|judge\|results, or vcfleet run --run-id dash\)$/);
+
+    // The infrastructure is fixed: a healthy sandbox-worker takes the retried job.
+    await fleet.sandbox(createScriptedAgent({ '*': { answer: '@gold' } }));
+    sandboxPresence = await announceWorker(fleet.worker, env.prefix, 'sandbox');
 
     const fixed = await waitFor('the retried rollout to replace its masked row', () => {
       const row = readRows(env.output).find((r) => r.rollout_id === failingRollout);
@@ -96,6 +112,10 @@ describe('vcfleet dashboard in a browser', () => {
     expect(readRows(env.output)).toHaveLength(3);
     expect(await rollout.getFailedCount()).toBe(0);
     await rollout.close();
+    await page.reload();
+    await page.locator('h1').waitFor();
+    expect(await page.locator('.notices').count()).toBe(0);
+    for (const p of [presences.judge, presences.results, sandboxPresence]) await p.stop();
 
     const api = await (await fetch(`${dashboard.url}api/runs`)).json();
     expect(api.runs[0]).toMatchObject({ run_id: 'dash', done: 3, total: 3, scored: 3, correct: 3, accuracy: 1, masked: {}, failed: { rollout: 0, judge: 0, results: 0 } });

@@ -59,6 +59,7 @@ export async function renderRunPage(root: HTMLElement, runId: string): Promise<v
   const m = payload.meta;
   document.title = `${m.run_id} · ${document.body.dataset.title ?? 'vcfleet'}`;
   const problems = m.problems.length ? h('div', { class: 'problems', role: 'alert' }, h('strong', null, 'Read with problems:'), h('ul', null, ...m.problems.map((p) => h('li', null, p)))) : null;
+  const notices = m.notices?.length ? h('div', { class: 'notices', role: 'status' }, ...m.notices.map((n) => h('p', null, n))) : null;
   const table = rolloutTable(runId, rows, filterFromQuery(location.search), (f) => {
     history.replaceState(null, '', urls.run(runId, filterToQuery(f)) + location.hash);
   });
@@ -67,6 +68,7 @@ export async function renderRunPage(root: HTMLElement, runId: string): Promise<v
     h('h1', null, `Run ${m.run_id}`),
     h('p', { class: 'sub' }, `${m.benchmark} · policy ${m.policy_model} · judge ${m.judge_model ?? '–'} · ${m.origin}`),
     problems ?? '',
+    notices ?? '',
     headline(payload.metrics),
     charts(payload),
     table,
