@@ -2,14 +2,16 @@
  * `vcfleet demo`, the first command a newcomer types, in a terminal of its own: preflight passes
  * against its own scripted servers, four puzzles go through the real OpenCode in local sandboxes,
  * and it ends with the summary, exit 0 and the next steps; the rows and transcripts are on disk.
+ * A demo whose judge cannot be reached ends masked, and the rejudge it advises, typed as written
+ * (no REDIS_URL: the demo's private Redis), grades the rows with the demo's own judge.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { readRowsStrict } from '../../src/shared/output/row-file.ts';
-import { REDIS_URL, startCliInTerminal } from '../helpers/fleet.ts';
+import { REDIS_URL, runCli, startCliInTerminal } from '../helpers/fleet.ts';
 import { deletePrefix } from '../helpers/redis-keys.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
 
@@ -37,5 +39,26 @@ describe('vcfleet demo', () => {
     const rows = readRowsStrict(file);
     expect(rows.map((r) => r.stop_reason)).toEqual(['answered', 'answered', 'answered', 'answered']);
     for (const row of rows) expect(existsSync(path.resolve(path.dirname(file), row.transcript!)), row.transcript!).toBe(true);
+  });
+
+  it('a demo whose judge is unreachable ends masked; the rejudge it advises, as written, grades the rows', async () => {
+    const dir = createTmpDir('vcfleet-demo-');
+    const config = path.join(dir, 'vcfleet.yaml');
+    writeFileSync(config, `state_dir: ${path.join(dir, 'state')}\noutput_root: ${dir}\njudge:\n  max_retries: 0\nqueues:\n  judge_attempts: 1\n`);
+    const env = { TMPDIR: dir, VCFLEET_CONFIG: config };
+    const demo = await runCli(['demo', '++preflight.enabled=false', '++visual_coding_opencode_judge_base_url=http://127.0.0.1:9/v1'], env);
+    expect(demo.code, demo.output).toBe(3);
+    const runId = /demo run (demo-[\w-]+): 4 synthetic puzzles/.exec(demo.output)?.[1];
+    const line = demo.stdout.split('\n').find((l) => l.startsWith('complete, but 4 of 4 rollouts are masked'));
+    expect(line, demo.stdout).toBeDefined();
+    const rejudge = /`vcfleet (rejudge --run-id [\w-]+)`/.exec(line!)![1];
+    expect(rejudge).toBe(`rejudge --run-id ${runId}`);
+    const file = path.join(dir, 'results', 'demo', `${runId}.jsonl`);
+    expect(readRowsStrict(file).map((r) => r.failure_kind)).toEqual(['judge_failed', 'judge_failed', 'judge_failed', 'judge_failed']);
+    const graded = await runCli(rejudge.split(' '), env);
+    expect(graded.code, graded.output).toBe(0);
+    expect(graded.stdout).toContain(`sent 4 judge_failed row(s) of run ${runId} back to the judge; no worker serves judge, results: doing it in this process`);
+    expect(graded.stdout).toContain('complete: all 4 rollouts scored');
+    expect(readRowsStrict(file).map((r) => r.reward).sort()).toEqual([0, 1, 1, 1]);
   });
 });
