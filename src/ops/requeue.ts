@@ -2,7 +2,7 @@
 import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../shared/logger.ts';
-import { enqueue, openQueue, type QueueName, type QueuePolicy } from '../shared/queues.ts';
+import { enqueueBulk, openQueue, type JobData, type QueueName, type QueuePolicy } from '../shared/queues.ts';
 import { RunStore } from '../shared/run-store.ts';
 import { forEachJob } from './run-jobs.ts';
 
@@ -37,6 +37,13 @@ export async function rejudge(redis: Redis, prefix: string, runId: string, logge
   const judge = openQueue('judge', redis, prefix, { policy, scope: run.queue_scope });
   let sent = 0;
   let missing = 0;
+  // Sent in batches: the judge starts on the first while the rest are read.
+  let batch: JobData<'judge'>[] = [];
+  const send = async () => {
+    if (batch.length) await enqueueBulk('judge', judge, batch);
+    sent += batch.length;
+    batch = [];
+  };
   try {
     for await (const row of store.scanRows(runId)) {
       if (row.failure_kind !== 'judge_failed') continue;
@@ -46,9 +53,10 @@ export async function rejudge(redis: Redis, prefix: string, runId: string, logge
         logger.warn({ rollout_id: row.rollout_id }, 'no agent outcome kept for this rollout; use `vcfleet retry --stage rollout` instead');
         continue;
       }
-      await enqueue('judge', judge, { v: 1, run_id: runId, task_id: row.task_id, repeat: row.repeat, rollout_id: row.rollout_id, outcome });
-      sent++;
+      batch.push({ v: 1, run_id: runId, task_id: row.task_id, repeat: row.repeat, rollout_id: row.rollout_id, outcome });
+      if (batch.length >= 100) await send();
     }
+    await send();
   } finally {
     await judge.close();
   }

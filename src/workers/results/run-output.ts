@@ -4,8 +4,8 @@
  * a line cut by a crash is dropped, rows Redis has and the file lacks are appended, rows only the
  * file has are put back into Redis. A replaced row (a rejudge, a retried rollout) updates the
  * metrics at once and marks the file stale; the file is rewritten from Redis, atomically, at most
- * once per flush (the results worker flushes every second, and at close), so a rejudge of a thousand
- * rows rewrites the file a few times, not a thousand. A crash in between leaves the old row in the
+ * once a second (less often when a rewrite takes long: see flush) and at close, so a rejudge of a
+ * thousand rows rewrites the file a few times, not a thousand. A crash in between leaves the old row in the
  * file, which the next open finds differs from Redis and rewrites.
  */
 import { closeSync, existsSync, mkdirSync, openSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
@@ -48,6 +48,8 @@ export class RunOutput {
   private stale = false;
   /** How often the file was rewritten whole, and the bytes written to it (for the benchmark and logs). */
   readonly writes = { rewrites: 0, bytes: 0 };
+  /** When the last whole rewrite ended, and how long it took (ms): the next waits ten times that, at least a second. */
+  private lastRewrite = { at: 0, ms: 0 };
   /** Commits run one at a time (the worker may hold several jobs), so file and metrics stay in step. */
   private queue: Promise<unknown> = Promise.resolve();
 
@@ -152,8 +154,13 @@ export class RunOutput {
     return existing ? 'replaced' : 'new';
   }
 
-  /** Rewrite the file from Redis if rows were replaced since it was last written (in turn with the commits). */
-  flush(): Promise<void> {
+  /**
+   * Rewrite the file from Redis if rows were replaced since it was last written (in turn with the
+   * commits). Unless `force`, only once the last rewrite is ten times its own length ago (at least a
+   * second): rewriting a large file then takes at most a tenth of the consumer's time.
+   */
+  flush(force = true): Promise<void> {
+    if (!force && Date.now() - this.lastRewrite.at < Math.max(1000, 10 * this.lastRewrite.ms)) return Promise.resolve();
     const next = this.queue.then(() => this.flushNow());
     this.queue = next.catch(() => undefined);
     return next;
@@ -161,6 +168,7 @@ export class RunOutput {
 
   private async flushNow(): Promise<void> {
     if (!this.stale) return;
+    const started = Date.now();
     // Streamed from Redis to a file beside it, then renamed over the old one: readers see one or the other.
     const tmp = `${this.jsonlPath}.tmp-${process.pid}`;
     const metrics = new MetricsAccumulator();
@@ -195,6 +203,7 @@ export class RunOutput {
     this.stale = false;
     this.writes.rewrites++;
     this.writes.bytes += bytes;
+    this.lastRewrite = { at: Date.now(), ms: Date.now() - started };
   }
 
   private track(row: Row): void {

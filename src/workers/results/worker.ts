@@ -146,7 +146,7 @@ class ResultsConsumer implements ResultsWorker {
     for (const pending of this.runs.values()) {
       try {
         const { output } = await pending;
-        await output.flush();
+        await output.flush(false);
         output.writeMetrics();
       } catch (err) {
         this.deps.logger.error({ err: (err as Error).message }, 'cannot write the output files (retried next second)');
