@@ -12,7 +12,7 @@ export const envFlag = z.union([z.boolean(), z.literal(0), z.literal(1)]).transf
 
 export const SandboxConfigSchema = z
   .object({
-    /** Image for the `opensandbox` provider (`VISUAL_CODING_OPENCODE_SANDBOX_IMAGE`). */
+    /** Sandbox image of the `opensandbox` and `docker` providers (`VISUAL_CODING_OPENCODE_SANDBOX_IMAGE`). */
     image: z.string().default('visual-coding-fleet-sandbox:latest'),
     /** Lifetime of a remote sandbox in seconds; it is destroyed earlier when the task ends. */
     ttl_s: positiveInt.default(7200),
@@ -38,6 +38,8 @@ export const SandboxConfigSchema = z
      * seccomp filter). false: start anyway with a loud warning naming what is not enforced.
      */
     enforce_resources: z.boolean().default(true),
+    /** The Docker engine's Unix socket for the `docker` provider; null: `DOCKER_HOST`, else /var/run/docker.sock. */
+    docker_socket: nullableString,
     /** OpenSandbox server (`OPENSANDBOX_DOMAIN`), e.g. `http://opensandbox.internal:8080`. */
     domain: nullableString,
     /** OpenSandbox API key (`OPENSANDBOX_API_KEY`); a secret. */
