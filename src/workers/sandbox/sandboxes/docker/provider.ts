@@ -34,6 +34,8 @@ const GATEWAY_SOCKET = '/run/vcfleet/gateway.sock';
 /** Runs the bridge and the limit watcher: a user the sandboxed code cannot signal. */
 const HELPER_USER = '65534:65534';
 const NOFILE = 4096;
+/** Where sandbox_image/Dockerfile installs OpenCode. */
+export const IMAGE_OPENCODE = '/opt/opencode/bin/opencode';
 const MIB = 1024 * 1024;
 
 export const LABELS = {
@@ -54,6 +56,8 @@ export interface DockerProviderOptions {
   /** The work folder inside the sandbox (`sandbox_workdir`). */
   workdir: string;
   resources: SandboxResources;
+  /** The OpenCode binary inside the image; default IMAGE_OPENCODE. */
+  opencodeBin?: string;
   /** Value of the fleet label on every container; default `visual-coding-fleet`. */
   fleetLabel?: string;
   /** After a stopped command's processes are killed, how long to wait for its end, in ms; default 2000. */
@@ -86,13 +90,7 @@ interface Ready {
 export class DockerProvider implements SandboxProvider {
   readonly name = 'docker' as const;
   /** Containers on this host's engine: the gateway is a Unix socket of the host, their memory is this host's. */
-  readonly capabilities: SandboxCapabilities = {
-    gateway: 'unix',
-    verifiesCallOrigin: false,
-    usesHostMemory: true,
-    agentBinary: () => 'opencode',
-    maxLifetimeS: null,
-  };
+  readonly capabilities: SandboxCapabilities;
   private readonly docker: Docker;
   private readonly live = new Set<DockerSandbox>();
   private ready: Promise<Ready> | null = null;
@@ -103,6 +101,9 @@ export class DockerProvider implements SandboxProvider {
     this.docker = opts.socketPath ? new Docker({ socketPath: opts.socketPath }) : new Docker();
     this.where = opts.socketPath ?? (process.env.DOCKER_HOST || '/var/run/docker.sock');
     this.fleet = labelValue(opts.fleetLabel ?? DEFAULT_FLEET_LABEL);
+    // OpenCode is the image's (agent.opencode_bin is a path of the worker's host).
+    const bin = opts.opencodeBin ?? IMAGE_OPENCODE;
+    this.capabilities = { gateway: 'unix', verifiesCallOrigin: false, usesHostMemory: true, agentBinary: () => bin, maxLifetimeS: null };
   }
 
   /** The engine answers, the image is there and runs as a user that is not root; the profile and entry script are read. Once. */
