@@ -115,7 +115,7 @@ export class DockerSandbox implements Sandbox {
     });
   }
 
-  /** A command of the worker's own (files in and out), as the image's user, not killed by the sandbox's stop. */
+  /** A command of the worker's own (files in and out), as the image's user; no sweep after it (it starts nothing). */
   private internal(argv: string[], o: { stdin?: Buffer; onChunk?: (b: Buffer) => void }): Promise<ExecResult> {
     return this.running.track(this.id, this.stop.signal.aborted, argv, () =>
       runDockerExec(this.container, {
@@ -133,7 +133,7 @@ export class DockerSandbox implements Sandbox {
     );
   }
 
-  /** Kills every process of the image's user here (the bridge and the reader are another user's). */
+  /** Kills every process of the image's user here (the bridge and the watcher are another user's). */
   private async killCommands(): Promise<void> {
     try {
       const r = await runDockerExec(this.container, {
