@@ -3,7 +3,7 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
-    exclude: ['test/faults/**'],
+    exclude: ['test/faults/**', 'test/containers/**'],
     testTimeout: 120_000,
     hookTimeout: 120_000,
     pool: 'forks',

@@ -25,7 +25,9 @@
  *   --agent-runs N           4: runs of each side [3]
  *   --prepare-rows N         5: parquet rows [388]
  *   --prepare-image-kb N     5: size of each random-noise PNG [130]
- *   --box-runs N             6: sandbox starts of each side, with and without the box [15]
+ *   --box-runs N             6: sandbox starts of each side, with and without the box (and docker) [15]
+ *   --docker-image IMAGE     6: the sandbox image of the docker side [visual-coding-fleet-sandbox:ci]
+ *   --box-session-runs N     6: harness rollouts of each side, docker vs local session start [3]
  *   --capacity-n LIST        7: sessions at once, fleet vs bare `opencode run` [1,2,4]
  *   --capacity-rounds N      7: rounds of each N, the sides alternating; medians reported [5]
  *   --capacity-ladder LIST   7: sessions at once in the ladder's steps; it stops at the first step not held [4,8,16]
@@ -72,6 +74,8 @@ const DEFAULTS = {
   'prepare-rows': 388,
   'prepare-image-kb': 130,
   'box-runs': 15,
+  'docker-image': 'visual-coding-fleet-sandbox:ci',
+  'box-session-runs': 3,
   'capacity-n': '1,2,4',
   'capacity-rounds': 5,
   'capacity-ladder': '4,8,16',
@@ -164,7 +168,7 @@ async function main(): Promise<void> {
     await step('4', 'real agent', async () => (await import('./real-agent.ts')).benchRealAgent({ dir, runs: flags['agent-runs'], log }));
     await step('5', 'prepare', async () =>
       (await import('./prepare.ts')).benchPrepare({ dir, rows: flags['prepare-rows'], imageKb: flags['prepare-image-kb'], log }));
-    await step('6', 'box', async () => (await import('./box.ts')).benchBox({ dir, runs: flags['box-runs'], log }));
+    await step('6', 'box', async () => (await import('./box.ts')).benchBox({ dir, runs: flags['box-runs'], dockerImage: flags['docker-image'], sessionRuns: flags['box-session-runs'], log }));
     await step('7', 'capacity', async () => {
       const admission = flags['capacity-concurrency'];
       if (admission !== 'fixed' && admission !== 'auto') throw new Error(`--capacity-concurrency must be fixed or auto, got ${admission}`);

@@ -60,7 +60,7 @@ export const ConfigSchema = z
     judge: JudgeSchema.prefault({}),
     transcripts: TranscriptsSchema.prefault({}),
     /** Where sandboxes run: a provider of workers/sandbox/sandboxes (`local`, `opensandbox`); checked when a worker builds it. */
-    sandbox_provider: z.string().regex(/^[a-z][a-z0-9_-]*$/, 'a provider name such as local or opensandbox').default('local'),
+    sandbox_provider: z.string().regex(/^[a-z][a-z0-9_-]*$/, 'a provider name such as local, docker or opensandbox').default('local'),
     sandbox_config: SandboxConfigSchema.prefault({}),
     sandbox_workdir: z.string().startsWith('/').default('/workspace'),
     /** The sandbox reaches the policy model through the worker's gateway and nothing else; the one mode. */

@@ -12,10 +12,10 @@ export const envFlag = z.union([z.boolean(), z.literal(0), z.literal(1)]).transf
 
 export const SandboxConfigSchema = z
   .object({
-    /** Image for the `opensandbox` provider (`VISUAL_CODING_OPENCODE_SANDBOX_IMAGE`). */
+    /** Sandbox image of the `opensandbox` and `docker` providers (`VISUAL_CODING_OPENCODE_SANDBOX_IMAGE`). */
     image: z.string().default('visual-coding-fleet-sandbox:latest'),
-    /** Lifetime of a remote sandbox in seconds; it is destroyed earlier when the task ends. */
-    ttl_s: positiveInt.default(7200),
+    /** Lifetime of a remote sandbox in seconds (at least 60: an OpenSandbox server refuses less); it is destroyed earlier when the task ends. */
+    ttl_s: z.number().int().min(60, 'at least 60 (an OpenSandbox server refuses a shorter sandbox TTL)').default(7200),
     /**
      * Limits of every sandbox. `opensandbox` passes `cpu` and `memory_mib` to the server; `local`
      * enforces all four itself (cgroup, tmpfs, rlimits; see local-bwrap.ts).
@@ -38,10 +38,17 @@ export const SandboxConfigSchema = z
      * seccomp filter). false: start anyway with a loud warning naming what is not enforced.
      */
     enforce_resources: z.boolean().default(true),
+    /** The Docker engine's Unix socket for the `docker` provider; null: `DOCKER_HOST`, else /var/run/docker.sock. */
+    docker_socket: nullableString,
     /** OpenSandbox server (`OPENSANDBOX_DOMAIN`), e.g. `http://opensandbox.internal:8080`. */
     domain: nullableString,
     /** OpenSandbox API key (`OPENSANDBOX_API_KEY`); a secret. */
     api_key: nullableString,
+    /**
+     * Reach each OpenSandbox sandbox through the server's proxy (the SDK's `useServerProxy`): for a
+     * worker that cannot reach the sandboxes' host ports (the server's Docker in bridge mode elsewhere).
+     */
+    use_server_proxy: z.boolean().default(false),
     /** Host name the sandbox uses to reach the worker's gateway (opensandbox only). */
     gateway_host: nullableString,
     /** Port on which the policy gateway appears inside a `local` sandbox (`http://127.0.0.1:<port>/v1`). */

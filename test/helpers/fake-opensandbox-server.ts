@@ -5,6 +5,14 @@
  * expects. Every request is recorded. Commands really run, as `bash -c` inside a local bubblewrap
  * sandbox whose `/workspace` and `/tmp` are the fake sandbox's folders; like the real execd, output
  * is streamed one event per non-empty line and a non-zero exit is an `error` event with the code.
+ *
+ * As the real lifecycle server answers (found by running it): a create is 202 with the sandbox
+ * already `Running`; a `networkPolicy` is refused with 400 `SANDBOX::INVALID_PARAMETER` unless the
+ * server has an egress image (`egressImage`); errors are `{code, message}` (`MISSING_API_KEY`,
+ * `INVALID_API_KEY`, `DOCKER::SANDBOX_NOT_FOUND`, also on a second delete,
+ * `DOCKER::SANDBOX_IMAGE_PULL_FAILED`), validation errors `422 {"detail": [...]}` (a timeout under
+ * 60 s, no image); a sandbox's endpoint is its host port, or the server's proxy with
+ * `use_server_proxy=true` (`hostPortsUnreachable`: the host port answers nothing).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -41,6 +49,12 @@ export interface FakeOpenSandboxOptions {
   failCreate?: boolean;
   /** `DELETE /command` answers 200 but leaves the command running. */
   ignoreInterrupt?: boolean;
+  /** The server has an egress sidecar image configured, so it accepts a `networkPolicy`. Default true. */
+  egressImage?: boolean;
+  /** Images that cannot be pulled: their create answers 500 `DOCKER::SANDBOX_IMAGE_PULL_FAILED`. */
+  unpullable?: string[];
+  /** The sandboxes' host ports cannot be reached from the client: only the server's proxy works. */
+  hostPortsUnreachable?: boolean;
 }
 
 export interface FakeOpenSandbox {
@@ -55,6 +69,13 @@ export interface FakeOpenSandbox {
 }
 
 type Handler = (req: http.IncomingMessage, res: http.ServerResponse, rec: RecordedRequest, m: RegExpMatchArray) => Promise<void> | void;
+
+const NOT_FOUND = (id: string) => ({ code: 'DOCKER::SANDBOX_NOT_FOUND', message: `Sandbox ${id} not found.` });
+
+/** FastAPI's validation error of one field of the create request. */
+function invalid(loc: string[], msg: string, type: string, input: unknown) {
+  return { detail: [{ type, loc: ['body', ...loc], msg, input }] };
+}
 
 function json(res: http.ServerResponse, status: number, body: unknown): void {
   res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
@@ -167,8 +188,20 @@ export async function startFakeOpenSandbox(options: FakeOpenSandboxOptions = {})
   const routes: [string, RegExp, Handler][] = [
     ['POST', /^\/v1\/sandboxes$/, (_q, res, rec) => {
       if (options.failCreate) return json(res, 500, { code: 'INTERNAL', message: 'scripted create failure' });
-      const sb = newSandbox(rec.body as Record<string, unknown>);
-      json(res, 202, { ...info(sb), status: { state: 'Pending' } });
+      const body = (rec.body ?? {}) as Record<string, unknown>;
+      const image = (body.image as { uri?: unknown } | undefined)?.uri;
+      if (typeof image !== 'string' || image === '') return json(res, 422, invalid(['image'], 'Field required', 'missing', body.image ?? null));
+      if (typeof body.timeout === 'number' && body.timeout < 60) {
+        return json(res, 422, invalid(['timeout'], 'Input should be greater than or equal to 60', 'greater_than_equal', body.timeout));
+      }
+      if (body.networkPolicy && options.egressImage === false) {
+        return json(res, 400, { code: 'SANDBOX::INVALID_PARAMETER', message: 'Network policy requires egress.image to be configured on the server.' });
+      }
+      if (options.unpullable?.includes(image)) {
+        return json(res, 500, { code: 'DOCKER::SANDBOX_IMAGE_PULL_FAILED', message: `Failed to pull image ${image}: pull access denied for ${image}, repository does not exist or may require 'docker login'` });
+      }
+      const sb = newSandbox(body);
+      json(res, 202, info(sb));
     }],
     ['GET', /^\/v1\/sandboxes$/, (_q, res, rec) => {
       const filter = new URLSearchParams(rec.query.get('metadata') ?? '');
@@ -180,19 +213,22 @@ export async function startFakeOpenSandbox(options: FakeOpenSandboxOptions = {})
     }],
     ['GET', /^\/v1\/sandboxes\/([^/]+)$/, (_q, res, _r, m) => {
       const sb = live(m[1]!);
-      return sb ? json(res, 200, info(sb)) : json(res, 404, { code: 'NOT_FOUND', message: 'no such sandbox' });
+      return sb ? json(res, 200, info(sb)) : json(res, 404, NOT_FOUND(m[1]!));
     }],
     ['DELETE', /^\/v1\/sandboxes\/([^/]+)$/, (_q, res, _r, m) => {
       const sb = live(m[1]!);
-      if (!sb) return json(res, 404, { code: 'NOT_FOUND', message: 'no such sandbox' });
+      if (!sb) return json(res, 404, NOT_FOUND(m[1]!));
       sb.deleted = true;
       for (const c of sb.commands.values()) killCommand(c);
       rmSync(sb.dir, { recursive: true, force: true });
       res.writeHead(204).end();
     }],
-    ['GET', /^\/v1\/sandboxes\/([^/]+)\/endpoints\/(\d+)$/, (_q, res, _r, m) => {
-      if (!live(m[1]!)) return json(res, 404, { code: 'NOT_FOUND', message: 'no such sandbox' });
-      json(res, 200, { endpoint: `127.0.0.1:${port}/execd/${m[1]}/${m[2]}` });
+    ['GET', /^\/v1\/sandboxes\/([^/]+)\/endpoints\/(\d+)$/, (_q, res, rec, m) => {
+      if (!live(m[1]!)) return json(res, 404, NOT_FOUND(m[1]!));
+      const proxied = rec.query.get('use_server_proxy') === 'true';
+      // A host port of the sandbox (here: port 9 of the loopback, where nothing answers, when unreachable), or the server's proxy.
+      const host = proxied || !options.hostPortsUnreachable ? `127.0.0.1:${port}` : '127.0.0.1:9';
+      json(res, 200, { endpoint: `${host}/execd/${m[1]}/${m[2]}` });
     }],
     ['GET', /^\/execd\/([^/]+)\/\d+\/ping$/, (_q, res) => {
       if (options.failPing) return json(res, 503, { code: 'UNAVAILABLE', message: 'not ready' });
@@ -220,14 +256,14 @@ export async function startFakeOpenSandbox(options: FakeOpenSandboxOptions = {})
       const url = new URL(req.url!, 'http://fake');
       const rec: RecordedRequest = { method: req.method!, path: url.pathname, query: url.searchParams, headers: req.headers, body: undefined };
       requests.push(rec);
-      if (options.apiKey && req.headers['open-sandbox-api-key'] !== options.apiKey) {
-        return json(res, 401, { code: 'UNAUTHORIZED', message: 'bad api key' });
-      }
+      const key = req.headers['open-sandbox-api-key'];
+      if (options.apiKey && !key) return json(res, 401, { code: 'MISSING_API_KEY', message: 'Authentication credentials were not provided. Please include the OPEN-SANDBOX-API-KEY header.' });
+      if (options.apiKey && key !== options.apiKey) return json(res, 401, { code: 'INVALID_API_KEY', message: 'Invalid API key.' });
       for (const [method, re, handler] of routes) {
         const m = url.pathname.match(re);
         if (!m || method !== req.method) continue;
         const execd = m[1] && url.pathname.startsWith('/execd/');
-        if (execd && !live(m[1]!)) return json(res, 404, { code: 'NOT_FOUND', message: 'no such sandbox' });
+        if (execd && !live(m[1]!)) return json(res, 404, NOT_FOUND(m[1]!));
         if (req.headers['content-type']?.startsWith('application/json')) rec.body = JSON.parse((await readBody(req)).toString() || 'null');
         return await handler(req, res, rec, m);
       }

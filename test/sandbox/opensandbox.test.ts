@@ -129,12 +129,60 @@ describe('opensandbox provider', () => {
     expect(deletes('sbx-1')).toBe(1);
   });
 
-  it('a failed create request is an InfraError; a wrong API key too', async () => {
+  it('a failed create request is an InfraError; a missing or wrong API key a ConfigError naming the setting', async () => {
     fake.options.failCreate = true;
     await expect(provider().create({ label: 'x', gateway: GATEWAY })).rejects.toBeInstanceOf(InfraError);
     fake.options.failCreate = false;
-    await expect(provider({ apiKey: 'wrong' }).create({ label: 'x', gateway: GATEWAY })).rejects.toThrow(/create a sandbox/);
+    const wrong = await provider({ apiKey: 'wrong' }).create({ label: 'x', gateway: GATEWAY }).catch((e: unknown) => e);
+    expect(wrong).toBeInstanceOf(ConfigError);
+    expect((wrong as Error).message).toMatch(/refuses this worker's API key \(INVALID_API_KEY: Invalid API key\.\): set sandbox_config\.api_key \(OPENSANDBOX_API_KEY\)/);
+    await expect(provider({ apiKey: null }).create({ label: 'x', gateway: GATEWAY })).rejects.toThrow(/\(MISSING_API_KEY: /);
     expect(fake.sandboxes.size).toBe(0);
+  });
+
+  it('a server without an egress image refuses model_only (400 SANDBOX::INVALID_PARAMETER): a ConfigError saying how to configure it', async () => {
+    fake.options.egressImage = false;
+    const err = await provider().create({ label: 'x', gateway: GATEWAY }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as Error).message).toContain('refuses the model_only network policy (SANDBOX::INVALID_PARAMETER: Network policy requires egress.image');
+    expect((err as Error).message).toContain('`[egress] image = "opensandbox/egress:<version>"` in ~/.sandbox.toml');
+    expect(fake.sandboxes.size).toBe(0);
+  });
+
+  it('an image the server cannot pull is an InfraError naming it; a TTL under 60 s is refused by validation (422 detail) and by the config', async () => {
+    fake.options.unpullable = ['registry.example/vcfleet-sandbox:1'];
+    await expect(provider().create({ label: 'x', gateway: GATEWAY })).rejects.toThrow(/cannot pull the sandbox image registry\.example\/vcfleet-sandbox:1 \(DOCKER::SANDBOX_IMAGE_PULL_FAILED: Failed to pull/);
+    fake.options.unpullable = [];
+    const short = await provider({ ttlS: 30 }).create({ label: 'x', gateway: GATEWAY }).catch((e: unknown) => e);
+    expect(short).toBeInstanceOf(ConfigError);
+    expect((short as Error).message).toContain('refused the sandbox\'s settings: the server refused the request (422): timeout: Input should be greater than or equal to 60');
+    expect(() => ConfigSchema.parse({ sandbox_config: { ttl_s: 30 } })).toThrow(/at least 60 \(an OpenSandbox server refuses a shorter sandbox TTL\)/);
+    expect(fake.sandboxes.size).toBe(0);
+  });
+
+  it('a create answers 202 with the sandbox already Running; a second delete is DOCKER::SANDBOX_NOT_FOUND, and destroy takes it as deleted', async () => {
+    const sb = await provider().create({ label: 'x', gateway: GATEWAY });
+    // As the real server: the create's own answer (which the SDK then polls past) says Running.
+    const direct = await fetch(`http://${fake.domain}/v1/sandboxes`, { method: 'POST', headers: { 'OPEN-SANDBOX-API-KEY': API_KEY, 'content-type': 'application/json' }, body: JSON.stringify({ image: { uri: 'img:1' }, timeout: 60 }) });
+    expect([direct.status, ((await direct.json()) as { status: { state: string } }).status.state]).toEqual([202, 'Running']);
+    const again = await fetch(`http://${fake.domain}/v1/sandboxes/${sb.id}`, { method: 'DELETE', headers: { 'OPEN-SANDBOX-API-KEY': API_KEY } });
+    expect(again.status).toBe(204);
+    const second = await fetch(`http://${fake.domain}/v1/sandboxes/${sb.id}`, { method: 'DELETE', headers: { 'OPEN-SANDBOX-API-KEY': API_KEY } });
+    expect([second.status, await second.json()]).toEqual([404, { code: 'DOCKER::SANDBOX_NOT_FOUND', message: `Sandbox ${sb.id} not found.` }]);
+    await sb.destroy();
+    expect(deletes(sb.id)).toBe(3);
+  });
+
+  it('use_server_proxy reaches a sandbox whose host ports the worker cannot reach', async () => {
+    fake.options.hostPortsUnreachable = true;
+    await expect(provider({ readyTimeoutS: 1 }).create({ label: 'x', gateway: GATEWAY })).rejects.toBeInstanceOf(InfraError);
+    const sb = await provider({ useServerProxy: true }).create({ label: 'y', gateway: GATEWAY });
+    expect((await sb.exec(['echo', 'through the proxy'])).stdout).toBe('through the proxy\n');
+    const asked = fake.requests.filter((r) => r.path.startsWith(`/v1/sandboxes/${sb.id}/endpoints/`));
+    expect(asked.length).toBeGreaterThan(0);
+    expect(asked.every((r) => r.query.get('use_server_proxy') === 'true')).toBe(true);
+    await sb.destroy();
+    expect(ConfigSchema.parse({ sandbox_config: { use_server_proxy: true } }).sandbox_config.use_server_proxy).toBe(true);
   });
 
   it('an abort while creating deletes the new sandbox', async () => {

@@ -1,11 +1,12 @@
 /**
  * The sandbox providers, by the name `sandbox_provider` gives them. A provider is one folder
- * (`local/`, `opensandbox/`) and one line here; what differs between providers each declares in its
+ * (`local/`, `opensandbox/`, `docker/`) and one line here; what differs between providers each declares in its
  * `capabilities` (types.ts), so nothing else in the fleet asks which provider it runs on.
  */
 import type { Config } from '../../../shared/config.ts';
 import { nearestKey } from '../../../shared/config-keys.ts';
 import { ConfigError } from '../../../shared/errors.ts';
+import { dockerProvider } from './docker/register.ts';
 import { localProvider } from './local/register.ts';
 import { openSandboxProvider } from './opensandbox/register.ts';
 import type { ProviderRegistration, SandboxProvider, SandboxProviderDeps } from './types.ts';
@@ -20,6 +21,7 @@ export { describeLimitHit, unenforced } from './box-report.ts';
 export const SANDBOX_PROVIDERS: Readonly<Record<string, ProviderRegistration>> = {
   local: localProvider,
   opensandbox: openSandboxProvider,
+  docker: dockerProvider,
 };
 
 /** The provider `sandbox_provider` names, built from this host's configuration; a ConfigError names the known ones. */

@@ -13,6 +13,7 @@ import { InfraError, errorMessage } from '../../../../shared/errors.ts';
 import { SANDBOX_PYTHON, buildBwrapArgs, sandboxCommand } from './bwrap-policy.ts';
 import { SANDBOX_PATH, terminateBwrap } from './bwrap-process.ts';
 import { ExecTracker } from '../exec-tracker.ts';
+import { THREAD_ENV } from '../sandbox-env.ts';
 import { runProcess } from './process-runner.ts';
 import type { SandboxBox } from './sandbox-box.ts';
 import { forgetExec, recordExec, removeSandboxDirs, stopBridge, type SandboxDirs } from './sandbox-dirs.ts';
@@ -36,10 +37,6 @@ export const ENTRY_SCRIPT = fileURLToPath(new URL('./sandbox-entry.py', import.m
 export const LAUNCH_SCRIPT = fileURLToPath(new URL('./sandbox-launch.py', import.meta.url));
 /** The exit code of the cgroup join shell and of the launcher when they fail (with the marker on stderr). */
 const SETUP_FAILED = 125;
-/** Thread pools sized to one thread: libraries would otherwise size them from the host's CPUs. */
-const THREAD_ENV = Object.fromEntries(
-  ['OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS', 'NUMEXPR_NUM_THREADS', 'VECLIB_MAXIMUM_THREADS', 'OPENCV_FOR_THREADS_NUM'].map((k) => [k, '1']),
-);
 
 export class LocalBwrapSandbox implements Sandbox {
   readonly id: string;

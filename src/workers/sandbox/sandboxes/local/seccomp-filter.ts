@@ -38,3 +38,8 @@ export async function syscallNumbers(names: readonly string[], python = SECCOMP_
 export async function dockerSeccompProfile(python = SECCOMP_PYTHON): Promise<unknown> {
   return JSON.parse((await runScript(['docker-profile'], python)).toString('utf8'));
 }
+
+/** The `docker` sandboxes' Docker seccomp profile (docker/sandbox-seccomp.json is this output). */
+export async function dockerSandboxSeccompProfile(python = SECCOMP_PYTHON): Promise<unknown> {
+  return JSON.parse((await runScript(['docker-sandbox-profile'], python)).toString('utf8'));
+}

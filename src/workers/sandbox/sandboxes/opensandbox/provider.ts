@@ -40,7 +40,33 @@ export interface OpenSandboxOptions {
   maxCaptureBytes?: number;
   /** After interrupting a command (timeout, abort), how long to wait for its end, in ms; default 2000. */
   killGraceMs?: number;
+  /** Reach each sandbox's execd through the server's proxy, for when its host ports are not reachable (`sandbox_config.use_server_proxy`). */
+  useServerProxy?: boolean;
   logger?: Logger;
+}
+
+/**
+ * What the server said, for a message: its `{code, message}` error, or the fields its validation
+ * (`422 {"detail": [...]}`) refused, bounded; else the SDK's own message.
+ */
+export function describeServerError(err: unknown): string {
+  const e = err as { statusCode?: number; error?: { code?: string; message?: string }; rawBody?: unknown };
+  const detail = (e.rawBody as { detail?: unknown } | undefined)?.detail;
+  if (Array.isArray(detail)) {
+    const fields = detail.slice(0, 3).map((d: { loc?: unknown; msg?: unknown }) => {
+      const loc = Array.isArray(d?.loc) ? d.loc.filter((x) => x !== 'body').map(String).join('.') : '?';
+      return `${loc.slice(0, 80)}: ${String(d?.msg ?? 'invalid').slice(0, 200)}`;
+    });
+    return `the server refused the request (${e.statusCode ?? 422}): ${fields.join('; ')}`;
+  }
+  const code = e.error?.code;
+  if (code && code !== 'UNEXPECTED_RESPONSE') return `${code}: ${String(e.error?.message ?? '').slice(0, 300)}`;
+  return errorMessage(err);
+}
+
+/** The server's error code, when it gave one. */
+function serverCode(err: unknown): string | undefined {
+  return (err as { error?: { code?: string } }).error?.code;
 }
 
 class RemoteSandbox implements Sandbox {
@@ -158,6 +184,7 @@ export class OpenSandboxProvider implements SandboxProvider {
       apiKey: opts.apiKey ?? undefined,
       requestTimeoutSeconds: opts.requestTimeoutS ?? 60,
       disableMetrics: true,
+      useServerProxy: opts.useServerProxy ?? false,
     };
     this.fleet = opts.fleetLabel ?? DEFAULT_FLEET_LABEL;
     this.capabilities = { gateway: 'tcp', verifiesCallOrigin: false, usesHostMemory: false, agentBinary: (config) => config.agent.opencode_bin ?? 'opencode', maxLifetimeS: opts.ttlS };
@@ -177,7 +204,7 @@ export class OpenSandboxProvider implements SandboxProvider {
       networkPolicy: modelOnlyPolicy(spec.gateway.url),
       readyTimeoutSeconds: this.opts.readyTimeoutS ?? 120,
     }).catch((err: unknown) => {
-      throw new InfraError(`opensandbox: could not create a sandbox from ${this.opts.image}: ${errorMessage(err)}`, { cause: err });
+      throw this.createError(err);
     });
     const limits = { maxCaptureBytes: this.opts.maxCaptureBytes ?? DEFAULT_MAX_CAPTURE_BYTES, killGraceMs: this.opts.killGraceMs ?? 2000 };
     const sandbox = new RemoteSandbox(sdk, this.opts.workdir, spec.gateway.url, env, limits, (s) => this.live.delete(s), this.opts.logger);
@@ -193,6 +220,30 @@ export class OpenSandboxProvider implements SandboxProvider {
     }
     this.opts.logger?.debug({ sandbox: sandbox.id }, 'sandbox created');
     return sandbox;
+  }
+
+  /** A create the server refused, as the error that says what to change. */
+  private createError(err: unknown): Error {
+    const said = describeServerError(err);
+    const server = `the OpenSandbox server ${this.opts.domain}`;
+    switch (serverCode(err)) {
+      case 'SANDBOX::INVALID_PARAMETER':
+        if (/network|egress/i.test(said)) {
+          return new ConfigError(
+            `opensandbox: ${server} refuses the model_only network policy (${said}): it has no egress image, so it cannot keep a sandbox to the gateway alone. ` +
+              'Configure one in the server\'s config (`[egress] image = "opensandbox/egress:<version>"` in ~/.sandbox.toml) and restart it',
+            { cause: err },
+          );
+        }
+        break;
+      case 'MISSING_API_KEY':
+      case 'INVALID_API_KEY':
+        return new ConfigError(`opensandbox: ${server} refuses this worker's API key (${said}): set sandbox_config.api_key (OPENSANDBOX_API_KEY) to its server.api_key`, { cause: err });
+      case 'DOCKER::SANDBOX_IMAGE_PULL_FAILED':
+        return new InfraError(`opensandbox: ${server} cannot pull the sandbox image ${this.opts.image} (${said}): push it where the server pulls from, or set sandbox_config.image (VISUAL_CODING_OPENCODE_SANDBOX_IMAGE)`, { cause: err });
+    }
+    if ((err as { statusCode?: number }).statusCode === 422) return new ConfigError(`opensandbox: ${server} refused the sandbox's settings: ${said}`, { cause: err });
+    return new InfraError(`opensandbox: could not create a sandbox from ${this.opts.image}: ${said}`, { cause: err });
   }
 
   /** Every limit is the OpenSandbox server's to enforce: cpu and memory are asked for per sandbox, the rest is its runtime's. */
