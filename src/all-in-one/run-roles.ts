@@ -17,6 +17,7 @@ import type { WorkerPresence } from '../shared/worker-registry.ts';
 import { startJudgeRole, startResultsRole, startSandboxRole } from '../workers/roles.ts';
 import type { InFlightJobs } from '../shared/in-flight-jobs.ts';
 import { PolicyFailures } from './run-watch.ts';
+import type { PaceState } from '../workers/sandbox/pacing/fleet-pace.ts';
 
 export interface RunRoles {
   tally: RowTally;
@@ -24,6 +25,8 @@ export interface RunRoles {
   policyFailures: PolicyFailures;
   /** Why this process takes no rollouts now (its host has no memory to spare), or null. */
   held(): string | null;
+  /** This process's pace against the policy endpoint (sessions at once, 429s in the last minute, wait share). */
+  pace(): PaceState;
   /** Stop taking jobs; jobs still running after `graceMs` go back to the queue, attempts kept. */
   close(graceMs: number): Promise<void>;
 }
@@ -66,6 +69,7 @@ export async function startRoles(options: { config: Config; logger: Logger; inFl
     tally,
     policyFailures,
     held: () => sandbox.admission().held,
+    pace: () => sandbox.pace(),
     async close(graceMs) {
       // The roles again, newest first, with this grace (their releasers do nothing more then).
       await sandbox.close(graceMs);

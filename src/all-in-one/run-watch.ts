@@ -15,6 +15,7 @@ import { policySilenceWarning, type RowTally } from '../shared/output/tally.ts';
 import type { RunRecord } from '../shared/run-store.ts';
 import { openJobs, readRunJobs } from '../ops/run-jobs.ts';
 import type { ProgressView } from './progress.ts';
+import type { PaceState } from '../workers/sandbox/pacing/fleet-pace.ts';
 
 export type WatchStatus = 'complete' | 'stopped' | 'stuck' | 'paused';
 
@@ -36,6 +37,8 @@ export interface WatchOptions {
   policyFailures: PolicyFailures;
   /** Why this process takes no rollouts now (no memory to spare), or null. */
   held?(): string | null;
+  /** This process's pace against the policy endpoint. */
+  pace?(): PaceState;
 }
 
 export interface WatchResult {
@@ -116,7 +119,7 @@ export async function watchRun(o: WatchOptions): Promise<WatchResult> {
         await sleep(1000);
         continue;
       }
-      o.view.update({ ...o.tally.counts, total: o.run.total, running: state.running, held: o.held?.() ?? null });
+      o.view.update({ ...o.tally.counts, total: o.run.total, running: state.running, held: o.held?.() ?? null, pace: o.pace?.() ?? null });
       const silence = warned ? null : policySilenceWarning(o.tally.counts);
       if (silence) {
         warned = true;
