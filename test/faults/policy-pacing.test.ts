@@ -70,30 +70,32 @@ describe('pacing a rate-limited policy server (real OpenCode)', () => {
   }
 
   it('a token bucket answering 429 + Retry-After: every row scored, no session restarted, few calls answered 429', async () => {
-    const { e } = await env(6, ['++queues.rollout_concurrency=3']);
+    const { e } = await env(4, ['++queues.rollout_concurrency=4']);
     const counts = emptyLimitCounts();
     const firsts = { n: 0 };
-    server.setScript(rateLimited(twoCalls(firsts), { perS: 1, burst: 2 }, counts));
+    server.setScript(rateLimited(twoCalls(firsts), { perS: 0.5, burst: 1 }, counts));
     const config = e.config(['++run_id=pace1']);
     const result = await runAll({ config, logger: e.logger, agent: runner(config, 'one'), progress: quiet });
     expect(result.status).toBe('complete');
     const rows = readJsonl(e.output);
-    expect(rows).toHaveLength(6);
+    expect(rows).toHaveLength(4);
     expect(rows.filter((r) => r.failure_kind !== null)).toEqual([]);
     expect(rows.every((r) => r.reward !== null)).toBe(true);
     // One first answer per rollout: no session was thrown away and started again.
-    expect(firsts.n).toBe(6);
-    expect(rows.reduce((n, r) => n + (r.policy_wait_s as number), 0)).toBeGreaterThan(0);
+    expect(firsts.n).toBe(4);
+    // The calls the server pushed back were held: their wait is in the rows.
+    expect(counts.limited).toBeGreaterThan(0);
+    expect(rows.reduce((n, r) => n + (r.policy_wait_s as number), 0)).toBeGreaterThan(0.5);
     const share = counts.limited / counts.calls;
-    console.log(`[fault] 1 call/s (burst 2), 6 rollouts, 3 at once: ${counts.limited}/${counts.calls} calls answered 429 (${(100 * share).toFixed(0)}%), ${firsts.n} sessions for 6 rollouts`);
-    expect(share).toBeLessThan(0.35);
+    console.log(`[fault] 1 call per 2 s (burst 1), 4 rollouts at once: ${counts.limited}/${counts.calls} calls answered 429 (${(100 * share).toFixed(0)}%), ${firsts.n} sessions for 4 rollouts`);
+    expect(share).toBeLessThan(0.5);
   });
 
   it('two sandbox-workers share one requests_per_min through Redis: the server is never pushed past it', async () => {
-    const { e } = await env(6, ['++queues.rollout_concurrency=3', '++policy.rate_limit.requests_per_min=60']);
+    const { e } = await env(4, ['++queues.rollout_concurrency=2', '++policy.rate_limit.requests_per_min=30']);
     const counts = emptyLimitCounts();
     const firsts = { n: 0 };
-    server.setScript(rateLimited(twoCalls(firsts), { perS: 1, burst: 2 }, counts));
+    server.setScript(rateLimited(twoCalls(firsts), { perS: 0.5, burst: 1 }, counts));
     const config = e.config(['++run_id=pace2']);
     const fleet = startInProcessFleet(e, config);
     try {
@@ -102,14 +104,14 @@ describe('pacing a rate-limited policy server (real OpenCode)', () => {
       await fleet.sandbox(runner(config, 'b'), config);
       await fleet.judge(config);
       await fleet.results(config);
-      await waitFor('six rows', async () => (await fleet.client.hlen(`${e.prefix}:run:pace2:rows`)) >= 6, 240_000, 500);
+      await waitFor('four rows', async () => (await fleet.client.hlen(`${e.prefix}:run:pace2:rows`)) >= 4, 240_000, 500);
     } finally {
       await fleet.close();
     }
-    expect(firsts.n).toBe(6);
-    console.log(`[fault] two workers, requests_per_min=60 against 1 call/s (burst 2): ${counts.limited}/${counts.calls} calls answered 429`);
-    // The shared limit allows a burst of 2 s of calls, as the server does: at most a few 429s at its edges.
-    expect(counts.limited / counts.calls).toBeLessThan(0.15);
+    expect(firsts.n).toBe(4);
+    console.log(`[fault] two workers, requests_per_min=30 against 1 call per 2 s (burst 1): ${counts.limited}/${counts.calls} calls answered 429`);
+    // The shared limit is the server's: at most a 429 at the edge of a bucket (the two clocks differ by a few ms).
+    expect(counts.limited).toBeLessThanOrEqual(1);
   });
 
   it('insufficient_quota pauses the run, saying so; no row is masked', async () => {
