@@ -4,9 +4,12 @@
  * that limit their callers (src/demo/scripted-policy-limits.ts), with the default settings and with
  * `++policy.adaptive_concurrency=false`, one wave of rollouts of two calls each per side:
  *
- *   rate-limited      a token bucket of 1 call/s holding 2, answering 429 + `Retry-After: 1` past it
- *   capacity-limited  2 calls at full speed (1.5 s each); beyond that each call slows in proportion
- *                     (latency = 1.5 s x calls in flight / 2), like a saturated vLLM server
+ *   rate-limited      a token bucket of 1 call per 10 s holding 2, answering 429 + `Retry-After: 1` past it
+ *   capacity-limited  1 call at full speed (8 s); beyond that each call slows in proportion
+ *                     (latency = 8 s x calls in flight), like a saturated vLLM server
+ *
+ * Both allow fewer calls than the sessions would make unpaced (about 0.2 calls/s at 4 sessions on 2
+ * cores), so the endpoint, not OpenCode, is what limits the wave.
  *
  * Figures: the share of calls answered 429, sessions restarted (first calls answered beyond one
  * per rollout; goal 0), rows masked (goal 0), and throughput as a share of what the endpoint allows
@@ -24,7 +27,7 @@ import { fmt } from './lib/stats.ts';
 export interface PacingBenchOptions {
   redisUrl: string;
   dir: string;
-  /** Rollouts per side. Default 12. */
+  /** Rollouts per side. Default 6. */
   rollouts: number;
   /** Sessions at once of the worker. Default 4. */
   concurrency: number;
@@ -96,11 +99,11 @@ export async function benchPacing(o: PacingBenchOptions): Promise<BenchRow[]> {
   const settings: Array<[string, string[]]> = [['default', []], ['adaptation off', ['++policy.adaptive_concurrency=false']]];
   for (const [setting, overrides] of settings) {
     o.log?.(`[bench 10] rate-limited, ${setting}`);
-    const rate = await side(o, (inner, c) => rateLimited(inner, { perS: 1, burst: 2, retryAfterS: 1 }, c), overrides, `rate-${setting === 'default' ? 'd' : 'o'}`);
-    rows.push(...rowsOf('rate-limited (1 call/s, burst 2)', 1, rate, o.rollouts, setting));
+    const rate = await side(o, (inner, c) => rateLimited(inner, { perS: 0.1, burst: 2, retryAfterS: 1 }, c), overrides, `rate-${setting === 'default' ? 'd' : 'o'}`);
+    rows.push(...rowsOf('rate-limited (1 call per 10 s, burst 2)', 0.1, rate, o.rollouts, setting));
     o.log?.(`[bench 10] capacity-limited, ${setting}`);
-    const cap = await side(o, (inner, c) => capacityLimited(inner, { capacity: 2, baseMs: 1500 }, c), overrides, `cap-${setting === 'default' ? 'd' : 'o'}`);
-    rows.push(...rowsOf('capacity-limited (2 at 1.5 s)', 2 / 1.5, cap, o.rollouts, setting));
+    const cap = await side(o, (inner, c) => capacityLimited(inner, { capacity: 1, baseMs: 8000 }, c), overrides, `cap-${setting === 'default' ? 'd' : 'o'}`);
+    rows.push(...rowsOf('capacity-limited (1 at 8 s)', 1 / 8, cap, o.rollouts, setting));
   }
   return rows;
 }

@@ -41,7 +41,7 @@
  *   --heap-settings LIST     8: unset, a BUN_JSC_forceRAMSize in MiB, or smol [unset,2048,1024,512,256,smol]
  *   --heap-runs N            8: rollouts of each setting [3]
  *   --stop-runs N            9: timed stops of each kind (deadlines, aborts, an unreachable Redis) [5]
- *   --pacing-rollouts N      10: rollouts per side against the rate- and capacity-limited policy servers [12]
+ *   --pacing-rollouts N      10: rollouts per side against the rate- and capacity-limited policy servers [6]
  *   --pacing-concurrency N   10: sessions at once of the sandbox-worker [4]
  *   --out FILE               where to write the table [bench/RESULTS.md when every benchmark ran]
  */
@@ -85,7 +85,7 @@ const DEFAULTS = {
   'heap-settings': 'unset,2048,1024,512,256,smol',
   'heap-runs': 3,
   'stop-runs': 5,
-  'pacing-rollouts': 12,
+  'pacing-rollouts': 6,
   'pacing-concurrency': 4,
   out: '',
 };

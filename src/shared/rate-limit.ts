@@ -25,7 +25,8 @@ const DECREASE = 0.8;
 
 // Fields: r, k (request and token levels), a (adaptive level), ar (adaptive rate, calls/ms; 0: none
 // learnt yet), ts (last update), until (held until), dec (last decrease), n/nts (calls let through
-// in the current 10 s window, and its start), pn/pd (the previous window's count and length).
+// in the current 10 s window, and its start), ok (of them, answered clean), pn/pok/pd (the previous
+// window's counts and length).
 const ACQUIRE = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -60,7 +61,7 @@ if wait <= 0 then
   k = k - cost
   a = a - 1
   if now - nts > 10000 then
-    redis.call('HSET', KEYS[1], 'pn', n, 'pd', now - nts)
+    redis.call('HSET', KEYS[1], 'pn', n, 'pok', tonumber(redis.call('HGET', KEYS[1], 'ok') or '0'), 'pd', now - nts, 'ok', 0)
     n, nts = 0, now
   end
   n = n + 1
@@ -75,16 +76,17 @@ const PUSHBACK = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local hold, adapt, ttl = tonumber(ARGV[1]), ARGV[2] == '1', tonumber(ARGV[3])
-local h = redis.call('HMGET', KEYS[1], 'until', 'ar', 'dec', 'n', 'nts', 'pn', 'pd')
+local h = redis.call('HMGET', KEYS[1], 'until', 'ar', 'dec', 'ok', 'nts', 'pok', 'pd')
 local untilv = math.max(tonumber(h[1]) or 0, now + hold)
 redis.call('HSET', KEYS[1], 'until', untilv)
 local dec = tonumber(h[3]) or 0
 if adapt and now - dec >= math.max(1000, hold) then
   local ar = tonumber(h[2]) or 0
   if ar <= 0 then
-    -- First push-back: start from the rate calls went out at (this window and the last).
-    local n, span = (tonumber(h[4]) or 0) + (tonumber(h[6]) or 0), (now - (tonumber(h[5]) or now)) + (tonumber(h[7]) or 0)
-    ar = n / math.max(1000, span)
+    -- First push-back: start from the rate calls were answered clean at (this window and the last),
+    -- or, when none was, one call per wait the server asked for.
+    local ok, span = (tonumber(h[4]) or 0) + (tonumber(h[6]) or 0), (now - (tonumber(h[5]) or now)) + (tonumber(h[7]) or 0)
+    if ok > 0 then ar = ok / math.max(1000, span) else ar = 1 / math.max(1000, hold) end
   end
   ar = math.max(tonumber(ARGV[4]), ar * tonumber(ARGV[5]))
   redis.call('HSET', KEYS[1], 'ar', ar, 'dec', now)
@@ -93,11 +95,12 @@ redis.call('PEXPIRE', KEYS[1], ttl)
 return 1
 `;
 
-// ARGV: tokens to add back (negative: take), the additive increase share, its floor (calls/ms).
+// ARGV: tokens to add back (negative: take), whether to raise the learnt rate, its floor (calls/ms), the increase share, whether the call was clean.
 const SETTLE = `
 local h = redis.call('HMGET', KEYS[1], 'k', 'ar')
 if h[1] then redis.call('HSET', KEYS[1], 'k', tonumber(h[1]) + tonumber(ARGV[1])) end
 local ar = tonumber(h[2]) or 0
+if ARGV[5] == '1' then redis.call('HINCRBY', KEYS[1], 'ok', 1) end
 if ARGV[2] == '1' and ar > 0 then
   redis.call('HSET', KEYS[1], 'ar', ar + math.max(tonumber(ARGV[3]), ar * tonumber(ARGV[4])))
 end
@@ -137,7 +140,7 @@ export class SharedRateLimit {
 
   /** A call ended: `extraTokens` more than its estimate (negative: fewer), and whether it came back clean (the learnt rate grows). */
   async settle(extraTokens: number, clean: boolean): Promise<void> {
-    await this.redis.eval(SETTLE, 1, this.key, String(-extraTokens), clean && this.limits.adaptive ? '1' : '0', String(MIN_RATE_PER_MIN / 60_000), String(INCREASE_SHARE));
+    await this.redis.eval(SETTLE, 1, this.key, String(-extraTokens), clean && this.limits.adaptive ? '1' : '0', String(MIN_RATE_PER_MIN / 60_000), String(INCREASE_SHARE), clean ? '1' : '0');
   }
 
   /** The learnt rate in calls per minute, or null before the endpoint pushed back. */

@@ -92,7 +92,7 @@ describe('pacing a rate-limited policy server (real OpenCode)', () => {
   });
 
   it('two sandbox-workers share one requests_per_min through Redis: the server is never pushed past it', async () => {
-    const { e } = await env(4, ['++queues.rollout_concurrency=2', '++policy.rate_limit.requests_per_min=30']);
+    const { e } = await env(4, ['++queues.rollout_concurrency=2', '++policy.rate_limit.requests_per_min=27']);
     const counts = emptyLimitCounts();
     const firsts = { n: 0 };
     server.setScript(rateLimited(twoCalls(firsts), { perS: 0.5, burst: 1 }, counts));
@@ -109,8 +109,8 @@ describe('pacing a rate-limited policy server (real OpenCode)', () => {
       await fleet.close();
     }
     expect(firsts.n).toBe(4);
-    console.log(`[fault] two workers, requests_per_min=30 against 1 call per 2 s (burst 1): ${counts.limited}/${counts.calls} calls answered 429`);
-    // The shared limit is the server's: at most a 429 at the edge of a bucket (the two clocks differ by a few ms).
+    console.log(`[fault] two workers, requests_per_min=27 against 1 call per 2 s (burst 1): ${counts.limited}/${counts.calls} calls answered 429`);
+    // The shared limit is a little under the server's: at most a 429 at the edge of its bucket.
     expect(counts.limited).toBeLessThanOrEqual(1);
   });
 

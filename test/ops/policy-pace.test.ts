@@ -50,15 +50,24 @@ describe('the shared pace', () => {
     expect(await t.tryAcquire(100)).toBeGreaterThan(1000);
   });
 
-  it('adaptive: the first push-back learns a rate from the calls that went out, each later one lowers it, clean calls raise it', async () => {
+  it('adaptive: the first push-back learns a rate from the calls answered clean, a later one lowers it, clean calls raise it', async () => {
     const l = new SharedRateLimit(redis, `${prefix}:policy-rate:l`, { requestsPerMin: null, tokensPerMin: null, adaptive: true });
     for (let i = 0; i < 10; i++) expect(await l.tryAcquire(0)).toBe(0);
+    // Two of the ten came back clean within the first second: at most 2 calls/s, less 20%.
+    await l.settle(0, true);
+    await l.settle(0, true);
     expect(await l.learntPerMin()).toBeNull();
     await l.pushBack(0);
     const learnt = (await l.learntPerMin())!;
     expect(learnt).toBeGreaterThan(0);
+    expect(learnt).toBeLessThanOrEqual(2 * 60 * 0.8 + 1e-6);
     await l.settle(0, true);
     expect((await l.learntPerMin())!).toBeGreaterThan(learnt);
+    // None clean before the first push-back: one call per wait the server asked for (2 s), less 20%.
+    const none = new SharedRateLimit(redis, `${prefix}:policy-rate:none`, { requestsPerMin: null, tokensPerMin: null, adaptive: true });
+    expect(await none.tryAcquire(0)).toBe(0);
+    await none.pushBack(2000);
+    expect((await none.learntPerMin())!).toBeCloseTo(30 * 0.8, 5);
   });
 
   it("publishes each worker's pace for `vcfleet status`; the progress line names it once the endpoint pushed back", async () => {
