@@ -9,7 +9,7 @@
  *   npm run bench -- --only 7 --capacity-ladder 8,16,24,32,40,48 --out /tmp/ladder.md   # how far this host goes
  *
  * Flags (defaults in brackets):
- *   --only LIST              benchmarks to run, e.g. 1,3 [1,2,3,4,5,6,7,8,9,10]
+ *   --only LIST              benchmarks to run, e.g. 1,3 [1,2,3,4,5,6,7,8,9,10,11]
  *   --rollouts N             1: rollouts per side [10000]
  *   --latency-samples N      1: unloaded latency samples, one at a time [300]
  *   --concurrency N          1: jobs at once in hops 1 and 2 (hop 3 is always 1) [8]
@@ -45,6 +45,8 @@
  *   --stop-runs N            9: timed stops of each kind (deadlines, aborts, an unreachable Redis) [5]
  *   --rejudge-masked N       10: masked rows rejudged, of a 388 x 8 run [1000]
  *   --rejudge-judge-ms N     10: milliseconds the scripted judge takes per call [40]
+ *   --pacing-rollouts N      11: rollouts per side against the rate- and capacity-limited policy servers [6]
+ *   --pacing-concurrency N   11: sessions at once of the sandbox-worker [4]
  *   --out FILE               where to write the table [bench/RESULTS.md when every benchmark ran]
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -57,7 +59,7 @@ import { startBenchRedis } from './lib/redis-server.ts';
 import { fmt } from './lib/stats.ts';
 
 const DEFAULTS = {
-  only: '1,2,3,4,5,6,7,8,9,10',
+  only: '1,2,3,4,5,6,7,8,9,10,11',
   rollouts: 10000,
   'latency-samples': 300,
   concurrency: 8,
@@ -91,6 +93,8 @@ const DEFAULTS = {
   'stop-runs': 5,
   'rejudge-masked': 1000,
   'rejudge-judge-ms': 40,
+  'pacing-rollouts': 6,
+  'pacing-concurrency': 4,
   out: '',
 };
 type Flags = typeof DEFAULTS;
@@ -184,6 +188,8 @@ async function main(): Promise<void> {
     await step('9', 'stops', async () => (await import('./stops.ts')).benchStops({ dir, runs: flags['stop-runs'], log }));
     await step('10', 'rejudge', async () =>
       (await import('./requeue.ts')).benchRequeue({ redisUrl: redis.url, dir, tasks: 388, repeats: 8, masked: flags['rejudge-masked'], judgeMs: flags['rejudge-judge-ms'], log }));
+    await step('11', 'pacing', async () =>
+      (await import('./pacing.ts')).benchPacing({ redisUrl: redis.url, dir, rollouts: flags['pacing-rollouts'], concurrency: flags['pacing-concurrency'], log }));
   } finally {
     await redis.stop();
     rmSync(dir, { recursive: true, force: true });

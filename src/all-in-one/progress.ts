@@ -4,6 +4,7 @@
  */
 import cliProgress from 'cli-progress';
 import { accuracyOf, type TallyCounts } from '../shared/output/tally.ts';
+import type { PaceState } from '../workers/sandbox/pacing/fleet-pace.ts';
 
 /** What the progress line shows: the run's row tally, its size, and the rollouts running now. */
 export interface ProgressCounts extends Pick<TallyCounts, 'done' | 'scored' | 'correct' | 'masked'> {
@@ -11,6 +12,17 @@ export interface ProgressCounts extends Pick<TallyCounts, 'done' | 'scored' | 'c
   running: number;
   /** Why this process takes no rollouts now (its host has no memory to spare); absent or null when it takes them. */
   held?: string | null;
+  /** This process's pace against the policy endpoint; absent when it runs no sandbox-worker. */
+  pace?: PaceState | null;
+}
+
+/**
+ * The line's note on the policy endpoint's pace, once it pushed back or the sessions at once were
+ * lowered: e.g. " | paced: 2/4 at once, 7x 429 in 1 min, 35% waiting".
+ */
+export function paceText(p: PaceState | null | undefined): string {
+  if (!p || (p.pushbacksLastMin === 0 && p.concurrency >= p.cap && p.waitShare < 0.005)) return '';
+  return ` | paced: ${p.concurrency}/${p.cap} at once, ${p.pushbacksLastMin}x 429 in 1 min, ${(100 * p.waitShare).toFixed(0)}% waiting`;
 }
 
 /** The line's note on a hold: short on the bar, whole on a log line. */
@@ -61,7 +73,7 @@ export function createProgressView(stream: NodeJS.WriteStream = process.stderr, 
   if (stream.isTTY) {
     const bar = new cliProgress.SingleBar(
       {
-        format: ' {bar} {value}/{total} | running {running} | masked {masked} | acc {acc} | ETA {remaining}{held}',
+        format: ' {bar} {value}/{total} | running {running} | masked {masked} | acc {acc} | ETA {remaining}{pace}{held}',
         hideCursor: true,
         stream,
       },
@@ -70,7 +82,7 @@ export function createProgressView(stream: NodeJS.WriteStream = process.stderr, 
     let started = false;
     return {
       update(c) {
-        const payload = { running: c.running, masked: c.masked, acc: accuracyText(c), remaining: eta.text(c), held: heldText(c) };
+        const payload = { running: c.running, masked: c.masked, acc: accuracyText(c), remaining: eta.text(c), held: heldText(c), pace: paceText(c.pace) };
         if (!started) {
           bar.start(c.total, c.done, payload);
           started = true;
@@ -94,7 +106,7 @@ export function createProgressView(stream: NodeJS.WriteStream = process.stderr, 
       last = now;
       lastDone = c.done;
       stream.write(
-        `progress: ${c.done}/${c.total} done, ${c.running} running, ${c.masked} masked, accuracy ${accuracyText(c)}, ETA ${remaining}${held ? `; held: ${held}` : ''}\n`,
+        `progress: ${c.done}/${c.total} done, ${c.running} running, ${c.masked} masked, accuracy ${accuracyText(c)}, ETA ${remaining}${paceText(c.pace).replace(' | ', '; ')}${held ? `; held: ${held}` : ''}\n`,
       );
     },
     stop() {},

@@ -141,7 +141,7 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     const watched = await watchRun({
       connection, prefix: config.queues.prefix, run, tally: fleet.tally, view: options.progress ?? createProgressView(), logger,
       signal: options.signal, policyUrl: stripCredentials(config.policy_base_url), stuckAfterMs: options.stuckAfterMs ?? 15_000,
-      failFastAfter: config.queues.fail_fast_after, policyFailures: fleet.policyFailures, held: fleet.held,
+      failFastAfter: config.queues.fail_fast_after, policyFailures: fleet.policyFailures, held: fleet.held, pace: fleet.pace,
       refresh: fleet.commitsRows ? undefined : fleet.refresh,
     });
     logger.info({ run_id: run.run_id, status: watched.status }, 'run loop ended');

@@ -18,6 +18,7 @@ import type { WorkerPresence } from '../shared/worker-registry.ts';
 import { startJudgeRole, startResultsRole, startSandboxRole, WORKER_ROLES, type WorkerRole } from '../workers/roles.ts';
 import type { InFlightJobs } from '../shared/in-flight-jobs.ts';
 import { PolicyFailures } from './run-watch.ts';
+import type { PaceState } from '../workers/sandbox/pacing/fleet-pace.ts';
 
 export interface RunRoles {
   tally: RowTally;
@@ -29,6 +30,8 @@ export interface RunRoles {
   policyFailures: PolicyFailures;
   /** Why this process takes no rollouts now (its host has no memory to spare), or null. */
   held(): string | null;
+  /** This process's pace against the policy endpoint (sessions at once, 429s in the last minute, wait share). */
+  pace(): PaceState | null;
   /** Stop taking jobs; jobs still running after `graceMs` go back to the queue, attempts kept. */
   close(graceMs: number): Promise<void>;
 }
@@ -84,6 +87,7 @@ export async function startRoles(
     refresh: results ? async () => {} : count,
     policyFailures,
     held: () => sandbox?.admission().held ?? null,
+    pace: () => sandbox?.pace() ?? null,
     async close(graceMs) {
       // The roles again, newest first, with this grace (their releasers do nothing more then).
       await sandbox?.close(graceMs);
@@ -101,5 +105,5 @@ export async function noRoles(connection: Redis, prefix: string, run: RunRecord)
     for await (const row of store.scanRows(run.run_id)) tally.add(row);
   };
   await refresh();
-  return { run, tally, commitsRows: false, refresh, policyFailures: new PolicyFailures(), held: () => null, close: async () => {} };
+  return { run, tally, commitsRows: false, refresh, policyFailures: new PolicyFailures(), held: () => null, pace: () => null, close: async () => {} };
 }

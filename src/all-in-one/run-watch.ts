@@ -15,6 +15,7 @@ import { policySilenceWarning, type RowTally } from '../shared/output/tally.ts';
 import type { RunRecord } from '../shared/run-store.ts';
 import { openJobs, readRunJobs } from '../ops/run-jobs.ts';
 import type { ProgressView } from './progress.ts';
+import type { PaceState } from '../workers/sandbox/pacing/fleet-pace.ts';
 
 export type WatchStatus = 'complete' | 'stopped' | 'stuck' | 'paused';
 
@@ -38,6 +39,8 @@ export interface WatchOptions {
   held?(): string | null;
   /** Read the tally again (its rows are committed by another process), every couple of seconds. */
   refresh?(): Promise<void>;
+  /** This process's pace against the policy endpoint. */
+  pace?(): PaceState | null;
 }
 
 export interface WatchResult {
@@ -69,17 +72,25 @@ async function pendingOf(o: WatchOptions, queues: Array<Queue<JobData<QueueName>
 export class PolicyFailures {
   count = 0;
   first: string | null = null;
+  /** The policy server said the key's quota is gone (`insufficient_quota`): the run pauses at once. */
+  quotaGone: string | null = null;
 
-  /** Feed every rollout job's end (the sandbox-worker's onJobEnd): a failure coded `policy_server` counts. */
+  /** Feed every rollout job's end (the sandbox-worker's onJobEnd): a failure coded `policy_server` (or `policy_quota`) counts. */
   record(outcome: 'completed' | 'failed' | 'requeued', error?: unknown): void {
-    if (outcome !== 'failed' || !(error instanceof InfraError) || error.code !== 'policy_server') return;
+    if (outcome !== 'failed' || !(error instanceof InfraError)) return;
+    if (error.code === 'policy_quota') this.quotaGone ??= errorMessage(error);
+    else if (error.code !== 'policy_server') return;
     this.count++;
     this.first ??= errorMessage(error);
   }
 }
 
-/** The first policy failure's message, once `n` rollout attempts failed on the policy server and no call was answered. */
+/**
+ * Why to pause the run: the key's quota is gone (at once, whatever was answered before), or the
+ * first policy failure's message once `n` rollout attempts failed on the policy server and no call was answered.
+ */
 function policyDown(failures: PolicyFailures, tally: RowTally, n: number): string | null {
+  if (failures.quotaGone !== null) return failures.quotaGone;
   if (n <= 0 || tally.counts.answeredCalls > 0 || failures.count < n) return null;
   return failures.first;
 }
@@ -111,7 +122,7 @@ export async function watchRun(o: WatchOptions): Promise<WatchResult> {
         await sleep(1000);
         continue;
       }
-      o.view.update({ ...o.tally.counts, total: o.run.total, running: state.running, held: o.held?.() ?? null });
+      o.view.update({ ...o.tally.counts, total: o.run.total, running: state.running, held: o.held?.() ?? null, pace: o.pace?.() ?? null });
       const silence = warned ? null : policySilenceWarning(o.tally.counts);
       if (silence) {
         warned = true;

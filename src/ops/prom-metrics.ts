@@ -17,11 +17,17 @@
  * - `vcfleet_sandbox_slots`: rollouts this sandbox-worker runs at once (a number, or what `auto` found).
  * - `vcfleet_sandbox_admission_held`: 1 while the worker takes no rollouts because its host has no room.
  * - `vcfleet_sandbox_admission_holds_total`: times it held off.
+ * - `vcfleet_policy_concurrency` / `vcfleet_policy_concurrency_cap`: sessions this sandbox-worker runs at once
+ *   against its policy endpoint now (adaptive concurrency), and its cap.
+ * - `vcfleet_policy_pushbacks_total`, `vcfleet_policy_pushbacks_last_minute`: 429s (and 503s with Retry-After)
+ *   the endpoint answered the agent's calls, which the gateway held and sent again.
+ * - `vcfleet_policy_wait_share`: share of the last minute's session time spent waiting on the endpoint (0..1).
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Redis } from 'ioredis';
 import type { AgentRunner } from '../shared/agent.ts';
 import type { AdmissionState } from '../workers/sandbox/admission.ts';
+import type { PaceState } from '../workers/sandbox/pacing/fleet-pace.ts';
 import type { Judge } from '../shared/judge.ts';
 import type { Row } from '../shared/rows.ts';
 import type { QueueName } from '../shared/queues.ts';
@@ -43,6 +49,8 @@ export interface FleetMetrics {
   wrapJudge(judge: Judge): Judge;
   /** The sandbox-worker's admission state (its slots, and whether it holds off for lack of memory). */
   admission(state: AdmissionState): void;
+  /** The sandbox-worker's pace against its policy endpoint (sessions at once, push-backs, wait share). */
+  pace(state: PaceState): void;
   /** Report the depth of every queue under `prefix` on scrape, read through `redis`. */
   watchQueues(redis: Redis, prefix: string): void;
   /** Release what `watchQueues` opened (the connection stays with its owner). Safe to call twice. */
@@ -71,6 +79,24 @@ function admissionMetrics(registers: Registry[]): (state: AdmissionState) => voi
   };
 }
 
+/** The series of a sandbox-worker's pace against its policy endpoint, and the hook that sets them. */
+function paceMetrics(registers: Registry[]): (state: PaceState) => void {
+  const concurrency = new Gauge({ name: 'vcfleet_policy_concurrency', help: 'Sessions this sandbox-worker runs at once against its policy endpoint now (adaptive concurrency).', registers });
+  const cap = new Gauge({ name: 'vcfleet_policy_concurrency_cap', help: 'Most sessions this sandbox-worker runs at once (its slots).', registers });
+  const total = new Counter({ name: 'vcfleet_policy_pushbacks_total', help: "429s (and 503s with Retry-After) the policy endpoint answered the agent's calls; held and sent again.", registers });
+  const lastMin = new Gauge({ name: 'vcfleet_policy_pushbacks_last_minute', help: 'Push-backs of the policy endpoint in the last minute.', registers });
+  const share = new Gauge({ name: 'vcfleet_policy_wait_share', help: "Share of the last minute's session time spent waiting on the policy endpoint (0..1).", registers });
+  let seen = 0;
+  return (state) => {
+    concurrency.set(state.concurrency);
+    cap.set(state.cap);
+    lastMin.set(state.pushbacksLastMin);
+    share.set(state.waitShare);
+    if (state.pushbacksTotal > seen) total.inc(state.pushbacksTotal - seen);
+    seen = state.pushbacksTotal;
+  };
+}
+
 export function createFleetMetrics(options: FleetMetricsOptions = {}): FleetMetrics {
   const registry = new Registry();
   if (options.role) registry.setDefaultLabels({ role: options.role });
@@ -89,6 +115,7 @@ export function createFleetMetrics(options: FleetMetricsOptions = {}): FleetMetr
   const rows = new Counter({ name: 'vcfleet_rows_committed_total', help: 'Rows committed by the results consumer.', labelNames: ['result', 'kind'], registers });
   const depth: QueueDepthSource = createQueueDepthGauge(registry);
   const admission = admissionMetrics(registers);
+  const pace = paceMetrics(registers);
 
   return {
     registry,
@@ -136,6 +163,7 @@ export function createFleetMetrics(options: FleetMetricsOptions = {}): FleetMetr
       close: () => judge.close(),
     }),
     admission,
+    pace,
     watchQueues: (redis, prefix) => depth.watch(redis, prefix),
     close: () => depth.close(),
   };

@@ -5,6 +5,7 @@ import { RunStore, type OutputLocation, type RunRecord } from '../shared/run-sto
 import { accuracyOf, policySilenceWarning, RowTally, type TallyCounts } from '../shared/output/tally.ts';
 import { listWorkers, type WorkerRecord } from '../shared/worker-registry.ts';
 import { emptyJobCounts, openJobs, readRunJobs, type JobState } from './run-jobs.ts';
+import { readPolicyPace, type EndpointPace } from './policy-pace.ts';
 
 export interface RunStatus {
   run: RunRecord;
@@ -26,6 +27,8 @@ export interface RunStatus {
   output: OutputLocation | null;
   /** The fleet's workers (of the prefix): live ones, and those that stopped heartbeating with the jobs of this run they held. */
   workers: { live: WorkerRecord[]; stale: Array<WorkerRecord & { held: string[] }> };
+  /** The fleet's pace against each policy endpoint its live sandbox-workers call (sessions at once, 429s, wait share). */
+  policy_pace: EndpointPace[];
 }
 
 /** Rows of a run by outcome (one HSCAN pass). */
@@ -50,5 +53,6 @@ export async function runStatus(redis: Redis, prefix: string, runId: string, now
     masked: t.maskedByKind, stop_reasons: t.stopReasons, warnings, jobs: jobs.counts, pending, complete: t.done >= run.total && pending === 0,
     output: await store.getOutputLocation(runId),
     workers: { live: fleet.live, stale },
+    policy_pace: await readPolicyPace(redis, prefix, now),
   };
 }

@@ -31,6 +31,19 @@ export interface RolloutTranscript {
   images: Map<string, { mime: string; bytes: Buffer }>;
 }
 
+/**
+ * The fleet's pace of policy calls as a rollout's gateway uses it (a shared rate limit, adaptive
+ * concurrency; the sandbox-worker's pacing/ implements it).
+ */
+export interface PolicyPace {
+  /** Resolves when the fleet's limits allow one more call of about `tokens` tokens (at once when there are none), or `signal` aborts. */
+  acquire(tokens: number, signal: AbortSignal): Promise<void>;
+  /** A call ended: what it cost (`tokens`, against the `estimate` taken), how long it took, and whether (and for how long) the endpoint pushed back. */
+  done(call: { tokens: number; estimate: number; latencyMs: number; completionTokens: number; backpressure: boolean; retryAfterMs?: number | null }): void;
+  /** A call of the agent started or stopped waiting (for the share of session time spent waiting). */
+  holding(delta: 1 | -1): void;
+}
+
 export interface RolloutRequest {
   runId: string;
   rolloutId: string;
@@ -48,6 +61,11 @@ export interface RolloutRequest {
   transcript: { enabled: boolean; imageBudgetBytes: number };
   /** 1 for the first attempt of this rollout, 2 after one infrastructure retry, ... */
   attempt?: number;
+  /**
+   * How the agent's policy calls are paced: the fleet's pace (none: they go out at once) and the
+   * bound of the time they may be held on the endpoint's back-pressure (`policy.max_wait_s`; default 600).
+   */
+  pacing?: { pace?: PolicyPace; maxWaitS: number };
 }
 
 /** What a rollout produced: its outcome (rollout-outcome.ts) and, when kept, its transcript. */

@@ -87,6 +87,28 @@ export const PolicySchema = z
     max_concurrent_calls: positiveInt.default(4),
     /** Policy calls per rollout; past it the session stops (stop reason timeout, with the reason in `error`). */
     max_calls_per_rollout: positiveInt.default(1000),
+    /**
+     * Bound of the time one rollout's calls may be held while the policy server pushes back (429, 503
+     * with Retry-After), in seconds; the task timeout never counts that time. Past it the rollout goes
+     * back to the queue without spending an attempt, once; the second time it spends one.
+     */
+    max_wait_s: positiveInt.default(600),
+    /** A fleet-wide pace of policy calls per endpoint, shared by every sandbox-worker through Redis; null: none. */
+    rate_limit: z
+      .object({
+        /** Policy calls per minute to the endpoint, over the whole fleet. */
+        requests_per_min: z.number().positive().nullable().default(null),
+        /** Tokens (prompt + completion) per minute to the endpoint, over the whole fleet. */
+        tokens_per_min: z.number().positive().nullable().default(null),
+      })
+      .strict()
+      .default({ requests_per_min: null, tokens_per_min: null }),
+    /**
+     * Adaptive concurrency: a sandbox-worker runs fewer sessions at once when the policy server
+     * answers 429 or slows down, and more again when calls come back clean (additive increase,
+     * multiplicative decrease, within `queues.rollout_concurrency`). Running sessions are never cut.
+     */
+    adaptive_concurrency: z.boolean().default(true),
   })
   .strict();
 

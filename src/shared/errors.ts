@@ -15,9 +15,10 @@ export class DataError extends Error {
 
 /**
  * What failed, for code that acts on it (a run pauses on `policy_server`) rather than on the words of
- * a message: the policy server (down, refusing us, failing every call), or anything else.
+ * a message: the policy server (down, refusing us, failing every call), the policy key's quota gone
+ * for good (`policy_quota`: a run pauses at once), or anything else.
  */
-export type InfraCode = 'policy_server' | 'other';
+export type InfraCode = 'policy_server' | 'policy_quota' | 'other';
 
 /**
  * Infrastructure failed (sandbox provider, policy endpoint, judge endpoint, disk). Retried with

@@ -10,6 +10,12 @@ export interface FleetKeys {
   enqueued(runId: string): string;
   /** A rollout's transcript on its way to the results host (record, images, the judge's part). */
   transcript(runId: string, rolloutId: string): string;
+  /** Set once a rollout was handed back for waiting past `policy.max_wait_s` (the next time spends an attempt). */
+  policyWaitHandBack(runId: string, rolloutId: string): string;
+  /** The fleet's shared pace of calls to one policy endpoint (its token buckets), by endpoint id. */
+  policyRate(endpointId: string): string;
+  /** What each sandbox-worker says of its pace against one policy endpoint (for `vcfleet status`), by endpoint id. */
+  policyPace(endpointId: string): string;
   /** The results writer's lock of the fleet's queues (null) or of one run's own. */
   writerLock(scope?: string | null): string;
 }
@@ -24,6 +30,9 @@ export function fleetKeys(prefix: string): FleetKeys {
     outcomes: (id) => `${prefix}:run:${id}:outcomes`,
     enqueued: (id) => `${prefix}:run:${id}:enqueued`,
     transcript: (id, rollout) => `${prefix}:run:${id}:transcript:${rollout}`,
+    policyWaitHandBack: (id, rollout) => `${prefix}:run:${id}:policy-wait:${rollout}`,
+    policyRate: (endpoint) => `${prefix}:policy-rate:${endpoint}`,
+    policyPace: (endpoint) => `${prefix}:policy-pace:${endpoint}`,
     writerLock: (scope = null) => (scope === null ? `${prefix}:results-writer-lock` : `${prefix}:results-writer-lock:${scope}`),
   };
 }

@@ -43,6 +43,11 @@ export const RolloutOutcomeSchema = z.object({
   refused_requests: Counts.default({}),
   /** Chat calls that were not the agent's own conversation (made by something the model ran); they never count. */
   forged_calls: z.number().int().min(0).default(0),
+  /**
+   * Seconds the agent's policy calls were held by the gateway while the policy server pushed back
+   * (429, 503 with Retry-After) or the fleet's pace made them wait; the task timeout does not count them.
+   */
+  policy_wait_s: z.number().min(0).default(0),
 });
 export type RolloutOutcome = z.infer<typeof RolloutOutcomeSchema>;
 /** An outcome as a producer writes it: everything but the stop reason may be left to its default. */

@@ -42,7 +42,7 @@ export async function startSandboxRole(
   const rolloutEnd = metrics.jobEnd('rollout');
   try {
     const worker = await startSandboxWorker({
-      ...parts, agent, onAdmission: (state) => metrics.admission(state),
+      ...parts, agent, onAdmission: (state) => metrics.admission(state), onPace: (state) => metrics.pace(state),
       onJobEnd: (outcome, ms, err) => {
         rolloutEnd(outcome, ms, err);
         extra.onJobEnd?.(outcome, ms, err);

@@ -8,6 +8,7 @@ import { servingOf, unservedText } from '../../ops/serving.ts';
 import { WORKER_ROLES } from '../../workers/roles.ts';
 import { runStatus, type RunStatus } from '../../ops/run-status.ts';
 import { JOB_STATES } from '../../ops/run-jobs.ts';
+import { paceLines } from '../../ops/policy-pace.ts';
 
 function formatStatus(s: RunStatus): string {
   const acc = s.accuracy === null ? '-' : `${(100 * s.accuracy).toFixed(1)}%`;
@@ -25,6 +26,7 @@ function formatStatus(s: RunStatus): string {
     s.output ? `output: ${s.output.path} on host ${s.output.host} (results consumer ${s.output.worker ?? '?'})` : `output: ${s.run.output_jsonl_fpath} (not opened yet: the results consumer resolves it under its own output_root)`,
     `workers: ${roles.length ? roles.map(([r, n]) => `${n} ${r}`).join(', ') : 'none running'}`,
     ...(stale.length ? ['workers that stopped heartbeating:', ...stale] : []),
+    ...paceLines(s.policy_pace),
     '',
     jobs,
   ].join('\n');

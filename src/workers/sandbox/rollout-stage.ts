@@ -5,7 +5,7 @@
  * Infrastructure errors propagate as exceptions so that the adapter retries them.
  */
 import path from 'node:path';
-import type { AgentResult, AgentRunner, PolicyEndpoint } from '../../shared/agent.ts';
+import type { AgentResult, AgentRunner, PolicyEndpoint, PolicyPace } from '../../shared/agent.ts';
 import { InfraError } from '../../shared/errors.ts';
 import type { JudgeJob, RolloutJob } from '../../shared/queues.ts';
 import { buildRow, type Row, type RowContext } from '../../shared/rows.ts';
@@ -26,10 +26,18 @@ export interface SandboxHostSettings {
   captureRoot: string;
 }
 
+/** The pace of one endpoint's calls, as the stage uses it: handed to the rollout, told when its session runs. */
+export interface SessionPace extends PolicyPace {
+  sessionStarted(): void;
+  sessionEnded(): void;
+}
+
 export interface RolloutStageDeps {
   store: Pick<RunStore, 'requireRun' | 'getTask' | 'getBlob' | 'putOutcome' | 'putTranscript'>;
   agent: AgentRunner;
   host: SandboxHostSettings;
+  /** The pace of calls to an endpoint for a model (pacing/policy-pacing.ts); none: unpaced, held up to 600 s. */
+  pacing?: (baseUrl: string, model: string) => { pace: SessionPace; maxWaitS: number };
 }
 
 export type RolloutStageResult = { next: 'judge'; job: JudgeJob } | { next: 'results'; row: Row };
@@ -85,6 +93,8 @@ export async function runRolloutStage(job: RolloutJob, deps: RolloutStageDeps, s
   const task = await deps.store.getTask(job.run_id, job.task_id);
   const bytes = await deps.store.getBlob(task.image_sha256);
   const baseUrl = choosePolicyEndpoint(run.run_id, settings.policy.endpoint, deps.host);
+  const pacing = deps.pacing?.(baseUrl, settings.policy.model_name);
+  pacing?.pace.sessionStarted();
   const result = await deps.agent.run(
     {
       runId: run.run_id,
@@ -98,9 +108,10 @@ export async function runRolloutStage(job: RolloutJob, deps: RolloutStageDeps, s
       captureDir: path.join(deps.host.captureRoot, run.run_id),
       transcript: { enabled: settings.transcripts.enabled, imageBudgetBytes: settings.transcripts.max_image_mib * 1024 * 1024 },
       attempt,
+      pacing,
     },
     signal,
-  );
+  ).finally(() => pacing?.pace.sessionEnded());
   await keepTranscript(deps, run, job, result, task.image_sha256);
   const { outcome } = result;
   await deps.store.putOutcome(run.run_id, job.rollout_id, outcome);

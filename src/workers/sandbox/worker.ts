@@ -13,6 +13,9 @@ import { infraFailedRow, runRolloutStage } from './rollout-stage.ts';
 import { RunSettingConflicts } from '../settings-conflicts.ts';
 import { MemoryAdmission, type AdmissionState } from './admission.ts';
 import type { HostMemory } from './host/host-memory.ts';
+import { PolicyPacing } from './pacing/policy-pacing.ts';
+import type { PaceState } from './pacing/fleet-pace.ts';
+import { PolicyWaitExceeded, policyWaitError } from './policy-wait.ts';
 
 export interface SandboxWorkerDeps extends RoleDeps<'rollout'> {
   agent: AgentRunner;
@@ -20,11 +23,15 @@ export interface SandboxWorkerDeps extends RoleDeps<'rollout'> {
   onAdmission?(state: AdmissionState): void;
   /** How the host's memory is read (tests); default /proc and the worker's cgroup. */
   readMemory?: () => Promise<HostMemory>;
+  /** Told every second, and whenever its sessions at once change, with the worker's pace against the policy endpoint. */
+  onPace?(state: PaceState): void;
 }
 
 export type SandboxWorker = StageWorker<'rollout'> & {
   /** Its slots, and whether (and why) it holds off taking rollouts now. */
   admission(): AdmissionState;
+  /** Its pace against the policy endpoint: sessions at once now, push-backs, the share of time waiting. */
+  pace(): PaceState;
 };
 
 export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<SandboxWorker> {
@@ -44,6 +51,14 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Sandb
   const conflicts = new RunSettingConflicts(config, 'sandbox', logger, deps.agent.host.maxLifetimeS);
   const admission = new MemoryAdmission(config, deps.agent.host.usesHostMemory, logger, deps.onAdmission, deps.readMemory);
   const slots = await admission.slots(config.queues.rollout_concurrency);
+  // A lower pace only stops new sessions from starting (BullMQ's concurrency): running ones go on.
+  const pacing: PolicyPacing = new PolicyPacing({
+    config, redis: connection, logger, cap: slots, workerName: deps.workerName,
+    onChange: (state) => {
+      if (stage.worker.concurrency !== state.concurrency) stage.worker.concurrency = state.concurrency;
+      deps.onPace?.(state);
+    },
+  });
   const stage = startStageWorker({
     queue: 'rollout',
     connection,
@@ -63,7 +78,11 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Sandb
         throw new HandBackError(refusal, 2000);
       }
       conflicts.check(await store.requireRun(data.run_id));
-      const out = await runRolloutStage(data, { store, agent: deps.agent, host }, ctx.signal, ctx.attempt).finally(() => admission.sessionEnded());
+      const out = await runRolloutStage(data, { store, agent: deps.agent, host, pacing: (url, model) => pacing.paceFor(url, model) }, ctx.signal, ctx.attempt)
+        .catch(async (err: unknown) => {
+          throw err instanceof PolicyWaitExceeded ? await policyWaitError(connection, prefix, data.run_id, data.rollout_id, err) : err;
+        })
+        .finally(() => admission.sessionEnded());
       if (out.next === 'judge') {
         await enqueue('judge', judge, out.job);
       } else {
@@ -81,11 +100,13 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Sandb
   releasers.add('close the agent runner (its sandboxes)', () => deps.agent.close());
   releasers.add('close the judge and results queues', () => Promise.all([judge.close(), results.close()]));
   releasers.add('stop the memory admission', () => admission.stop());
+  releasers.add('stop the policy pace', () => pacing.stop());
   let grace: number | undefined;
   releasers.add('stop the rollout worker', () => stage.close(grace));
   return {
     worker: stage.worker,
     admission: () => admission.current,
+    pace: () => pacing.state,
     close(graceMs) {
       grace = graceMs;
       return releasers.release();

@@ -44,12 +44,17 @@ export interface GatewayStats {
   refused: Record<string, number>;
   /** Chat calls forwarded that were not the agent's own (sent by something the model ran). */
   forgedCalls: number;
+  /** Back-pressure answers (429, 503 with Retry-After) to the agent's calls that the gateway held and sent again (never failures). */
+  heldAnswers: number;
+  /** Calls sent again on a fresh connection after a pooled one the server had closed failed. */
+  freshRetries: number;
 }
 
 export function emptyStats(): GatewayStats {
   return {
     calls: 0, answered: 0, upstreamErrors: 0, upstreamErrorReasons: {}, retryableStatuses: 0, consecutiveFailures: 0,
     failingSince: null, lastSuccessAt: null, promptTokens: 0, completionTokens: 0, toolCalls: 0, refused: {}, forgedCalls: 0,
+    heldAnswers: 0, freshRetries: 0,
   };
 }
 
@@ -67,6 +72,7 @@ export function isServerFailure(call: Pick<GatewayCall, 'status' | 'upstreamErro
 export function recordCall(stats: GatewayStats, call: GatewayCall, now: number): GatewayStats {
   const next: GatewayStats = { ...stats, upstreamErrorReasons: { ...stats.upstreamErrorReasons }, refused: { ...stats.refused } };
   next.calls++;
+  if (call.freshRetry) next.freshRetries++;
   if (call.upstreamError !== undefined && call.upstreamErrorKind !== undefined) {
     next.upstreamErrors++;
     next.upstreamErrorReasons[call.upstreamErrorKind] = (next.upstreamErrorReasons[call.upstreamErrorKind] ?? 0) + 1;
@@ -89,6 +95,11 @@ export function recordCall(stats: GatewayStats, call: GatewayCall, now: number):
 /** The stats after a forged call (not the agent's) was forwarded: counted, nothing else. */
 export function recordForged(stats: GatewayStats): GatewayStats {
   return { ...stats, forgedCalls: stats.forgedCalls + 1 };
+}
+
+/** The stats after a back-pressure answer was held (not a failure: the call is sent again). */
+export function recordHeld(stats: GatewayStats): GatewayStats {
+  return { ...stats, heldAnswers: stats.heldAnswers + 1 };
 }
 
 /** The stats after the gateway refused a request itself. */

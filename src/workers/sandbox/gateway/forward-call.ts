@@ -9,6 +9,10 @@ import https from 'node:https';
 import type { Socket } from 'node:net';
 import { classifyUpstreamError, codedError, type UpstreamErrorKind } from './upstream-errors.ts';
 import { ResponseReader, type AssembledResponse } from './response-reader.ts';
+import { askedWaitMs, isBackpressure, isQuotaGone } from './backpressure.ts';
+
+/** Bytes of a held 429/503 answer read before it is passed on as it is (a real one is a small JSON error). */
+const HELD_BODY_MAX_BYTES = 64 * 1024;
 
 export interface Upstream {
   url: URL;
@@ -39,6 +43,15 @@ export interface ForwardResult {
   response: AssembledResponse;
   /** Parsed SSE chunks, when asked for (capture). */
   chunks: unknown[] | null;
+  /**
+   * With `hold`: the server pushed back (429, or 503 with Retry-After) and nothing was sent to the
+   * sandbox; the caller waits (`retryAfterMs` is what the server asked for, capped) and sends again.
+   */
+  backpressure?: { status: number; retryAfterMs: number | null };
+  /** A 429 that says the key's quota is gone (passed on to the sandbox as it came). */
+  quotaGone?: boolean;
+  /** A pooled connection the server had closed failed before any answer: the call was sent again on a fresh one. */
+  freshRetry?: boolean;
 }
 
 export function createUpstream(baseUrl: string, apiKey: string | null, requestTimeoutMs: number, connectTimeoutMs: number): Upstream {
@@ -82,12 +95,15 @@ class ForwardedCall {
   private wholeTimer: NodeJS.Timeout | undefined;
   private connectTimer: NodeJS.Timeout | undefined;
   private upReq: http.ClientRequest | null = null;
+  private retried = false;
+  private send: ((agent: http.Agent | false) => void) | null = null;
 
   constructor(
     private readonly up: Upstream,
     private readonly res: http.ServerResponse,
     private readonly keepChunks: boolean,
     private readonly assemble: boolean,
+    private readonly hold: boolean,
     private readonly resolve: (r: ForwardResult) => void,
   ) {
     this.reader = new ResponseReader(false, false, assemble);
@@ -96,22 +112,25 @@ class ForwardedCall {
   start(payload: Buffer, stream: boolean, onOpen: (r: http.ClientRequest) => void): void {
     const { up } = this;
     const client = up.url.protocol === 'https:' ? https : http;
-    const upReq = client.request(
-      { protocol: up.url.protocol, hostname: up.url.hostname, port: up.url.port || undefined, method: 'POST', path: `${up.prefix}/chat/completions`, headers: requestHeaders(up, payload, stream), agent: up.agent },
-      (upRes) => this.onResponse(upRes),
-    );
-    this.upReq = upReq;
-    onOpen(upReq);
-    this.wholeTimer = setTimeout(() => this.deadline(upReq), up.requestTimeoutMs);
-    upReq.on('socket', (socket) => this.onSocket(socket));
-    upReq.on('error', (err) => this.fail(err));
+    this.send = (agent) => {
+      const upReq = client.request(
+        { protocol: up.url.protocol, hostname: up.url.hostname, port: up.url.port || undefined, method: 'POST', path: `${up.prefix}/chat/completions`, headers: requestHeaders(up, payload, stream), agent },
+        (upRes) => this.onResponse(upRes),
+      );
+      this.upReq = upReq;
+      onOpen(upReq);
+      upReq.on('socket', (socket) => this.onSocket(socket));
+      upReq.on('error', (err) => this.fail(upReq, err));
+      upReq.end(payload);
+    };
+    this.wholeTimer = setTimeout(() => this.deadline(this.upReq!), up.requestTimeoutMs);
     // The sandbox hung up early (OpenCode's own request timeout, or the session was killed).
     this.res.on('close', () => {
       if (this.settled || this.res.writableFinished) return;
-      upReq.destroy();
+      this.upReq?.destroy();
       this.finish({ clientAborted: true });
     });
-    upReq.end(payload);
+    this.send(up.agent);
   }
 
   /** The call's time is up: the policy server's fault, unless the answer was waiting on the sandbox. */
@@ -138,15 +157,69 @@ class ForwardedCall {
   }
 
   private onResponse(upRes: http.IncomingMessage): void {
-    const { res } = this;
     clearTimeout(this.connectTimer);
     this.connected = true;
     this.status = upRes.statusCode ?? 502;
     const isSse = /text\/event-stream/i.test(String(upRes.headers['content-type'] ?? ''));
     this.reader = new ResponseReader(isSse, this.keepChunks && isSse, this.assemble);
+    if (this.hold && isBackpressure(this.status, upRes.headers)) return this.readHeld(upRes);
+    this.pipe(upRes);
+  }
+
+  /** A 429/503 of a call the gateway holds: read (bounded) before anything reaches the sandbox. */
+  private readHeld(upRes: http.IncomingMessage): void {
+    const status = this.status!;
+    const chunks: Buffer[] = [];
+    let bytes = 0;
+    const onData = (chunk: Buffer) => {
+      chunks.push(chunk);
+      bytes += chunk.length;
+      // Not a plain error body: pass it on as any answer.
+      if (bytes > HELD_BODY_MAX_BYTES) passOn();
+    };
+    const passOn = () => {
+      upRes.off('data', onData);
+      upRes.off('end', onEnd);
+      upRes.pause();
+      this.pipe(upRes, chunks);
+      upRes.resume();
+    };
+    const onEnd = () => {
+      for (const c of chunks) this.reader.push(c);
+      const peek = new ResponseReader(false, false, true);
+      for (const c of chunks) peek.push(c);
+      if (status === 429 && isQuotaGone(peek.finish(status).errorCode)) {
+        this.writeBack(upRes);
+        for (const c of chunks) this.res.write(c);
+        this.res.end();
+        return this.finish({ quotaGone: true });
+      }
+      upRes.destroy();
+      this.finish({ backpressure: { status, retryAfterMs: askedWaitMs(upRes.headers) } });
+    };
+    upRes.on('data', onData);
+    upRes.on('end', onEnd);
+    upRes.on('error', (err) => {
+      const { kind, reason } = classifyUpstreamError(err);
+      sendJson(this.res, 502, `policy gateway: the policy server cut its answer: ${reason}`, 'upstream_error');
+      this.finish({ upstreamError: `${reason} (mid-response)`, upstreamErrorKind: kind });
+    });
+  }
+
+  private writeBack(upRes: http.IncomingMessage): void {
     const back: http.OutgoingHttpHeaders = {};
     for (const h of RESPONSE_HEADERS) if (upRes.headers[h] !== undefined) back[h] = upRes.headers[h];
-    res.writeHead(this.status, back);
+    this.res.writeHead(this.status!, back);
+  }
+
+  /** Stream the answer to the sandbox as it arrives (after `first`, what was read of it already). */
+  private pipe(upRes: http.IncomingMessage, first: Buffer[] = []): void {
+    const { res } = this;
+    this.writeBack(upRes);
+    for (const c of first) {
+      this.reader.push(c);
+      res.write(c);
+    }
     upRes.on('data', (chunk: Buffer) => {
       this.reader.push(chunk);
       // A sandbox that reads slowly slows the stream down instead of filling the worker's memory.
@@ -170,10 +243,19 @@ class ForwardedCall {
     });
   }
 
-  private fail(err: unknown): void {
-    if (this.settled) return;
+  private fail(upReq: http.ClientRequest, err: unknown): void {
+    if (this.settled || upReq !== this.upReq) return;
     if (this.res.writableEnded || this.res.destroyed) return this.finish({ clientAborted: true });
     const { kind, reason } = classifyUpstreamError(err);
+    // A pooled connection the server closed while idle (keep-alive ran out as it was reused) fails
+    // before any answer: not the server failing; once, on a fresh connection.
+    if (kind === 'reset' && upReq.reusedSocket && this.status === null && !this.retried && this.send) {
+      this.retried = true;
+      this.connected = false;
+      clearTimeout(this.connectTimer);
+      this.send(false);
+      return;
+    }
     sendJson(this.res, kind === 'timeout' ? 504 : 502, `policy gateway: the policy server is unreachable: ${reason}`, 'upstream_error');
     this.finish({ upstreamError: reason, upstreamErrorKind: kind });
   }
@@ -183,7 +265,10 @@ class ForwardedCall {
     this.settled = true;
     clearTimeout(this.wholeTimer);
     clearTimeout(this.connectTimer);
-    this.resolve({ connected: this.connected, status: this.status, response: this.reader.finish(this.status), chunks: this.reader.chunks, ...extra });
+    this.resolve({
+      connected: this.connected, status: this.status, response: this.reader.finish(this.status), chunks: this.reader.chunks,
+      ...(this.retried ? { freshRetry: true } : {}), ...extra,
+    });
   }
 }
 
@@ -193,9 +278,11 @@ export interface ForwardOptions {
   /** Read the answer (text, tool calls, usage); false for a call that is not the agent's. */
   assemble: boolean;
   onOpen: (r: http.ClientRequest) => void;
+  /** Hold back-pressure (429, 503 with Retry-After) instead of passing it on: see `ForwardResult.backpressure`. */
+  hold?: boolean;
 }
 
 /** Forward `payload` (an already checked and rewritten chat body) and pipe the answer to `res`. */
 export function forwardChat(up: Upstream, payload: Buffer, stream: boolean, res: http.ServerResponse, options: ForwardOptions): Promise<ForwardResult> {
-  return new Promise<ForwardResult>((resolve) => new ForwardedCall(up, res, options.keepChunks, options.assemble, resolve).start(payload, stream, options.onOpen));
+  return new Promise<ForwardResult>((resolve) => new ForwardedCall(up, res, options.keepChunks, options.assemble, options.hold === true, resolve).start(payload, stream, options.onOpen));
 }

@@ -2,6 +2,7 @@
 import type { Logger } from '../../../shared/logger.ts';
 import type { GatewayCall, GatewayStats } from './call-stats.ts';
 import type { StoredImage } from './conversation.ts';
+import type { PolicyPace } from './held-calls.ts';
 
 export interface GatewayLimits {
   /** Largest request body, in bytes (the history, images included, is re-sent on every call). */
@@ -43,6 +44,14 @@ export interface PolicyGatewayOptions {
   onCall?: (call: GatewayCall, stats: GatewayStats) => void;
   /** Called once when the call budget (`limits.maxCalls`) is spent. */
   onBudgetExhausted?: () => void;
+  /** The fleet's pace (shared rate limit, adaptive concurrency); none: calls go out at once. */
+  pace?: PolicyPace;
+  /** Bound of the time the agent's calls are held on back-pressure per rollout, in seconds (`policy.max_wait_s`); default 600. */
+  maxWaitS?: number;
+  /** Called once when a held call would wait past `maxWaitS`. */
+  onWaitExceeded?: (waitedS: number) => void;
+  /** Called once when the policy server says the key's quota is gone (`insufficient_quota`), with its message. */
+  onQuotaGone?: (message: string) => void;
 }
 
 export interface PolicyGateway {
@@ -56,6 +65,8 @@ export interface PolicyGateway {
   /** What was cut to keep the rollout's kept text and images within their bounds (notes for the transcript). */
   readonly cut: string[];
   stats(): GatewayStats;
+  /** Seconds the agent's calls waited on the policy server's back-pressure and the fleet's pace so far (a wait going on included). */
+  policyWaitS(): number;
   /** Stop listening, cut open calls, flush the capture file and remove the socket. Safe to call twice. */
   close(): Promise<void>;
 }

@@ -6,11 +6,12 @@ import { extractBoxedAnswer } from '../../../shared/answer.ts';
 import { errorMessage } from '../../../shared/errors.ts';
 import { createCallCapture, type CallCapture } from './call-capture.ts';
 import { enforceChatPolicy, parseChatRequest, type ChatRequest } from './chat-request.ts';
-import { emptyStats, isAnswered, recordCall, recordForged, recordRefusal, type GatewayCall, type GatewayStats } from './call-stats.ts';
+import { emptyStats, isAnswered, recordCall, recordForged, recordHeld, recordRefusal, type GatewayCall, type GatewayStats } from './call-stats.ts';
 import { ConversationReader, ConversationTracker, ImageStore, type CallOrigin, type StoredImage } from './conversation.ts';
 import { createUpstream, forwardChat, type ForwardResult, type Upstream } from './forward-call.ts';
 import { listen, receiveBody, refuse } from './http-io.ts';
 import { KeptText } from './kept-text.ts';
+import { sendHeld, WaitClock, type HoldEnd } from './held-calls.ts';
 import { checkRequest, isRefusal, type Refusal } from './request-check.ts';
 import type { PolicyGateway, PolicyGatewayOptions } from './gateway-options.ts';
 
@@ -18,6 +19,8 @@ import type { PolicyGateway, PolicyGatewayOptions } from './gateway-options.ts';
 const OTHER_MAX_BODY_BYTES = 16 * 1024 * 1024;
 /** Of each answer the transcript keeps at least its end: the judge reads the last 4,000 characters. */
 const ANSWER_TAIL_CHARS = 8_000;
+/** Tokens a first call is taken to cost against a tokens-per-minute limit, at most (later calls: the previous call's). */
+const FIRST_CALL_TOKENS_MAX = 32_768;
 
 /** One gateway: its listeners, its budget and what it saw. */
 export class GatewayServer implements PolicyGateway {
@@ -38,6 +41,12 @@ export class GatewayServer implements PolicyGateway {
   private forwarded = 0;
   private budgetSpent = false;
   private closing: Promise<void> | null = null;
+  private readonly closed = new AbortController();
+  private readonly waits = new WaitClock();
+  /** Tokens of the agent's last answered call: what the next one is taken to cost against the pace. */
+  private lastTokens: number | null = null;
+  private waitExceeded = false;
+  private quotaGone = false;
   tcpPort?: number;
 
   constructor(private readonly options: PolicyGatewayOptions) {
@@ -70,6 +79,10 @@ export class GatewayServer implements PolicyGateway {
     return this.stats_;
   }
 
+  policyWaitS(): number {
+    return this.waits.totalMs() / 1000;
+  }
+
   async start(): Promise<void> {
     const { socketPath, agentSocketPath, tcp, capture, logger } = this.options;
     this.capture = capture ? await createCallCapture({ ...capture, logger }) : null;
@@ -89,6 +102,7 @@ export class GatewayServer implements PolicyGateway {
 
   close(): Promise<void> {
     this.closing ??= (async () => {
+      this.closed.abort();
       for (const r of this.open) r.destroy();
       await Promise.all(this.servers.map((s) => new Promise<void>((resolve) => {
         s.close(() => resolve());
@@ -204,20 +218,54 @@ export class GatewayServer implements PolicyGateway {
     this.tracker.started(body.messages, origin);
     const request = this.conversation.read(body.messages);
     const started = Date.now();
-    let result: ForwardResult;
+    const payload = Buffer.from(JSON.stringify(body));
+    let result: ForwardResult | HoldEnd;
     try {
-      result = await forwardChat(this.upstream, Buffer.from(JSON.stringify(body)), body.stream === true, res, { keepChunks: this.capture !== null, assemble: true, onOpen: (r) => this.track(r) });
+      result = await sendHeld(
+        (hold) => forwardChat(this.upstream, payload, body.stream === true, res, { keepChunks: this.capture !== null, assemble: true, hold, onOpen: (r) => this.track(r) }),
+        true,
+        this.holdOptions(res, this.lastTokens ?? Math.min(FIRST_CALL_TOKENS_MAX, Math.ceil(payload.length / 4))),
+      );
     } catch (err) {
       this.tracker.ended(null);
       throw err;
     }
+    if (typeof result === 'string') return this.holdEnded(result, res);
     const call = this.agentCall(index, started, body, result, request, origin);
     this.tracker.ended(isAnswered(call) ? call.response.toolCalls.map((t) => t.id) : null);
+    if (isAnswered(call)) this.lastTokens = (call.response.promptTokens ?? 0) + (call.response.completionTokens ?? 0) || this.lastTokens;
     this.calls_.push(call);
     this.stats_ = recordCall(this.stats_, call, Date.now());
     if (call.upstreamError) this.options.logger?.warn({ reason: call.upstreamError }, 'policy gateway cannot reach the policy server');
+    if (result.quotaGone && !this.quotaGone) {
+      this.quotaGone = true;
+      this.options.onQuotaGone?.(call.response.errorMessage ?? 'insufficient_quota');
+    }
     this.capture?.write({ call: { ...call, request: undefined }, request: body, response: result.chunks ?? result.response });
     this.options.onCall?.(call, this.stats_);
+  }
+
+  private holdOptions(res: http.ServerResponse, estimate: number) {
+    return {
+      clock: this.waits, pace: this.options.pace, maxWaitMs: (this.options.maxWaitS ?? 600) * 1000, estimate, res, signal: this.closed.signal,
+      onHeld: (status: number) => {
+        this.stats_ = recordHeld(this.stats_);
+        this.options.logger?.debug({ status }, 'policy gateway: the policy server pushed back; holding the call');
+      },
+    };
+  }
+
+  /** A held call that got no answer to pass on: the wait bound (the session is told once), or nobody left to answer. */
+  private holdEnded(end: HoldEnd, res: http.ServerResponse): void {
+    this.tracker.ended(null);
+    if (end === 'max_wait' && !this.waitExceeded) {
+      this.waitExceeded = true;
+      this.options.onWaitExceeded?.(this.policyWaitS());
+    }
+    if (!res.headersSent && !res.destroyed) {
+      res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '5' });
+      res.end(JSON.stringify({ error: { message: 'policy gateway: the policy server asks to wait longer than policy.max_wait_s', type: 'policy_wait' } }));
+    } else res.destroy();
   }
 
   /** The agent call as kept: its answer's box read from the whole text, then the text within the rollout's budget. */
@@ -236,6 +284,7 @@ export class GatewayServer implements PolicyGateway {
       ...(result.upstreamError !== undefined ? { upstreamError: result.upstreamError, upstreamErrorKind: result.upstreamErrorKind } : {}),
       ...(result.clientAborted ? { clientAborted: true } : {}),
       ...(result.clientStalled ? { clientStalled: true } : {}),
+      ...(result.freshRetry ? { freshRetry: true } : {}),
     };
   }
 
@@ -243,7 +292,15 @@ export class GatewayServer implements PolicyGateway {
   private async forwardForged(body: ChatRequest, res: http.ServerResponse, origin: CallOrigin): Promise<void> {
     this.stats_ = recordForged(this.stats_);
     this.options.logger?.info({ origin }, 'policy gateway: a chat call that is not the agent\'s own (counted as forged)');
-    const result = await forwardChat(this.upstream, Buffer.from(JSON.stringify(body)), body.stream === true, res, { keepChunks: false, assemble: false, onOpen: (r) => this.track(r) });
+    const payload = Buffer.from(JSON.stringify(body));
+    // The model's own calls keep the fleet's pace too, but are never held: their 429 is theirs, on their clock.
+    const sent = await sendHeld(
+      (hold) => forwardChat(this.upstream, payload, body.stream === true, res, { keepChunks: false, assemble: false, hold, onOpen: (r) => this.track(r) }),
+      false,
+      { ...this.holdOptions(res, Math.min(FIRST_CALL_TOKENS_MAX, Math.ceil(payload.length / 4))), clock: new WaitClock() },
+    );
+    if (typeof sent === 'string') return void res.destroy();
+    const result = sent;
     this.capture?.write({ forged: true, origin, status: result.status, request: { ...body, messages: `${body.messages.length} messages` } });
   }
 

@@ -22,6 +22,8 @@ import { decideSessionEnd, type SessionEnd, type StopCause } from './session-end
 import { buildOpenCodeConfig, buildOpenCodeEnv, buildRunArgv, seedFiles, sessionPaths } from './session-config.ts';
 import { openSessionGateway, type SessionGateway, type SessionGatewayOptions } from './session-gateway.ts';
 import { buildTranscript } from './transcript-builder.ts';
+import { PolicyWaitExceeded } from '../policy-wait.ts';
+import { ModelClock } from './model-clock.ts';
 
 export interface SessionDeps {
   provider: SandboxProvider;
@@ -56,6 +58,7 @@ export class RolloutSession {
   private readonly log: Logger;
   private gw: SessionGateway | null = null;
   private sandbox: Sandbox | null = null;
+  private clock: ModelClock | null = null;
 
   constructor(private readonly deps: SessionDeps, private readonly request: RolloutRequest) {
     this.log = deps.logger.child({ rollout_id: request.rolloutId, task_id: request.task.task_id });
@@ -85,6 +88,7 @@ export class RolloutSession {
     if (this.stop.signal.aborted && this.cause === null && !collected.exec.timedOut) {
       throw new RolloutAborted('the rollout was aborted (worker shutting down)', { cause: this.stop.signal.reason });
     }
+    if (this.cause?.kind === 'policy_wait') throw new PolicyWaitExceeded(this.cause.message);
     return this.finish(collected, await this.decide(collected));
   }
 
@@ -107,10 +111,26 @@ export class RolloutSession {
 
   private async openGateway(): Promise<void> {
     const budget = this.request.policy.maxCallsPerRollout;
+    const maxWaitS = this.request.pacing?.maxWaitS ?? 600;
     this.gw = await openSessionGateway({ ...this.deps.gateway, capabilities: this.deps.provider.capabilities, logger: this.log }, this.request, this.accessToken, {
       onCall: () => this.checkHealth(),
       onBudgetExhausted: () => this.stopFor({ kind: 'call_cap', message: `the policy-call budget was spent (policy.max_calls_per_rollout=${budget})` }),
+      pace: this.request.pacing?.pace,
+      maxWaitS,
+      onWaitExceeded: (waitedS) => this.waitExceeded(waitedS, maxWaitS),
+      onQuotaGone: (message) => this.stopFor({ kind: 'quota', message: `the policy server says the key's quota is gone (insufficient_quota: ${message.slice(0, 300)}); policy server ${stripCredentials(this.request.policy.baseUrl)}` }),
     });
+  }
+
+  /**
+   * Held past `policy.max_wait_s`: the rollout goes back to the queue, unless the model made calls of
+   * its own (they share the server's limit, so the wait may be its doing): then it is its timeout.
+   */
+  private waitExceeded(waitedS: number, maxWaitS: number): void {
+    const forged = this.gw?.gateway.stats().forgedCalls ?? 0;
+    const message = `the policy server kept pushing back (429/503): the agent's calls waited ${waitedS.toFixed(0)} s, past policy.max_wait_s=${maxWaitS}`;
+    if (forged > 0) this.stopFor({ kind: 'call_cap', message: `${message}, while the model made ${forged} call(s) of its own` });
+    else this.stopFor({ kind: 'policy_wait', message });
   }
 
   private async createSandbox(): Promise<void> {
@@ -149,18 +169,29 @@ export class RolloutSession {
       maxOutputTokens: policy.maxOutputTokens,
       requestTimeoutS: policy.requestTimeoutS,
     });
+    const gateway = this.gw!.gateway;
+    // The task timeout is the model's time: the time the gateway held its calls is not counted (unless
+    // the model made calls of its own, which share the server's limit: then every second counts).
+    this.clock = new ModelClock(this.started, timeoutS * 1000, () => (gateway.stats().forgedCalls > 0 ? 0 : gateway.policyWaitS() * 1000), () =>
+      this.stopFor({ kind: 'task_timeout', message: `the task timeout (${timeoutS} s) was reached before the session ended` }),
+    );
+    const maxWaitMs = (this.request.pacing?.maxWaitS ?? 600) * 1000;
     let exec: ExecResult;
     try {
       exec = await sandbox.exec(buildRunArgv(this.deps.bin, policy.modelName, rolloutId, this.imagePath()), {
         cwd: paths.workdir,
         env: buildOpenCodeEnv(paths, ocConfig, policy.maxOutputTokens, this.deps.runtimeHeapMib ?? null),
         stdin: task.prompt,
-        timeoutMs: Math.max(1, this.started + timeoutS * 1000 - Date.now()),
+        // The model's clock (above) ends it on time; this bounds it whatever the clock says.
+        timeoutMs: Math.max(1, this.started + timeoutS * 1000 + maxWaitMs + 5_000 - Date.now()),
         signal: this.stop.signal,
       });
     } catch (err) {
       throw new InfraError(`could not run OpenCode in the sandbox: ${errorMessage(err)}`, { cause: err });
+    } finally {
+      this.clock.stop();
     }
+    if (this.cause?.kind === 'task_timeout') exec = { ...exec, timedOut: true };
     const limitHits = await sandbox.limitHits().catch((err: unknown) => {
       this.log.warn({ err: errorMessage(err) }, 'could not read the sandbox limit counters');
       return {};
@@ -183,8 +214,9 @@ export class RolloutSession {
     const gateway = this.gw!.gateway;
     const { policy } = this.request;
     const stats = gateway.stats();
+    if (this.cause?.kind === 'quota') return { kind: 'infra', message: this.cause.message, policy: true, quota: true };
     const outcome = decideSessionEnd({
-      calls: gateway.calls, stats, stoppedBy: this.cause, limitHit: this.deps.describeLimitHit(limitHits),
+      calls: gateway.calls, stats, stoppedBy: this.cause?.kind === 'task_timeout' ? null : this.cause, limitHit: this.deps.describeLimitHit(limitHits),
       exec: { exitCode: exec.exitCode, signal: exec.signal, timedOut: exec.timedOut },
       policyUrl: stripCredentials(policy.baseUrl), taskTimeoutS: this.request.timeoutS, requestTimeoutS: policy.requestTimeoutS,
       stderrTail: exec.stderr.slice(-4000),
@@ -207,7 +239,7 @@ export class RolloutSession {
     const stats = gateway.stats();
     if (outcome.kind === 'infra') {
       this.log.warn({ reason: outcome.message }, 'rollout failed on infrastructure');
-      throw new InfraError(outcome.message, { code: outcome.policy ? 'policy_server' : 'other' });
+      throw new InfraError(outcome.message, { code: outcome.quota ? 'policy_quota' : outcome.policy ? 'policy_server' : 'other' });
     }
     const result = rolloutOutcome({
       stop_reason: outcome.stopReason,
@@ -222,6 +254,7 @@ export class RolloutSession {
       limit_hits: limitHits,
       refused_requests: stats.refused,
       forged_calls: stats.forgedCalls,
+      policy_wait_s: Math.round(gateway.policyWaitS() * 1000) / 1000,
     });
     const transcript = this.request.transcript.enabled
       ? buildTranscript({
@@ -232,7 +265,7 @@ export class RolloutSession {
           cut: gateway.cut,
         })
       : null;
-    this.log.info({ stop_reason: result.stop_reason, turns: result.turns, tool_calls: result.tool_calls, wall_s: result.wall_s, task_id: task.task_id }, 'rollout finished');
+    this.log.info({ stop_reason: result.stop_reason, turns: result.turns, tool_calls: result.tool_calls, wall_s: result.wall_s, policy_wait_s: result.policy_wait_s, task_id: task.task_id }, 'rollout finished');
     return { outcome: result, transcript };
   }
 }

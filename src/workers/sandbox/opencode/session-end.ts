@@ -23,12 +23,18 @@ import { describeFailures } from '../gateway/health.ts';
 export type StopCause =
   | { kind: 'upstream'; message: string }
   | { kind: 'tool_cap'; message: string }
-  | { kind: 'call_cap'; message: string };
+  | { kind: 'call_cap'; message: string }
+  /** The model's clock ran out (the task timeout, less the time its calls were held). */
+  | { kind: 'task_timeout'; message: string }
+  /** The agent's calls were held past `policy.max_wait_s` (the rollout goes back to the queue). */
+  | { kind: 'policy_wait'; message: string }
+  /** The policy server said the key's quota is gone (`insufficient_quota`). */
+  | { kind: 'quota'; message: string };
 
 export type SessionEnd =
   | { kind: 'result'; stopReason: StopReason; responseText: string; extractedAnswer: string | null; error: string | null }
   /** `policy`: the policy server's doing (a run pauses on it); else the harness's. */
-  | { kind: 'infra'; message: string; policy: boolean };
+  | { kind: 'infra'; message: string; policy: boolean; quota?: boolean };
 
 export interface SessionFacts {
   /** The forwarded calls, in the order they were sent. */

@@ -33,7 +33,7 @@ export interface SessionGateway {
   cleanup(): Promise<void>;
 }
 
-type Callbacks = Pick<PolicyGatewayOptions, 'onCall' | 'onBudgetExhausted'>;
+type Callbacks = Pick<PolicyGatewayOptions, 'onCall' | 'onBudgetExhausted' | 'pace' | 'maxWaitS' | 'onWaitExceeded' | 'onQuotaGone'>;
 
 function gatewayOptions(request: RolloutRequest, accessToken: string, logger: Logger, callbacks: Callbacks): Omit<PolicyGatewayOptions, 'socketPath' | 'tcp'> {
   const p = request.policy;

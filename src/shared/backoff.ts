@@ -1,7 +1,7 @@
 /**
- * Waits between judge call attempts: exponential backoff with equal jitter, and the server's
- * Retry-After headers read and capped. The openai client sleeps these waits (judge-client.ts,
- * attempt-fetch.ts).
+ * Waits between attempts of a call: exponential backoff with equal jitter, and the server's
+ * Retry-After headers read and capped. The judge's openai client sleeps these waits (judge-client.ts,
+ * attempt-fetch.ts); the policy gateway holds the agent's calls by them (gateway/backpressure.ts).
  */
 
 /** The longest wait a Retry-After or retry-after-ms header can impose, in milliseconds (60 s). */
