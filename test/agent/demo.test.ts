@@ -60,5 +60,5 @@ describe('vcfleet demo', () => {
     expect(graded.stdout).toContain(`sent 4 judge_failed row(s) of run ${runId} back to the judge; no worker serves judge, results: doing it in this process`);
     expect(graded.stdout).toContain('complete: all 4 rollouts scored');
     expect(readRowsStrict(file).map((r) => r.reward).sort()).toEqual([0, 1, 1, 1]);
-  });
+  }, 300_000);
 });

@@ -93,7 +93,7 @@ describe('advice the CLI prints, followed as written', () => {
     const again = await runCli(retry, cfg);
     expect(again.code, again.output).toBe(0);
     expect(again.stdout).toContain('requeued 0 failed job(s) of run adv1 (none)');
-  });
+  }, 240_000);
 
   it('vcfleet run without a REDIS_URL (its private Redis): retry as advised, from the same folder, finds the run and completes it', async () => {
     env = await makeFleetEnv({ rows: 3, judgeUrl: judge.url, overrides: ['++queues.rollout_attempts=1'] });
@@ -111,7 +111,7 @@ describe('advice the CLI prints, followed as written', () => {
     expect(r.stdout).toContain('requeued 3 failed job(s) of run adv2 (3 rollout); no worker serves sandbox, judge, results: doing it in this process');
     expect(r.stdout).toContain('complete: all 3 rollouts scored');
     expect(rows(env.output).map((row) => [row.failure_kind, row.reward])).toEqual([[null, 1], [null, 1], [null, 1]]);
-  });
+  }, 240_000);
 
   it('produce: the status it names says nobody serves the run and how to start one; that command; then rejudge waits for the live workers that serve it', async () => {
     env = await makeFleetEnv({ rows: 2, judgeUrl: judge.url, overrides: fastFailingJudge });
@@ -144,5 +144,5 @@ describe('advice the CLI prints, followed as written', () => {
     expect(r.stdout).toMatch(/sent 2 judge_failed row\(s\) of run adv3 back to the judge; live workers serve it \(judge by [^;]+; results by [^)]+\): waiting for the rows/);
     expect(r.stdout).toContain('complete: all 2 rollouts scored');
     expect(rows(env.output).map((row) => [row.failure_kind, row.reward])).toEqual([[null, 1], [null, 1]]);
-  });
+  }, 240_000);
 });
