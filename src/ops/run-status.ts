@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import type { QueueName } from '../shared/queues.ts';
 import { RunStore, type OutputLocation, type RunRecord } from '../shared/run-store.ts';
 import { accuracyOf, policySilenceWarning, RowTally, type TallyCounts } from '../shared/output/tally.ts';
+import { lastReconcile, type ReconcileReport } from '../shared/reconcile-record.ts';
 import { listWorkers, type WorkerRecord } from '../shared/worker-registry.ts';
 import { emptyJobCounts, openJobs, readRunJobs, type JobState } from './run-jobs.ts';
 
@@ -26,6 +27,8 @@ export interface RunStatus {
   output: OutputLocation | null;
   /** The fleet's workers (of the prefix): live ones, and those that stopped heartbeating with the jobs of this run they held. */
   workers: { live: WorkerRecord[]; stale: Array<WorkerRecord & { held: string[] }> };
+  /** The last check of the run against what survived a lost Redis (a failover), and what it restored. */
+  reconciled: ReconcileReport | null;
 }
 
 /** Rows of a run by outcome (one HSCAN pass). */
@@ -50,5 +53,6 @@ export async function runStatus(redis: Redis, prefix: string, runId: string, now
     masked: t.maskedByKind, stop_reasons: t.stopReasons, warnings, jobs: jobs.counts, pending, complete: t.done >= run.total && pending === 0,
     output: await store.getOutputLocation(runId),
     workers: { live: fleet.live, stale },
+    reconciled: await lastReconcile(redis, prefix, runId),
   };
 }

@@ -96,6 +96,7 @@ const ENV_KEYS: ReadonlyArray<[string, string]> = [
   ['OPENSANDBOX_DOMAIN', 'sandbox_config.domain'],
   ['OPENSANDBOX_API_KEY', 'sandbox_config.api_key'],
   ['REDIS_URL', 'redis_url'],
+  ['REDIS_SENTINEL_PASSWORD', 'redis.sentinel_password'],
 ];
 
 function getPath(obj: unknown, dotted: string): unknown {

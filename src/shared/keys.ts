@@ -10,6 +10,8 @@ export interface FleetKeys {
   enqueued(runId: string): string;
   /** A rollout's transcript on its way to the results host (record, images, the judge's part). */
   transcript(runId: string, rolloutId: string): string;
+  /** When the fleet last reconciled the run after a lost Redis, and what it restored (JSON). */
+  reconciled(runId: string): string;
   /** The results writer's lock of the fleet's queues (null) or of one run's own. */
   writerLock(scope?: string | null): string;
 }
@@ -24,6 +26,7 @@ export function fleetKeys(prefix: string): FleetKeys {
     outcomes: (id) => `${prefix}:run:${id}:outcomes`,
     enqueued: (id) => `${prefix}:run:${id}:enqueued`,
     transcript: (id, rollout) => `${prefix}:run:${id}:transcript:${rollout}`,
+    reconciled: (id) => `${prefix}:run:${id}:reconciled`,
     writerLock: (scope = null) => (scope === null ? `${prefix}:results-writer-lock` : `${prefix}:results-writer-lock:${scope}`),
   };
 }
