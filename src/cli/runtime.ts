@@ -40,6 +40,15 @@ export function stopOnFatal(): void {
   process.kill(process.pid, 'SIGTERM');
 }
 
+/**
+ * Once a process released everything, it should end by itself; a client library may still hold a
+ * socket it opened while shutting down (ioredis's Cluster refreshing its slots during a failover), so
+ * exit at most `ms` later anyway. The timer does not keep the process alive.
+ */
+export function exitSoon(ms = 2000): void {
+  setTimeout(() => process.exit(), ms).unref();
+}
+
 export interface ShutdownOptions {
   /** How to resume, printed with the first signal. */
   hint?(): string;

@@ -24,7 +24,7 @@ export function fatalRedisFix(message: string): string | null {
 }
 
 /** Errors of a connection that is down, moving or not yet serving (as opposed to a command's own failure). */
-const CONNECTION_ERROR = /ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|EPIPE|Connection is closed|connect(ion)? (closed|timeout)|reconnecting|sentinels are unreachable|Failed to refresh slots|None of startup nodes|CLUSTERDOWN|TRYAGAIN|READONLY|LOADING|MASTERDOWN|max retries per request|Stream isn't writeable/i;
+const CONNECTION_ERROR = /ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|EPIPE|Connection is closed|connect(ion)? (closed|timeout)|reconnecting|cluster node is gone|sentinels are unreachable|Failed to refresh slots|None of startup nodes|CLUSTERDOWN|TRYAGAIN|READONLY|LOADING|MASTERDOWN|max retries per request|Stream isn't writeable/i;
 
 export interface RedisHealthOptions {
   logger: Logger;
@@ -43,6 +43,7 @@ export class RedisHealth {
   private lastError = '';
   private probing: NodeJS.Timeout | undefined;
   private asking = false;
+  private closed = false;
   /** Times the connection came back after being lost (a failover, a restart). */
   recoveries = 0;
   private readonly backListeners = new Set<() => void>();
@@ -51,6 +52,7 @@ export class RedisHealth {
 
   /** A connection of this role saw `err`: log the loss once, stop the role on an error that repeats. */
   failed(err: unknown): void {
+    if (this.closed) return;
     const message = errorMessage(err);
     const fix = fatalRedisFix(message);
     if (fix) {
@@ -91,7 +93,13 @@ export class RedisHealth {
     this.probing.unref();
   }
 
-  /** Stop asking (the connection is being closed). */
+  /** The connection was closed on purpose: nothing more to report. */
+  close(): void {
+    this.closed = true;
+    this.stop();
+  }
+
+  /** Stop asking. */
   stop(): void {
     if (this.probing) clearInterval(this.probing);
     this.probing = undefined;
@@ -128,7 +136,10 @@ export function watchRedisHealth(redis: Redis, opts: RedisHealthOptions): RedisH
   monitors.set(redis, health);
   redis.on('error', (err: Error) => health.failed(err));
   redis.on('reconnecting', () => health.failed(new Error('connection closed; reconnecting')));
-  redis.on('end', () => health.stop());
+  // A Cluster client follows a failover by itself (MOVED, a slots refresh) and may never report an error:
+  // a node leaving its pool is the sign, and the next answer ends the loss (so runs are reconciled).
+  redis.on('-node', () => health.failed(new Error('a cluster node is gone; following the cluster')));
+  redis.on('end', () => health.close());
   // A Cluster client reports its nodes' errors as 'node error'.
   redis.on('node error', (err: Error) => health.failed(err));
   redis.on('ready', () => health.ready());

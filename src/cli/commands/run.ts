@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import type { Cli } from '../context.ts';
 import { InFlightJobs } from '../../shared/in-flight-jobs.ts';
-import { onShutdownSignals, stopOnFatal, table } from '../runtime.ts';
+import { exitSoon, onShutdownSignals, stopOnFatal, table } from '../runtime.ts';
 import { DemoRunToResume, runAll, type RunAllResult } from '../../all-in-one/run-all.ts';
 import { runDemo } from '../../demo/run-demo.ts';
 import { metricsRows, type TableRow } from '../metrics-table.ts';
@@ -78,5 +78,6 @@ export function registerRun(program: Command, cli: Cli): void {
         result = (await runDemo({ configPath: opts.config, overrides: cli.overrides, logger, signal, onStart, runId: err.runId, inFlight })).result;
       }
       finish(result);
+      exitSoon();
     });
 }
