@@ -21,7 +21,10 @@ const ROWS = 8;
 describe('the Redis primary is killed mid-run', () => {
   let judge: ScriptedJudgeServer | undefined;
   let procs: CliProcess[] = [];
+  /** Passwords of the test's Redis, which no output may show. */
+  let secrets: Record<string, string> = {};
   afterEach(async () => {
+    secrets = {};
     await killAll(procs);
     procs = [];
     await judge?.close();
@@ -30,13 +33,16 @@ describe('the Redis primary is killed mid-run', () => {
     removeTmpDirs();
   });
 
+  /** The environment of every vcfleet process of the test (a sentinel password). */
+  let cliEnv: Record<string, string> = {};
   /** Produce the run, start the three roles as processes, wait for the first rows. */
-  async function startFleet(runId: string, redisUrl: string, extra: string[] = []): Promise<FleetEnv> {
+  async function startFleet(runId: string, redisUrl: string, extra: string[] = [], processEnv: Record<string, string> = {}): Promise<FleetEnv> {
+    cliEnv = processEnv;
     judge = await startScriptedJudgeServer();
     const env = await makeFleetEnv({ rows: ROWS, judgeUrl: judge.url, script: SCRIPT, redisUrl, overrides: ['++queues.rollout_concurrency=2', '++judge.concurrency=1', ...extra] });
-    const produced = await runCli(['produce', '--run-id', runId, ...env.overrides]);
+    const produced = await runCli(['produce', '--run-id', runId, ...env.overrides], cliEnv);
     expect(produced.code, produced.output).toBe(0);
-    procs = ['sandbox', 'judge', 'results'].map((role) => startCli(['worker', role, ...env.overrides]));
+    procs = ['sandbox', 'judge', 'results'].map((role) => startCli(['worker', role, ...env.overrides], cliEnv));
     await waitFor('2 rows before the kill', () => countLines(env.output) >= 2, 90_000, 100);
     return env;
   }
@@ -49,18 +55,18 @@ describe('the Redis primary is killed mid-run', () => {
     const rows = readJsonl(env.output);
     expectOneRowEach(rows, runId, env.fixture);
     expectRewards(rows, expectedRewards(env.fixture, SCRIPT));
-    const status = await runCli(['status', '--run-id', runId, '--json', ...env.overrides]);
+    const status = await runCli(['status', '--run-id', runId, '--json', ...env.overrides], cliEnv);
     expect(status.code, status.output).toBe(0);
     const s = JSON.parse(status.stdout);
     expect(s).toMatchObject({ rows: ROWS, complete: true });
     // The results consumer checked the run against what survived once Redis was back.
     expect(s.reconciled, status.stdout).toMatchObject({ run_id: runId, reason: 'redis back' });
-    const text = await runCli(['status', '--run-id', runId, ...env.overrides]);
+    const text = await runCli(['status', '--run-id', runId, ...env.overrides], cliEnv);
     expect(text.stdout).toMatch(/reconciled after a lost Redis at \S+: \d+ row\(s\) put back from the output file, \d+ lost rollout\(s\) produced again/);
     for (const p of procs) p.child.kill('SIGTERM');
     expect(await Promise.all(procs.map((p) => p.exited)), procs.map((p) => p.output().slice(-2000)).join('\n---\n')).toEqual([0, 0, 0]);
     for (const p of procs) {
-      expect(p.output()).not.toContain(FAKE_JUDGE_KEY);
+      for (const secret of [FAKE_JUDGE_KEY, ...Object.values(secrets)]) expect(p.output()).not.toContain(secret);
       // One line per change of Redis's state, not one per retry (the issue saw ~830 stack traces).
       const lost = p.output().split('\n').filter((l) => /lost the connection to Redis/.test(l)).length;
       expect(lost, p.output().slice(-3000)).toBeLessThanOrEqual(4);
@@ -68,9 +74,10 @@ describe('the Redis primary is killed mid-run', () => {
     }
   }
 
-  it('Sentinel: the replica is promoted and the run completes with one row per task', async () => {
-    const set = await startSentinelSet({ replicas: 1, sentinels: 3 });
-    const env = await startFleet('sf', set.url);
+  it('Sentinel (passwords on the data nodes and the sentinels): the replica is promoted and the run completes with one row per task', async () => {
+    secrets = { data: 'data-pw-HA-0001', sentinel: 'sentinel-pw-HA-0002' };
+    const set = await startSentinelSet({ replicas: 1, sentinels: 3, password: secrets.data, sentinelPassword: secrets.sentinel });
+    const env = await startFleet('sf', set.url, [], { REDIS_SENTINEL_PASSWORD: secrets.sentinel });
     const before = countLines(env.output);
     await set.kill(set.primary.port);
     const promoted = await set.waitForFailover();
