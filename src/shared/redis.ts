@@ -153,15 +153,18 @@ async function serverGreeting(url: string, ms = 1000): Promise<string | null> {
 /** Answers of a Redis that is up but will not serve this client as configured. */
 const DEFINITE = /DENIED|NOAUTH|WRONGPASS|invalid password|invalid username/;
 
+/** What the user can do about what an unreachable Redis said, first match wins. */
+const HINTS: ReadonlyArray<[RegExp, string]> = [
+  [/DENIED|protected mode/i, 'Redis is in protected mode and refuses other hosts: give it a password (requirepass, or an ACL user) and put it in REDIS_URL as redis://:PASSWORD@host:6379'],
+  [/NOAUTH|WRONGPASS|AUTH|invalid password|invalid username/i, 'Redis wants a password: set it in REDIS_URL (redis://:PASSWORD@host:6379, or redis://USER:PASSWORD@host:6379 for an ACL user)'],
+  [/None of startup nodes|Failed to refresh slots/i, 'no listed node answers as a Redis Cluster node: check redis.cluster_nodes (or the hosts of redis+cluster://), and that the nodes run with cluster-enabled yes; for a single server or a Sentinel set, unset redis.cluster'],
+  [/sentinels are unreachable/i, 'no sentinel answers: check redis.sentinels (or the hosts of redis+sentinel://; sentinels usually listen on 26379), redis.sentinel_name and redis.sentinel_password'],
+  [/ECONNREFUSED/, 'nothing listens there: start redis-server on that host (bound to an address this host can reach) or fix REDIS_URL'],
+];
+
 /** What an unreachable Redis says, and what the user can do about it. */
 export function unreachableMessage(url: string, error: string, waitedMs?: number): string {
-  const hint = /DENIED|protected mode/i.test(error)
-    ? 'Redis is in protected mode and refuses other hosts: give it a password (requirepass, or an ACL user) and put it in REDIS_URL as redis://:PASSWORD@host:6379'
-    : /NOAUTH|WRONGPASS|AUTH|invalid password|invalid username/i.test(error)
-      ? 'Redis wants a password: set it in REDIS_URL (redis://:PASSWORD@host:6379, or redis://USER:PASSWORD@host:6379 for an ACL user)'
-      : /ECONNREFUSED/.test(error)
-        ? 'nothing listens there: start redis-server on that host (bound to an address this host can reach) or fix REDIS_URL'
-        : 'check the address, the port and the firewall between this host and Redis, or fix REDIS_URL';
+  const hint = HINTS.find(([pattern]) => pattern.test(error))?.[1] ?? 'check the address, the port and the firewall between this host and Redis, or fix REDIS_URL';
   const waited = waitedMs === undefined ? '' : ` (no answer within ${Math.round(waitedMs / 1000)} s, redis.connect_timeout_s)`;
   return `cannot reach Redis at ${redactUrl(url)}${waited}: ${error.replace(/\.$/, '')}; ${hint}`;
 }
