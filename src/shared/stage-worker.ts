@@ -173,14 +173,16 @@ export function startStageWorker<N extends QueueName>(opts: StageWorkerOptions<N
     worker,
     close(graceMs = 5000) {
       closing ??= (async () => {
-        const timer = setTimeout(() => shutdown.abort(new Error('worker shutting down')), graceMs);
+        // With Redis away a running job can neither finish nor be handed back: abort at once.
+        const grace = health.isUp ? graceMs : 0;
+        const timer = setTimeout(() => shutdown.abort(new Error('worker shutting down')), grace);
         try {
           // BullMQ's close waits on Redis (handing jobs back, the blocking fetch): with Redis gone it never
           // resolves. Past the grace and a margin, drop the connections; the jobs this worker held come
           // back through BullMQ's stall recovery once their locks expire.
           const closed = worker.close();
-          if (!(await settleWithin(closed, graceMs + CLOSE_MARGIN_MS))) {
-            log.warn({ waited_ms: graceMs + CLOSE_MARGIN_MS }, 'the worker did not close in time (Redis not answering?): dropping its connections; the jobs it held come back when their locks expire');
+          if (!(await settleWithin(closed, grace + CLOSE_MARGIN_MS))) {
+            log.warn({ waited_ms: grace + CLOSE_MARGIN_MS }, 'the worker did not close in time (Redis not answering?): dropping its connections; the jobs it held come back when their locks expire');
             await settleWithin(Promise.resolve(worker.disconnect()), 500);
             await settleWithin(closed, 500);
           }
