@@ -12,7 +12,8 @@ import type { AgentRunner } from '../shared/agent.ts';
 import type { Config } from '../shared/config.ts';
 import type { Judge } from '../shared/judge.ts';
 import type { Logger } from '../shared/logger.ts';
-import { checkRedisServer, createRedis, waitForRedis, type Redis } from '../shared/redis.ts';
+import { checkRedisDeployment, checkRedisServer, createRedis, resolveRedisEndpoint, waitForRedis, type Redis } from '../shared/redis.ts';
+import { watchRedisHealth } from '../shared/redis-health.ts';
 import { RunStore, type RunOrigin, type RunRecord } from '../shared/run-store.ts';
 import { stripCredentials } from '../shared/run-settings.ts';
 import { announceWorker, publishNotice } from '../shared/worker-registry.ts';
@@ -62,6 +63,8 @@ export interface RunAllOptions {
    * is produced and the policy is not checked; without the judge, the judge is not.
    */
   requeued?: { roles: ReadonlySet<WorkerRole> };
+  /** Redis gave an answer it will repeat (MOVED, CROSSSLOT, NOAUTH; logged with its fix): stop the run. */
+  onFatalRedis?(): void;
 }
 
 export interface RunAllResult {
@@ -108,21 +111,24 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
   const roles: ReadonlySet<WorkerRole> = options.requeued?.roles ?? new Set(WORKER_ROLES);
   // Everything the run holds, released newest first on every path; each failure is logged.
   const releasers = new Releasers(logger);
-  if (!config.redis_url) {
+  // A private Redis only when no Redis is configured at all (no URL, no sentinels, no cluster).
+  if (!config.redis_url && config.redis.sentinels.length === 0 && !config.redis.cluster) {
     const privateRedis = await openPrivateRedis({ dir: path.join(config.state_dir, 'redis'), logger });
     releasers.add('stop the private Redis', () => privateRedis.stop());
     config = { ...config, redis_url: privateRedis.url };
   }
-  const url = config.redis_url!;
-  const client = createRedis(url, 'client');
-  const connection = createRedis(url, 'worker');
+  const endpoint = resolveRedisEndpoint(config);
+  const client = createRedis(endpoint, 'client');
+  const connection = createRedis(endpoint, 'worker');
   releasers.add('close the Redis connections', () => {
     client.disconnect();
     connection.disconnect();
   });
   try {
-    await waitForRedis(client, url, config.redis.connect_timeout_s * 1000);
+    await waitForRedis(client, endpoint, config.redis.connect_timeout_s * 1000);
+    await checkRedisDeployment(client, endpoint, config.queues.prefix);
     await checkRedisServer(client, logger);
+    watchRedisHealth(connection, { logger, display: endpoint.display, onFatal: () => options.onFatalRedis?.() });
     // The run id first: the run's own queues, and this process's record as their worker, are named by it.
     config = { ...config, run_id: config.run_id ?? newRunId(config.benchmark) };
     const store = new RunStore(client, config.queues.prefix);

@@ -14,15 +14,16 @@ import { connect, redisUrl } from './runtime.ts';
 
 export interface RunRedis {
   redis: Redis;
-  /** The URL it answers on (a private Redis's loopback one). */
-  url: string;
+  /** The private Redis's loopback URL when the run is there; null: the Redis the config names. */
+  url: string | null;
   /** Disconnect, and stop the private Redis if this command started it. */
   close(): Promise<void>;
 }
 
 export async function connectToRun(config: Config, logger: Logger, runId: string, role: ConnectionRole = 'client'): Promise<RunRedis> {
   const dir = path.join(config.state_dir, 'redis');
-  if (!config.redis_url && hasPrivateRedisData(dir)) {
+  const configured = config.redis_url || config.redis.sentinels.length > 0 || config.redis.cluster;
+  if (!configured && hasPrivateRedisData(dir)) {
     const own: PrivateRedis = await openPrivateRedis({ dir, logger });
     const redis = await connect({ ...config, redis_url: own.url }, logger, role).catch(async (err: unknown) => {
       await own.stop();
@@ -36,5 +37,6 @@ export async function connectToRun(config: Config, logger: Logger, runId: string
     await own.stop();
   }
   const redis = await connect(config, logger, role);
-  return { redis, url: redisUrl(config), close: async () => void redis.disconnect() };
+  // Without a private Redis holding the run, the configured one (the default URL when none is).
+  return { redis, url: configured ? null : redisUrl(config), close: async () => void redis.disconnect() };
 }

@@ -3,24 +3,50 @@ import type { Config } from '../shared/config.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { InFlightJobs } from '../shared/in-flight-jobs.ts';
 import type { Logger } from '../shared/logger.ts';
-import { checkRedisServer, createRedis, DEFAULT_REDIS_URL, waitForRedis, type ConnectionRole, type Redis } from '../shared/redis.ts';
+import { checkRedisDeployment, checkRedisServer, createRedis, DEFAULT_REDIS_URL, resolveRedisEndpoint, waitForRedis, type ConnectionRole, type Redis } from '../shared/redis.ts';
+import { watchRedisHealth } from '../shared/redis-health.ts';
 
 export function redisUrl(config: Config): string {
   return config.redis_url ?? DEFAULT_REDIS_URL;
 }
 
-/** Connect, wait for the server, and check it suits a job queue. */
+/**
+ * Connect (one server, a Sentinel-watched primary or a Cluster, from the config), wait for the server,
+ * and check it suits a job queue. A worker connection logs its losses once per state change and stops
+ * the process at once on an answer Redis will repeat (MOVED, CROSSSLOT, NOAUTH), naming the fix.
+ */
 export async function connect(config: Config, logger: Logger, role: ConnectionRole): Promise<Redis> {
-  const url = redisUrl(config);
-  const redis = createRedis(url, role);
+  const endpoint = resolveRedisEndpoint(config);
+  const redis = createRedis(endpoint, role);
   try {
-    await waitForRedis(redis, url, config.redis.connect_timeout_s * 1000);
+    await waitForRedis(redis, endpoint, config.redis.connect_timeout_s * 1000);
+    await checkRedisDeployment(redis, endpoint, config.queues.prefix);
     await checkRedisServer(redis, logger, role === 'worker');
+    if (role === 'worker') watchRedisHealth(redis, { logger, display: endpoint.display, onFatal: stopOnFatal });
   } catch (err) {
     redis.disconnect();
     throw err;
   }
   return redis;
+}
+
+/**
+ * An answer Redis will repeat: the line naming the fix is logged; exit 1 through the usual shutdown
+ * (the SIGTERM path: held jobs handed back), at most 5 s later whatever Redis does.
+ */
+export function stopOnFatal(): void {
+  process.exitCode = 1;
+  setTimeout(() => process.exit(1), 5000).unref();
+  process.kill(process.pid, 'SIGTERM');
+}
+
+/**
+ * Once a process released everything, it should end by itself; a client library may still hold a
+ * socket it opened while shutting down (ioredis's Cluster refreshing its slots during a failover), so
+ * exit at most `ms` later anyway. The timer does not keep the process alive.
+ */
+export function exitSoon(ms = 2000): void {
+  setTimeout(() => process.exit(), ms).unref();
 }
 
 export interface ShutdownOptions {

@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import type { QueueName } from '../shared/queues.ts';
 import { RunStore, type OutputLocation, type RunRecord } from '../shared/run-store.ts';
 import { accuracyOf, policySilenceWarning, RowTally, type TallyCounts } from '../shared/output/tally.ts';
+import { lastReconcile, type ReconcileReport } from '../shared/reconcile-record.ts';
 import { listWorkers, type WorkerRecord } from '../shared/worker-registry.ts';
 import { emptyJobCounts, openJobs, readRunJobs, type JobState } from './run-jobs.ts';
 import { readPolicyPace, type EndpointPace } from './policy-pace.ts';
@@ -29,6 +30,8 @@ export interface RunStatus {
   workers: { live: WorkerRecord[]; stale: Array<WorkerRecord & { held: string[] }> };
   /** The fleet's pace against each policy endpoint its live sandbox-workers call (sessions at once, 429s, wait share). */
   policy_pace: EndpointPace[];
+  /** The last check of the run against what survived a lost Redis (a failover), and what it restored. */
+  reconciled: ReconcileReport | null;
 }
 
 /** Rows of a run by outcome (one HSCAN pass). */
@@ -54,5 +57,6 @@ export async function runStatus(redis: Redis, prefix: string, runId: string, now
     output: await store.getOutputLocation(runId),
     workers: { live: fleet.live, stale },
     policy_pace: await readPolicyPace(redis, prefix, now),
+    reconciled: await lastReconcile(redis, prefix, runId),
   };
 }

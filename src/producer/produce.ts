@@ -12,6 +12,7 @@ import type { Logger } from '../shared/logger.ts';
 import { enqueueBulk, openQueue, rolloutId, type RolloutJob } from '../shared/queues.ts';
 import { RunStore, runSettings, type RunOrigin, type RunRecord } from '../shared/run-store.ts';
 import type { PreparedTask } from '../shared/task.ts';
+import { waitForReplicas } from '../shared/redis.ts';
 
 export interface ProduceInput {
   config: Config;
@@ -137,5 +138,7 @@ async function enqueueRollouts(input: Pick<ProduceInput, 'config' | 'redis' | 'o
   } finally {
     await queue.close();
   }
+  // A failover right after producing would otherwise lose what the old primary had not yet sent on.
+  if (enqueued > 0) await waitForReplicas(redis);
   return enqueued;
 }

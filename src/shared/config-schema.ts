@@ -88,4 +88,4 @@ export const ConfigSchema = z
 export type Config = z.infer<typeof ConfigSchema>;
 
 /** Keys whose values are secrets: never logged, never written to Redis or output files. */
-export const SECRET_PATHS = ['policy_api_key', 'judge.api_key', 'sandbox_config.api_key', 'dashboard.password', 'dashboard.token'] as const;
+export const SECRET_PATHS = ['policy_api_key', 'judge.api_key', 'sandbox_config.api_key', 'dashboard.password', 'dashboard.token', 'redis.sentinel_password'] as const;

@@ -167,7 +167,8 @@ export const QueuesSchema = z
     /** Redis key prefix of every queue and record of the fleet. */
     prefix: z
       .string()
-      .regex(/^[A-Za-z0-9_.-]+$/, 'use letters, digits, "_", "-" or "."')
+      // `{tag}rest`: a Redis Cluster hash tag, so that every key of the fleet lives in one slot.
+      .regex(/^(?:\{[A-Za-z0-9_.-]+\}[A-Za-z0-9_.-]*|[A-Za-z0-9_.-]+)$/, 'use letters, digits, "_", "-" or ".", optionally after a hash tag such as {vcfleet}')
       .default('vcfleet'),
     /**
      * Rollouts a sandbox-worker process runs at once: a number, or `auto` (as many sandboxes as this
@@ -209,10 +210,23 @@ export const PreflightSchema = z
   })
   .strict();
 
+/** `host:port` (a name, an IPv4 address or a bracketed IPv6 address, and a port). */
+const hostPort = z.string().regex(/^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}$/, 'host:port, e.g. 10.0.0.5:26379');
+
 export const RedisSchema = z
   .object({
     /** Give up on a Redis that does not answer (refused, DENIED, NOAUTH, silent) after this long, naming the URL and its error. */
     connect_timeout_s: positiveInt.default(15),
+    /** Redis Sentinel: `host:port` of each sentinel; with `sentinel_name`, the fleet asks them for the primary (and follows failovers). */
+    sentinels: z.array(hostPort).default([]),
+    /** The master group name the sentinels monitor (`sentinel monitor <name> …`). */
+    sentinel_name: nullableString,
+    /** The sentinels' own password (`requirepass` of the sentinels; `REDIS_SENTINEL_PASSWORD`); a secret. */
+    sentinel_password: nullableString,
+    /** Redis Cluster: connect as a cluster client; `queues.prefix` must start with a hash tag such as `{vcfleet}`. */
+    cluster: z.boolean().default(false),
+    /** Seed nodes of the cluster (`host:port`); the host of `redis_url`, when set, is one too. */
+    cluster_nodes: z.array(hostPort).default([]),
   })
   .strict();
 

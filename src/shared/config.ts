@@ -56,6 +56,8 @@ function interpolate(value: unknown, at: string, file: string, env: NodeJS.Proce
 /** A command-line value is read as a YAML scalar: `3` is a number, `true` a boolean, `null` null. */
 function parseScalar(raw: string): unknown {
   if (raw === '') return '';
+  // `{vcfleet}` is a Redis Cluster hash tag (queues.prefix), not a YAML mapping of one key to null.
+  if (/^\{[A-Za-z0-9_.-]+\}[A-Za-z0-9_.-]*$/.test(raw)) return raw;
   try {
     const value = YAML.parse(raw);
     // A long run of digits (a hash, an id) is text: as a number it would lose its digits.
@@ -96,6 +98,7 @@ const ENV_KEYS: ReadonlyArray<[string, string]> = [
   ['OPENSANDBOX_DOMAIN', 'sandbox_config.domain'],
   ['OPENSANDBOX_API_KEY', 'sandbox_config.api_key'],
   ['REDIS_URL', 'redis_url'],
+  ['REDIS_SENTINEL_PASSWORD', 'redis.sentinel_password'],
 ];
 
 function getPath(obj: unknown, dotted: string): unknown {

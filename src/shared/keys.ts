@@ -16,6 +16,8 @@ export interface FleetKeys {
   policyRate(endpointId: string): string;
   /** What each sandbox-worker says of its pace against one policy endpoint (for `vcfleet status`), by endpoint id. */
   policyPace(endpointId: string): string;
+  /** When the fleet last reconciled the run after a lost Redis, and what it restored (JSON). */
+  reconciled(runId: string): string;
   /** The results writer's lock of the fleet's queues (null) or of one run's own. */
   writerLock(scope?: string | null): string;
 }
@@ -33,6 +35,7 @@ export function fleetKeys(prefix: string): FleetKeys {
     policyWaitHandBack: (id, rollout) => `${prefix}:run:${id}:policy-wait:${rollout}`,
     policyRate: (endpoint) => `${prefix}:policy-rate:${endpoint}`,
     policyPace: (endpoint) => `${prefix}:policy-pace:${endpoint}`,
+    reconciled: (id) => `${prefix}:run:${id}:reconciled`,
     writerLock: (scope = null) => (scope === null ? `${prefix}:results-writer-lock` : `${prefix}:results-writer-lock:${scope}`),
   };
 }

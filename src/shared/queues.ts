@@ -12,6 +12,8 @@
  * Job data is treated as unknown and parsed first thing; a parse failure is a poison job, never
  * retried. Fields are only ever added as optional, since old jobs may still sit in Redis.
  */
+import { redisHealthOf } from './redis-health.ts';
+import type { Redis } from 'ioredis';
 import { randomBytes } from 'node:crypto';
 import { Queue, type ConnectionOptions, type JobsOptions } from 'bullmq';
 import { z } from 'zod';
@@ -114,7 +116,11 @@ export interface OpenQueueOptions {
 /** A queue of the fleet. */
 export function openQueue<N extends QueueName>(name: N, connection: ConnectionOptions, prefix: string, options: OpenQueueOptions = {}): Queue<JobData<N>> {
   const defaults = { ...REMOVAL, ...(options.policy ? QUEUES[name].options(options.policy) : {}) };
-  return new Queue<JobData<N>>(bullQueueName(name, options.scope), { connection, prefix, defaultJobOptions: defaults });
+  const queue = new Queue<JobData<N>>(bullQueueName(name, options.scope), { connection, prefix, defaultJobOptions: defaults });
+  // Without a listener BullMQ prints each connection error with its stack (hundreds while Redis is
+  // away); the connection's monitor logs the loss once instead.
+  queue.on('error', (err) => redisHealthOf(connection as Redis)?.failed(err));
+  return queue;
 }
 
 function jobOf<N extends QueueName>(name: N, data: JobData<N>) {

@@ -3,45 +3,76 @@
  * fail fast. Whoever creates a connection closes it.
  */
 import net from 'node:net';
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
+import { redactUrl, resolveRedisEndpoint, type RedisEndpoint } from './redis-endpoint.ts';
 import type { Logger } from './logger.ts';
-import { InfraError } from './errors.ts';
+import { ConfigError, InfraError } from './errors.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export type { Redis };
-
-export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+export { DEFAULT_REDIS_URL, redactUrl, resolveRedisEndpoint, type RedisEndpoint } from './redis-endpoint.ts';
 
 export type ConnectionRole = 'worker' | 'client';
 
-/** A new connection; `worker` connections retry forever, `client` ones fail fast. */
-export function createRedis(url: string, role: ConnectionRole, extra: RedisOptions = {}): Redis {
+/**
+ * A new connection to `target` (a URL, or the endpoint of the config: one server, a Sentinel-watched
+ * primary, a Cluster); `worker` connections retry forever, `client` ones fail fast. A Cluster client is
+ * typed as a `Redis`: it takes the same commands (BullMQ accepts either), and keys of one hash tag go
+ * to one node.
+ */
+export function createRedis(target: string | RedisEndpoint, role: ConnectionRole, extra: RedisOptions = {}): Redis {
+  const endpoint = typeof target === 'string' ? resolveRedisEndpoint({ redis_url: target, redis: NO_HA }) : target;
   // disconnect() ends the socket and waits up to disconnectTimeout for its 'close'; a socket that
   // already failed never closes again, so with ioredis's 2 s default every process that gave up on an
   // unreachable Redis lingered 2 s before it exited (benchmark 9).
   const common: RedisOptions = { lazyConnect: false, connectionName: `vcfleet-${role}`, disconnectTimeout: 200, ...extra };
-  const redis = role === 'worker' ? workerConnection(url, common) : clientConnection(url, common);
-  // Errors surface through commands and waitForRedis; without a listener ioredis prints each one.
+  const options = { ...common, ...(role === 'worker' ? WORKER_OPTIONS : CLIENT_OPTIONS) };
+  const redis = connectTo(endpoint, options, role);
+  // Errors surface through commands, waitForRedis and the connection-state log; without a listener ioredis prints each one.
   redis.on('error', () => {});
   return redis;
 }
 
-function workerConnection(url: string, common: RedisOptions): Redis {
-  return new Redis(url, {
-    ...common,
-    maxRetriesPerRequest: null,
-    enableOfflineQueue: true,
-    retryStrategy: (times) => Math.min(200 * times, 2000),
-  });
-}
+const NO_HA = { sentinels: [], sentinel_name: null, sentinel_password: null, cluster: false, cluster_nodes: [] };
 
-function clientConnection(url: string, common: RedisOptions): Redis {
-  return new Redis(url, {
-    ...common,
-    maxRetriesPerRequest: 2,
-    connectTimeout: 5000,
-    retryStrategy: (times) => (times > 3 ? null : 200 * times),
+const WORKER_OPTIONS: RedisOptions = { maxRetriesPerRequest: null, enableOfflineQueue: true, retryStrategy: (times) => Math.min(200 * times, 2000) };
+const CLIENT_OPTIONS: RedisOptions = { maxRetriesPerRequest: 2, connectTimeout: 5000, retryStrategy: (times) => (times > 3 ? null : 200 * times) };
+
+/** A primary demoted by a failover answers writes with READONLY: reconnect (Sentinel names the new one) and resend. */
+const reconnectOnReadonly = (err: Error) => (/^READONLY/.test(err.message) ? 2 : false);
+
+function connectTo(endpoint: RedisEndpoint, options: RedisOptions, role: ConnectionRole): Redis {
+  const auth = { ...(endpoint.username ? { username: endpoint.username } : {}), ...(endpoint.password ? { password: endpoint.password } : {}) };
+  if (endpoint.kind === 'single') return new Redis(endpoint.url, { ...options, reconnectOnError: reconnectOnReadonly });
+  if (endpoint.kind === 'sentinel') {
+    return new Redis({
+      ...options, ...auth,
+      sentinels: endpoint.sentinels,
+      name: endpoint.name,
+      db: endpoint.db,
+      ...(endpoint.sentinelPassword ? { sentinelPassword: endpoint.sentinelPassword } : {}),
+      ...(endpoint.tls ? { tls: {}, enableTLSForSentinelMode: true } : {}),
+      // Subscribes to the sentinels' +switch-master: a failover moves the connection at once, not at the next error.
+      failoverDetector: true,
+      // The sentinels are asked again on each reconnect; a sentinel that is down is skipped.
+      sentinelRetryStrategy: (times) => (role === 'client' && times > 3 ? null : Math.min(200 * times, 2000)),
+      reconnectOnError: reconnectOnReadonly,
+    });
+  }
+  const { retryStrategy, maxRetriesPerRequest, enableOfflineQueue, ...nodeOptions } = options;
+  const cluster = new Cluster(endpoint.nodes, {
+    redisOptions: { ...nodeOptions, ...auth, maxRetriesPerRequest, ...(endpoint.tls ? { tls: {} } : {}) },
+    clusterRetryStrategy: retryStrategy,
+    enableOfflineQueue: enableOfflineQueue ?? true,
+    // A failover moves slots: wait for the cluster to settle and follow MOVED/ASK that far.
+    retryDelayOnFailover: 500,
+    retryDelayOnClusterDown: 500,
+    retryDelayOnTryAgain: 500,
+    maxRedirections: 32,
+    slotsRefreshTimeout: 2000,
+    scaleReads: 'master',
   });
+  return cluster as unknown as Redis;
 }
 
 /**
@@ -49,7 +80,9 @@ function clientConnection(url: string, common: RedisOptions): Redis {
  * (password masked), the last error Redis or the network gave, and what to do about it. A worker
  * connection queues commands while it reconnects for ever, so the wait is bounded here, not by it.
  */
-export async function waitForRedis(redis: Redis, url: string, timeoutMs = 15_000): Promise<void> {
+export async function waitForRedis(redis: Redis, target: string | RedisEndpoint, timeoutMs = 15_000): Promise<void> {
+  const url = typeof target === 'string' ? target : target.display;
+  const plainUrl = typeof target === 'string' ? target : target.kind === 'single' ? target.url : null;
   let lastError = 'no answer';
   // "Connection is closed" only says that a connection gave up; the error before it says why.
   const note = (message: string) => void (/Connection is closed/i.test(message) && lastError !== 'no answer' ? undefined : (lastError = message));
@@ -72,9 +105,9 @@ export async function waitForRedis(redis: Redis, url: string, timeoutMs = 15_000
       }
       // A server that closes every connection at once may have said why before any command (a
       // protected-mode DENIED), which the client never reads: ask it once on a plain socket.
-      if (!asked && BROKEN.test(lastError)) {
+      if (!asked && plainUrl && BROKEN.test(lastError)) {
         asked = true;
-        lastError = (await serverGreeting(url)) ?? lastError;
+        lastError = (await serverGreeting(plainUrl)) ?? lastError;
       }
       // Refused credentials do not fix themselves, and a client connection that gave up stays closed.
       if (DEFINITE.test(lastError) || redis.status === 'end') throw new InfraError(unreachableMessage(url, lastError));
@@ -120,28 +153,20 @@ async function serverGreeting(url: string, ms = 1000): Promise<string | null> {
 /** Answers of a Redis that is up but will not serve this client as configured. */
 const DEFINITE = /DENIED|NOAUTH|WRONGPASS|invalid password|invalid username/;
 
+/** What the user can do about what an unreachable Redis said, first match wins. */
+const HINTS: ReadonlyArray<[RegExp, string]> = [
+  [/DENIED|protected mode/i, 'Redis is in protected mode and refuses other hosts: give it a password (requirepass, or an ACL user) and put it in REDIS_URL as redis://:PASSWORD@host:6379'],
+  [/NOAUTH|WRONGPASS|AUTH|invalid password|invalid username/i, 'Redis wants a password: set it in REDIS_URL (redis://:PASSWORD@host:6379, or redis://USER:PASSWORD@host:6379 for an ACL user)'],
+  [/None of startup nodes|Failed to refresh slots/i, 'no listed node answers as a Redis Cluster node: check redis.cluster_nodes (or the hosts of redis+cluster://), and that the nodes run with cluster-enabled yes; for a single server or a Sentinel set, unset redis.cluster'],
+  [/sentinels are unreachable/i, 'no sentinel answers: check redis.sentinels (or the hosts of redis+sentinel://; sentinels usually listen on 26379), redis.sentinel_name and redis.sentinel_password'],
+  [/ECONNREFUSED/, 'nothing listens there: start redis-server on that host (bound to an address this host can reach) or fix REDIS_URL'],
+];
+
 /** What an unreachable Redis says, and what the user can do about it. */
 export function unreachableMessage(url: string, error: string, waitedMs?: number): string {
-  const hint = /DENIED|protected mode/i.test(error)
-    ? 'Redis is in protected mode and refuses other hosts: give it a password (requirepass, or an ACL user) and put it in REDIS_URL as redis://:PASSWORD@host:6379'
-    : /NOAUTH|WRONGPASS|AUTH|invalid password|invalid username/i.test(error)
-      ? 'Redis wants a password: set it in REDIS_URL (redis://:PASSWORD@host:6379, or redis://USER:PASSWORD@host:6379 for an ACL user)'
-      : /ECONNREFUSED/.test(error)
-        ? 'nothing listens there: start redis-server on that host (bound to an address this host can reach) or fix REDIS_URL'
-        : 'check the address, the port and the firewall between this host and Redis, or fix REDIS_URL';
+  const hint = HINTS.find(([pattern]) => pattern.test(error))?.[1] ?? 'check the address, the port and the firewall between this host and Redis, or fix REDIS_URL';
   const waited = waitedMs === undefined ? '' : ` (no answer within ${Math.round(waitedMs / 1000)} s, redis.connect_timeout_s)`;
   return `cannot reach Redis at ${redactUrl(url)}${waited}: ${error.replace(/\.$/, '')}; ${hint}`;
-}
-
-/** The URL without its password, for messages. */
-export function redactUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return url;
-  }
 }
 
 /**
@@ -178,5 +203,68 @@ export async function checkRedisServer(redis: Redis, logger: Logger, warnPersist
   }
   if (warnPersistence && (await redisPersists(redis)) === false) {
     logger.warn('Redis persists nothing (appendonly no, no save points): a Redis restart loses the run in flight');
+  }
+}
+
+/** `{tag}` at the start of a key prefix: Redis Cluster puts every key that carries it in one slot. */
+export function hashTagOf(prefix: string): string | null {
+  return /^\{([^}]+)\}/.exec(prefix)?.[1] ?? null;
+}
+
+/**
+ * What kind of Redis answers, checked against how the config connects to it (INFO): a Cluster node
+ * needs `redis.cluster` and a hash-tagged prefix; a replica takes no writes. Throws naming the fix.
+ */
+export async function checkRedisDeployment(redis: Redis, endpoint: RedisEndpoint, prefix: string): Promise<'single' | 'sentinel' | 'cluster'> {
+  if (endpoint.kind === 'cluster' && !hashTagOf(prefix)) {
+    throw new ConfigError(
+      `queues.prefix "${prefix}" has no hash tag: on a Redis Cluster BullMQ's scripts and the fleet's own multi-key commands need every key in one slot; ` +
+        `set queues.prefix to {${prefix}} (VCFLEET_PREFIX={${prefix}} or ++queues.prefix={${prefix}})`,
+    );
+  }
+  let fields: Record<string, string>;
+  try {
+    fields = infoFields(`${await redis.info('cluster')}\r\n${await redis.info('replication')}`);
+  } catch {
+    return endpoint.kind; // INFO disabled (some managed services): nothing to check against
+  }
+  if (endpoint.kind !== 'cluster' && fields.cluster_enabled === '1') {
+    throw new InfraError(
+      `Redis at ${endpoint.display} is a Redis Cluster node: set redis.cluster=true (or REDIS_URL=redis+cluster://host:port,…) ` +
+        `and give queues.prefix a hash tag, e.g. VCFLEET_PREFIX={${prefix.replace(/^\{[^}]*\}/, '')}}`,
+    );
+  }
+  if (endpoint.kind === 'single' && fields.role === 'slave') {
+    throw new InfraError(
+      `Redis at ${endpoint.display} is a read-only replica of ${fields.master_host}:${fields.master_port}: point REDIS_URL at the primary, ` +
+        'or let Sentinel find it (redis.sentinels and redis.sentinel_name, or REDIS_URL=redis+sentinel://h1:26379,h2:26379/<name>)',
+    );
+  }
+  return endpoint.kind;
+}
+
+function infoFields(info: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of info.split(/\r?\n/)) {
+    const i = line.indexOf(':');
+    if (i > 0 && !line.startsWith('#')) out[line.slice(0, i)] = line.slice(i + 1).trim();
+  }
+  return out;
+}
+
+/**
+ * After writes that must survive a failover (a run produced): wait until a replica has them (`WAIT 1`),
+ * at most `timeoutMs`. Replication is asynchronous, so a primary that dies just after acknowledging may
+ * take its last writes with it; this narrows that window. Returns the replicas that acknowledged, or
+ * null when there is no replica to wait for (or a Cluster client, whose WAIT would reach a random node).
+ */
+export async function waitForReplicas(redis: Redis, timeoutMs = 2000): Promise<number | null> {
+  if ((redis as unknown as { isCluster?: boolean }).isCluster) return null;
+  try {
+    const replicas = Number(infoFields(await redis.info('replication')).connected_slaves ?? 0);
+    if (replicas === 0) return null;
+    return (await redis.call('WAIT', 1, timeoutMs)) as number;
+  } catch {
+    return null;
   }
 }

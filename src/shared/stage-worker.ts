@@ -10,6 +10,11 @@ import type { Logger } from './logger.ts';
 import type { Config } from './config-schema.ts';
 import { bullQueueName, parseJob, type JobData, type QueueName, type QueueScope } from './queues.ts';
 import { InFlightJobs } from './in-flight-jobs.ts';
+import { watchRedisHealth } from './redis-health.ts';
+import { settleWithin } from './settle-within.ts';
+
+/** How long after the grace a closing worker may still wait on Redis before its connections are dropped. */
+const CLOSE_MARGIN_MS = 3000;
 
 export interface StageContext {
   signal: AbortSignal;
@@ -160,15 +165,27 @@ export function startStageWorker<N extends QueueName>(opts: StageWorkerOptions<N
     name: opts.name,
     autorun: true,
   });
-  worker.on('error', (err) => log.warn({ err: errorMessage(err) }, 'worker connection error (waiting for Redis)'));
+  // One line per state change of Redis, not one per failed retry; an answer Redis will repeat stops the role.
+  const health = watchRedisHealth(opts.connection, { logger: log, display: 'Redis' });
+  worker.on('error', (err) => health.failed(err));
   let closing: Promise<void> | undefined;
   return {
     worker,
     close(graceMs = 5000) {
       closing ??= (async () => {
-        const timer = setTimeout(() => shutdown.abort(new Error('worker shutting down')), graceMs);
+        // With Redis away a running job can neither finish nor be handed back: abort at once.
+        const grace = health.isUp ? graceMs : 0;
+        const timer = setTimeout(() => shutdown.abort(new Error('worker shutting down')), grace);
         try {
-          await worker.close();
+          // BullMQ's close waits on Redis (handing jobs back, the blocking fetch): with Redis gone it never
+          // resolves. Past the grace and a margin, drop the connections; the jobs this worker held come
+          // back through BullMQ's stall recovery once their locks expire.
+          const closed = worker.close();
+          if (!(await settleWithin(closed, grace + CLOSE_MARGIN_MS))) {
+            log.warn({ waited_ms: grace + CLOSE_MARGIN_MS }, 'the worker did not close in time (Redis not answering?): dropping its connections; the jobs it held come back when their locks expire');
+            await settleWithin(Promise.resolve(worker.disconnect()), 500);
+            await settleWithin(closed, 500);
+          }
         } finally {
           clearTimeout(timer);
         }

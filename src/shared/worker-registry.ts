@@ -6,6 +6,7 @@
  * job's `processedBy` names it), and every notice. A record older than `STALE_AFTER_MS` is a dead worker.
  */
 import os from 'node:os';
+import { settleWithin } from './settle-within.ts';
 import { z } from 'zod';
 import type { Redis } from 'ioredis';
 
@@ -67,7 +68,9 @@ export async function announceWorker(redis: Redis, prefix: string, role: string,
     stop() {
       stopping ??= (async () => {
         clearInterval(timer);
-        await redis.hdel(workersKey(prefix), id).catch(() => undefined);
+        // With Redis away the command would wait for it for ever: a record that stays ages into "stale".
+        const removed = redis.hdel(workersKey(prefix), id).catch(() => undefined);
+        await settleWithin(removed, 1000);
       })();
       return stopping;
     },

@@ -24,12 +24,18 @@ function formatStatus(s: RunStatus): string {
     `stop reasons: ${stops}`,
     ...s.warnings.map((w) => `WARNING: ${w}`),
     s.output ? `output: ${s.output.path} on host ${s.output.host} (results consumer ${s.output.worker ?? '?'})` : `output: ${s.run.output_jsonl_fpath} (not opened yet: the results consumer resolves it under its own output_root)`,
+    ...(s.reconciled ? [reconcileLine(s.reconciled)] : []),
     `workers: ${roles.length ? roles.map(([r, n]) => `${n} ${r}`).join(', ') : 'none running'}`,
     ...(stale.length ? ['workers that stopped heartbeating:', ...stale] : []),
     ...paceLines(s.policy_pace),
     '',
     jobs,
   ].join('\n');
+}
+
+/** When the run was last reconciled after a lost Redis (a failover), and what that restored. */
+function reconcileLine(r: NonNullable<RunStatus['reconciled']>): string {
+  return `reconciled after a lost Redis at ${r.at}: ${r.restored_rows} row(s) put back from the output file, ${r.reproduced} lost rollout(s) produced again`;
 }
 
 export function registerOps(program: Command, cli: Cli): void {

@@ -95,13 +95,13 @@ async function requeueAndFinish(kind: Kind, opts: RequeueOpts, cli: Cli): Promis
     const inFlight = new InFlightJobs();
     const signal = onShutdownSignals(logger, async () => {}, { hint: () => `the work stays queued: finish it with vcfleet ${kind} --run-id ${opts.runId}`, inFlight });
     const requeued = { roles: here };
-    const runConfig = { ...config, redis_url: conn.url, run_id: opts.runId };
+    const runConfig = { ...config, redis_url: conn.url ?? config.redis_url, run_id: opts.runId };
     let result: RunAllResult;
     try {
       result = await runAll({ config: runConfig, logger, signal, inFlight, requeued });
     } catch (err) {
       if (!(err instanceof DemoRunToResume)) throw err;
-      result = (await runDemo({ configPath: opts.config, overrides: cli.overrides, logger, signal, inFlight, runId: err.runId, requeued, redisUrl: conn.url })).result;
+      result = (await runDemo({ configPath: opts.config, overrides: cli.overrides, logger, signal, inFlight, runId: err.runId, requeued, redisUrl: conn.url ?? undefined })).result;
     }
     const after = result.status === 'stopped' ? `the requeued work stays queued: finish it with \`vcfleet ${kind} --run-id ${opts.runId}\` or ${howToServe(run)}\n` : '';
     finish(result, after);

@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import type { Cli } from '../context.ts';
 import { InFlightJobs } from '../../shared/in-flight-jobs.ts';
-import { onShutdownSignals, table } from '../runtime.ts';
+import { exitSoon, onShutdownSignals, stopOnFatal, table } from '../runtime.ts';
 import { DemoRunToResume, runAll, type RunAllResult } from '../../all-in-one/run-all.ts';
 import { runDemo } from '../../demo/run-demo.ts';
 import { metricsRows, type TableRow } from '../metrics-table.ts';
@@ -72,11 +72,12 @@ export function registerRun(program: Command, cli: Cli): void {
       const signal = onShutdownSignals(logger, async () => {}, { hint: () => (runId ? `resume with: vcfleet run --run-id ${runId}` : ''), inFlight });
       let result: RunAllResult;
       try {
-        result = await runAll({ config, logger, signal, onStart, inFlight });
+        result = await runAll({ config, logger, signal, onStart, inFlight, onFatalRedis: stopOnFatal });
       } catch (err) {
         if (!(err instanceof DemoRunToResume)) throw err;
         result = (await runDemo({ configPath: opts.config, overrides: cli.overrides, logger, signal, onStart, runId: err.runId, inFlight })).result;
       }
       finish(result);
+      exitSoon();
     });
 }

@@ -13,7 +13,7 @@ import { startRoleMetrics } from '../../ops/role-metrics.ts';
 import { resolveJudgeApiKey } from '../../workers/judge/openai-judge.ts';
 import { startRole, WORKER_ROLES, type WorkerRole } from '../../workers/roles.ts';
 import type { Cli } from '../context.ts';
-import { connect, onShutdownSignals } from '../runtime.ts';
+import { connect, exitSoon, onShutdownSignals } from '../runtime.ts';
 
 export { WORKER_ROLES } from '../../workers/roles.ts';
 
@@ -56,6 +56,7 @@ export function registerWorker(program: Command, cli: Cli): void {
       });
       logger.info({ role }, stopped ? `${role} worker stopped` : `${role} worker stopped, but some of it could not be released (logged above)`);
       if (!stopped) process.exitCode = 1;
+      exitSoon();
     });
 }
 

@@ -123,6 +123,21 @@ export class RunOutput {
   }
 
   /** Record a row: Redis first (the record), then the file. Duplicate deliveries change nothing. */
+  /**
+   * Put back into Redis every row of this run the file holds and Redis lacks (a failover lost the
+   * writes the old primary acknowledged last); in turn with commits. Returns how many were put back.
+   */
+  restoreFromFile(): Promise<number> {
+    const next = this.queue.then(async () => {
+      const mine = readRowFile(this.jsonlPath).runs.get(this.runId);
+      let restored = 0;
+      for (const row of mine?.rows ?? []) if (await this.store.putRowIfAbsent(row)) restored++;
+      return restored;
+    });
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
   commit(row: Row): Promise<CommitResult> {
     const next = this.queue.then(() => this.commitNow(row));
     this.queue = next.catch(() => undefined);

@@ -10,7 +10,10 @@ import { fleetKeys } from '../../shared/keys.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Row } from '../../shared/rows.ts';
 import type { ResultsJob } from '../../shared/queues.ts';
-import { RunStore } from '../../shared/run-store.ts';
+import { RunStore, type RunRecord } from '../../shared/run-store.ts';
+import { watchRedisHealth } from '../../shared/redis-health.ts';
+import type { ReconcileReport } from '../../shared/reconcile-record.ts';
+import { reconcileRun } from './reconcile.ts';
 import { startStageWorker, type RoleDeps, type StageWorker } from '../../shared/stage-worker.ts';
 import { RunOutput, type CommitResult } from './run-output.ts';
 import { resolveOutputPath } from '../../shared/output/output-path.ts';
@@ -30,11 +33,14 @@ export interface ResultsWorker {
   close(graceMs?: number): Promise<void>;
   /** Open (and reconcile) the output of a run now, e.g. after a crash, without waiting for a new row. */
   syncRun(runId: string): Promise<RunOutput>;
+  /** Check every open run against what survived in Redis (done by itself each time Redis comes back). */
+  reconcileAll(reason: string): Promise<ReconcileReport[]>;
 }
 
 /** A run's output on this host: its JSONL and metrics, and the writer of its transcripts. */
 interface OpenRun {
   output: RunOutput;
+  run: RunRecord;
   transcripts: TranscriptWriter;
 }
 
@@ -43,7 +49,7 @@ interface OpenRun {
  * drop the transcript's parts from Redis. A row delivered twice commits once. A transcript that cannot
  * be read or written never holds the row back: the row is committed without it (and says so in the log).
  */
-export async function commitRow(data: ResultsJob, run: OpenRun, logger?: Logger): Promise<{ row: Row; result: CommitResult }> {
+export async function commitRow(data: ResultsJob, run: Pick<OpenRun, 'output' | 'transcripts'>, logger?: Logger): Promise<{ row: Row; result: CommitResult }> {
   let attached: { row: Row; pending: boolean };
   try {
     attached = await run.transcripts.attach(data.row);
@@ -65,12 +71,36 @@ class ResultsConsumer implements ResultsWorker {
   private stage: StageWorker<'results'> | undefined;
   private flushTimer: NodeJS.Timeout | undefined;
   private closing: Promise<void> | undefined;
+  private reconciling: Promise<unknown> = Promise.resolve();
+  private readonly offBack: () => void;
 
   constructor(private readonly deps: ResultsWorkerDeps) {
     const prefix = deps.config.queues.prefix;
     this.store = new RunStore(deps.connection, prefix);
     this.lock = new WriterLock(deps.connection, fleetKeys(prefix).writerLock(deps.scope ?? null), deps.logger, { leaseMs: deps.leaseMs });
     this.ready = this.start();
+    // After a lost Redis (a failover may have lost its last writes): check each open run against what survived.
+    const health = watchRedisHealth(deps.connection, { logger: deps.logger, display: 'Redis' });
+    this.offBack = health.onBack(() => void this.reconcileAll('redis back'));
+  }
+
+  /** Reconcile every run this consumer has open, one pass at a time; returns the reports. */
+  reconcileAll(reason: string): Promise<ReconcileReport[]> {
+    const next = this.reconciling.then(async () => {
+      const reports: ReconcileReport[] = [];
+      for (const pending of [...this.runs.values()]) {
+        if (this.stop.signal.aborted) break;
+        try {
+          const { output, run } = await pending;
+          reports.push(await reconcileRun({ redis: this.deps.connection, config: this.deps.config, store: this.store, logger: this.deps.logger, restoreRows: () => output.restoreFromFile() }, run, reason));
+        } catch (err) {
+          this.deps.logger.error({ err: errorMessage(err) }, 'could not reconcile a run after the lost Redis; `vcfleet run --run-id <id>` (or `vcfleet produce --run-id`) re-adds what is missing');
+        }
+      }
+      return reports;
+    });
+    this.reconciling = next.catch(() => []);
+    return next;
   }
 
   async syncRun(runId: string): Promise<RunOutput> {
@@ -80,6 +110,7 @@ class ResultsConsumer implements ResultsWorker {
   close(graceMs = 10_000): Promise<void> {
     this.closing ??= (async () => {
       this.stop.abort();
+      this.offBack();
       clearInterval(this.flushTimer);
       // Newest first: stop taking rows, write each run's metrics, then give the writer lock up.
       const releasers = new Releasers(this.deps.logger);
@@ -133,7 +164,7 @@ class ResultsConsumer implements ResultsWorker {
         output.writeMetrics(true);
         // `status` and the dashboard say on which host the file is.
         await this.store.putOutputLocation(runId, { host: os.hostname(), path: file, worker: this.deps.workerName ?? null, at: new Date().toISOString() });
-        return { output, transcripts: new TranscriptWriter(file, this.store, logger) };
+        return { output, run, transcripts: new TranscriptWriter(file, this.store, logger) };
       })();
       pending.catch(() => this.runs.delete(runId));
       this.runs.set(runId, pending);

@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../../shared/logger.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { settleWithin } from '../../shared/settle-within.ts';
 
 const RENEW = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end`;
 const RELEASE = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end`;
@@ -66,6 +67,8 @@ export class WriterLock {
   async release(): Promise<void> {
     clearInterval(this.timer);
     this.timer = undefined;
-    await this.redis.eval(RELEASE, 1, this.key, this.token).catch(() => {});
+    // With Redis away the command would wait for it for ever: the lease ends the lock anyway.
+    const released = this.redis.eval(RELEASE, 1, this.key, this.token).catch(() => {});
+    await settleWithin(released, 1000);
   }
 }
