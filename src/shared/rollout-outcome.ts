@@ -13,6 +13,7 @@ import { z } from 'zod';
 import { MAX_ANSWER_CHARS } from './answer.ts';
 import { STOP_REASONS } from './stop-reasons.ts';
 import { tailChars } from './text-cut.ts';
+import { TokenCaptureSummarySchema } from './token-capture.ts';
 
 export { STOP_REASONS, type StopReason } from './stop-reasons.ts';
 
@@ -43,6 +44,8 @@ export const RolloutOutcomeSchema = z.object({
   refused_requests: Counts.default({}),
   /** Chat calls that were not the agent's own conversation (made by something the model ran); they never count. */
   forged_calls: z.number().int().min(0).default(0),
+  /** With `policy.token_capture`: the calls, the chain and the trajectory's mask (token-capture.ts); null when off. */
+  token_capture: TokenCaptureSummarySchema.nullable().default(null),
 });
 export type RolloutOutcome = z.infer<typeof RolloutOutcomeSchema>;
 /** An outcome as a producer writes it: everything but the stop reason may be left to its default. */

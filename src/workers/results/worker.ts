@@ -15,6 +15,7 @@ import { startStageWorker, type RoleDeps, type StageWorker } from '../../shared/
 import { RunOutput, type CommitResult } from './run-output.ts';
 import { resolveOutputPath } from '../../shared/output/output-path.ts';
 import { TranscriptWriter } from './transcript-writer.ts';
+import { TrajectoryWriter } from './trajectory-writer.ts';
 import { WriterLock } from './writer-lock.ts';
 
 export interface ResultsWorkerDeps extends RoleDeps<'results'> {
@@ -36,6 +37,8 @@ export interface ResultsWorker {
 interface OpenRun {
   output: RunOutput;
   transcripts: TranscriptWriter;
+  /** Writer of its trajectories (token capture). */
+  trajectories?: TrajectoryWriter;
 }
 
 /**
@@ -51,8 +54,18 @@ export async function commitRow(data: ResultsJob, run: OpenRun, logger?: Logger)
     logger?.error({ rollout_id: data.row.rollout_id, err: errorMessage(err) }, 'the transcript of this rollout could not be written; its row is kept without it');
     attached = { row: { ...data.row, transcript: null }, pending: true };
   }
+  let trajectoryPending = false;
+  try {
+    const t = await run.trajectories?.attach(attached.row);
+    if (t) {
+      attached = { ...attached, row: t.row };
+      trajectoryPending = t.pending;
+    }
+  } catch (err) {
+    logger?.error({ rollout_id: data.row.rollout_id, err: errorMessage(err) }, 'the trajectory of this rollout could not be written; its row is kept without it');
+  }
   const result = await run.output.commit(attached.row);
-  if (attached.pending) await run.transcripts.done(attached.row);
+  if (attached.pending || trajectoryPending) await run.transcripts.done(attached.row);
   return { row: attached.row, result };
 }
 
@@ -133,7 +146,7 @@ class ResultsConsumer implements ResultsWorker {
         output.writeMetrics(true);
         // `status` and the dashboard say on which host the file is.
         await this.store.putOutputLocation(runId, { host: os.hostname(), path: file, worker: this.deps.workerName ?? null, at: new Date().toISOString() });
-        return { output, transcripts: new TranscriptWriter(file, this.store, logger) };
+        return { output, transcripts: new TranscriptWriter(file, this.store, logger), trajectories: new TrajectoryWriter(file, this.store, logger) };
       })();
       pending.catch(() => this.runs.delete(runId));
       this.runs.set(runId, pending);

@@ -22,6 +22,8 @@ import { decideSessionEnd, type SessionEnd, type StopCause } from './session-end
 import { buildOpenCodeConfig, buildOpenCodeEnv, buildRunArgv, seedFiles, sessionPaths } from './session-config.ts';
 import { openSessionGateway, type SessionGateway, type SessionGatewayOptions } from './session-gateway.ts';
 import { buildTranscript } from './transcript-builder.ts';
+import { buildTrajectory } from './trajectory-builder.ts';
+import { tokenCaptureSummary } from '../../../shared/trajectory.ts';
 
 export interface SessionDeps {
   provider: SandboxProvider;
@@ -209,6 +211,10 @@ export class RolloutSession {
       this.log.warn({ reason: outcome.message }, 'rollout failed on infrastructure');
       throw new InfraError(outcome.message, { code: outcome.policy ? 'policy_server' : 'other' });
     }
+    const capture = gateway.tokenCapture;
+    const trajectory = capture
+      ? buildTrajectory({ request: this.request, policyModel: policy.modelName, weightVersion: policy.weightVersion ?? null, stopReason: outcome.stopReason, capture, images: gateway.images })
+      : null;
     const result = rolloutOutcome({
       stop_reason: outcome.stopReason,
       extracted_answer: outcome.extractedAnswer,
@@ -222,6 +228,7 @@ export class RolloutSession {
       limit_hits: limitHits,
       refused_requests: stats.refused,
       forged_calls: stats.forgedCalls,
+      token_capture: trajectory ? tokenCaptureSummary(trajectory) : null,
     });
     const transcript = this.request.transcript.enabled
       ? buildTranscript({
@@ -233,6 +240,16 @@ export class RolloutSession {
         })
       : null;
     this.log.info({ stop_reason: result.stop_reason, turns: result.turns, tool_calls: result.tool_calls, wall_s: result.wall_s, task_id: task.task_id }, 'rollout finished');
-    return { outcome: result, transcript };
+    return { outcome: result, transcript, trajectory: trajectory ? { record: trajectory, images: trajectoryImages(trajectory.images, gateway.images) } : null };
   }
+}
+
+/** The bytes of the images a trajectory names, as the gateway kept them (once each). */
+function trajectoryImages(shas: readonly string[], kept: ReadonlyMap<string, { mime: string; bytes: Buffer | null }>): Map<string, { mime: string; bytes: Buffer }> {
+  const out = new Map<string, { mime: string; bytes: Buffer }>();
+  for (const sha of shas) {
+    const img = kept.get(sha);
+    if (img?.bytes) out.set(sha, { mime: img.mime, bytes: img.bytes });
+  }
+  return out;
 }
