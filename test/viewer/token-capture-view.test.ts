@@ -65,7 +65,7 @@ describe('token capture on the rollout page', () => {
     expect(await text('[data-field="tc_chain"]')).toBe('contiguous');
     expect(await text('[data-field="tc_mask"]')).toBe('no (trainable)');
     expect(await text('[data-field="tc_weight_version"]')).toBe('w9');
-    expect(await page.locator('table.token-turns tbody tr').evaluateAll((trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)))).toEqual([['0', '120', '3'], ['1', '45', '3']]);
+    expect(await page.locator('table.token-turns tbody tr').evaluateAll((trs) => trs.map((tr) => Array.from(tr.querySelectorAll('td'), (td) => td.textContent)))).toEqual([['0', '120', '3'], ['1', '45', '3']]);
     await navigate(page, () => page.goto(`${server.url}runs/tc/rollouts/tc-201-1`));
     expect(await text('[data-field="tc_chain"]')).toBe('broken at call 1: its prompt differs at token 12');
     expect(await text('[data-field="tc_mask"]')).toBe('yes: chain_broken (call 1: its prompt differs at token 12)');
