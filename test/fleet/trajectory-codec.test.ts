@@ -14,9 +14,9 @@ function big(n: number): Trajectory {
   return {
     trajectory_version: TRAJECTORY_VERSION, run_id: 'r', rollout_id: 'ro', task_id: 't', repeat: 0, attempt: 1, policy_model: 'p', weight_version: null,
     stop_reason: 'answered', reward: null, mask_sample: false, mask_reason: null, mask_detail: null, chain: { contiguous: true, breaks: [] },
-    calls: [{ index: 0, started_at: 'x', latency_ms: 1, status: 200, finish_reason: 'stop', answered: true, prompt_token_count: n, prompt_token_ids: ids, generation_token_ids: ids, generation_log_probs: ids.map((x) => -x / 1e6), missing: [], sampling: {}, weight_version: null, images: [] }],
+    calls: [{ index: 0, started_at: 'x', latency_ms: 1, status: 200, finish_reason: 'stop', answered: true, prompt_token_count: n, prompt_token_ids: ids, generation_token_ids: ids, generation_log_probs: ids.map((x) => -(x + 1) / 1e6), missing: [], sampling: {}, weight_version: null, images: [] }],
     other_calls: [], other_calls_dropped: 0, turns: [{ call: 0, generated: n, inserted: n }], images: [], image_mimes: {}, flat_calls: 1,
-    prompt_ids: ids, response_ids: ids, response_mask: ids.map(() => 1), response_logprobs: ids.map((x) => -x / 1e6), truncated: [],
+    prompt_ids: ids, response_ids: ids, response_mask: ids.map(() => 1), response_logprobs: ids.map((x) => -(x + 1) / 1e6), truncated: [],
   };
 }
 
