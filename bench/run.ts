@@ -9,7 +9,7 @@
  *   npm run bench -- --only 7 --capacity-ladder 8,16,24,32,40,48 --out /tmp/ladder.md   # how far this host goes
  *
  * Flags (defaults in brackets):
- *   --only LIST              benchmarks to run, e.g. 1,3 [1,2,3,4,5,6,7,8,9,10]
+ *   --only LIST              benchmarks to run, e.g. 1,3 [1,2,3,4,5,6,7,8,9,11]
  *   --rollouts N             1: rollouts per side [10000]
  *   --latency-samples N      1: unloaded latency samples, one at a time [300]
  *   --concurrency N          1: jobs at once in hops 1 and 2 (hop 3 is always 1) [8]
@@ -41,7 +41,7 @@
  *   --heap-settings LIST     8: unset, a BUN_JSC_forceRAMSize in MiB, or smol [unset,2048,1024,512,256,smol]
  *   --heap-runs N            8: rollouts of each setting [3]
  *   --stop-runs N            9: timed stops of each kind (deadlines, aborts, an unreachable Redis) [5]
- *   --capture-runs N         10: rollouts of each side, token capture on and off [3]
+ *   --capture-runs N         11: rollouts of each side, token capture on and off [3]
  *   --out FILE               where to write the table [bench/RESULTS.md when every benchmark ran]
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -54,7 +54,7 @@ import { startBenchRedis } from './lib/redis-server.ts';
 import { fmt } from './lib/stats.ts';
 
 const DEFAULTS = {
-  only: '1,2,3,4,5,6,7,8,9,10',
+  only: '1,2,3,4,5,6,7,8,9,11',
   rollouts: 10000,
   'latency-samples': 300,
   concurrency: 8,
@@ -176,7 +176,7 @@ async function main(): Promise<void> {
     await step('8', 'runtime heap', async () =>
       (await import('./heap.ts')).benchHeap({ dir, settings: flags['heap-settings'].split(',').map((x) => x.trim()).filter(Boolean), runs: flags['heap-runs'], log }));
     await step('9', 'stops', async () => (await import('./stops.ts')).benchStops({ dir, runs: flags['stop-runs'], log }));
-    await step('10', 'token capture', async () => (await import('./token-capture.ts')).benchTokenCapture({ dir, runs: flags['capture-runs'], log }));
+    await step('11', 'token capture', async () => (await import('./token-capture.ts')).benchTokenCapture({ dir, runs: flags['capture-runs'], log }));
   } finally {
     await redis.stop();
     rmSync(dir, { recursive: true, force: true });

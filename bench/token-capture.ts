@@ -1,5 +1,5 @@
 /**
- * Benchmark 10, token capture: the per-task time of the whole harness with `policy.token_capture`
+ * Benchmark 11, token capture: the per-task time of the whole harness with `policy.token_capture`
  * on vs off, against the same vLLM-shaped scripted server (test/helpers/vllm-policy-server.ts: a toy
  * tokenizer, token ids and log-probabilities when asked), in one run with the sides alternating after
  * an untimed warm-up; and the trajectory's size per policy call, as JSON and gzipped (as it travels
@@ -80,11 +80,11 @@ export async function benchTokenCapture(opts: TokenCaptureBenchOptions): Promise
     const perCall = (k: 'json' | 'gz') => median(on.map((s) => s[k] / s.calls));
     return [
       {
-        bench: '10 token capture', metric: 'rollout time, token capture on / off', value: fmt(mOn / mOff),
+        bench: '11 token capture', metric: 'rollout time, token capture on / off', value: fmt(mOn / mOff),
         note: `medians of ${opts.runs} runs each, alternating: ${fmt(mOn)} s vs ${fmt(mOff)} s (on ${on.map((s) => fmt(s.seconds)).join(', ')}; off ${off.map((s) => fmt(s.seconds)).join(', ')}); 3 policy calls (read image, bash, answer) against a vLLM-shaped scripted server that answers at once`,
       },
       {
-        bench: '10 token capture', metric: 'trajectory bytes per call, JSON / gzipped', value: `${fmt(perCall('json'), 0)} / ${fmt(perCall('gz'), 0)}`,
+        bench: '11 token capture', metric: 'trajectory bytes per call, JSON / gzipped', value: `${fmt(perCall('json'), 0)} / ${fmt(perCall('gz'), 0)}`,
         note: `toy tokenizer (a token per byte of the rendered chat, 4 per image); a whole trajectory (per-call ids and the flat form) is ${fmt(median(on.map((s) => s.json)), 0)} bytes of JSON, ${fmt(median(on.map((s) => s.gz)), 0)} gzipped, median`,
       },
     ];
