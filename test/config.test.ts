@@ -141,5 +141,13 @@ describe('unknown config keys', () => {
     expect(nearestKey('abcdefghijkl_x', ['abcdefghijkl_yyy'])).toBe('abcdefghijkl_yyy'); // 3 edits: no more than a third of 14
     expect(nearestKey('known', ['known'])).toBeNull();
   });
+
+  it('token capture settings: off by default; sampling fields pinned from the command line; fields the gateway decides refused by name', () => {
+    expect(loadConfig({ env: {} }).policy).toMatchObject({ token_capture: false, sampling: {}, weight_version: null });
+    const c = loadConfig({ env: {}, overrides: ['++policy.token_capture=true', '++policy.sampling.temperature=0.7', '++policy.sampling.top_k=20', '++policy.weight_version=step-3'] });
+    expect(c.policy).toMatchObject({ token_capture: true, sampling: { temperature: 0.7, top_k: 20 }, weight_version: 'step-3' });
+    expect(errorOf(() => loadConfig({ env: {}, overrides: ['++policy.sampling.max_tokens=99'] }))).toMatch(/policy\.sampling\.max_tokens.*not a sampling setting the run can pin/);
+    expect(errorOf(() => loadConfig({ env: {}, overrides: ['++policy.sampling.stream=true'] }))).toMatch(/policy\.sampling\.stream/);
+  });
 });
 

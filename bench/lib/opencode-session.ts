@@ -77,7 +77,7 @@ export function harnessConfig(overrides: string[] = []): Config {
   return loadConfig({ env: {}, overrides: [`++policy_api_key=${KEY}`, '++agent.kind=opencode', '++sandbox_provider=local', ...overrides] });
 }
 
-export function harnessRequest(config: Config, server: ScriptedPolicyServer, dir: string, id: string): RolloutRequest {
+export function harnessRequest(config: Config, server: Pick<ScriptedPolicyServer, 'url'>, dir: string, id: string): RolloutRequest {
   const sha = createHash('sha256').update(IMAGE).digest('hex');
   return {
     runId: 'bench', rolloutId: id, repeat: 0,

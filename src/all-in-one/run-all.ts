@@ -27,7 +27,7 @@ import { resolveOutputPath } from '../shared/output/output-path.ts';
 import { createAgentRunner } from '../workers/sandbox/agent-factory.ts';
 import { unenforcedNotice } from '../workers/sandbox/box-check.ts';
 import type { FleetMetrics } from '../ops/prom-metrics.ts';
-import { checkJudge, checkPolicy, checkRedisPersistence, requirePassed, type PreflightFailure } from '../ops/preflight.ts';
+import { checkJudge, checkPolicy, checkRedisPersistence, checkTokenCapture, requirePassed, type PreflightFailure } from '../ops/preflight.ts';
 import { startRoleMetrics } from '../ops/role-metrics.ts';
 import { openPrivateRedis } from './private-redis.ts';
 import { createProgressView, type ProgressView } from './progress.ts';
@@ -94,6 +94,7 @@ async function preflightRun(options: RunAllOptions, config: Config, client: Redi
   const checks: Array<Promise<PreflightFailure | null>> = [];
   if (config.preflight.require_redis_persistence) checks.push(checkRedisPersistence(client));
   if (roles.has('sandbox') && !options.agent && config.agent.kind === 'opencode') checks.push(checkPolicy(config.policy_base_url, config.policy_api_key, model));
+  if (roles.has('sandbox') && !options.agent && config.agent.kind === 'opencode' && config.policy.token_capture) checks.push(checkTokenCapture(config.policy_base_url, config.policy_api_key, model));
   if (roles.has('judge') && !options.judge) checks.push(checkJudge(config, resolveJudgeApiKey(config)));
   requirePassed(await Promise.all(checks));
 }

@@ -99,7 +99,9 @@ export function createRedisViewerSource(opts: RedisViewerSourceOptions): ViewerS
     async rollout(runId, rolloutId): Promise<RolloutData | null> {
       const run = await knownRun(runId);
       const row = run && (await store.getRow(runId, rolloutId));
-      return run && row ? { row, transcript: transcriptOf(run, row) } : null;
+      if (!run || !row) return null;
+      const out = outputOf(run);
+      return { row, transcript: transcriptOf(run, row), token_capture: 'files' in out ? out.files.tokenCapture(row) : null };
     },
     async image(sha256) {
       for (const run of await store.recentRuns(maxRuns)) {

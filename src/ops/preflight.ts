@@ -11,6 +11,8 @@ import type { Config } from '../shared/config.ts';
 import { ConfigError, errorMessage } from '../shared/errors.ts';
 import { redisPersists, type Redis } from '../shared/redis.ts';
 import { stripCredentials } from '../shared/run-settings.ts';
+import { readTokenFields } from '../workers/sandbox/gateway/token-fields.ts';
+import { TOKEN_FIELDS } from '../workers/sandbox/gateway/token-request.ts';
 
 export interface PreflightFailure {
   check: 'policy' | 'judge' | 'sandbox' | 'redis' | 'output';
@@ -75,6 +77,29 @@ export async function checkPolicy(baseUrl: string, apiKey: string | null, model:
   // A worker does not know the model: an answer that is not an outage or a refusal will do.
   if (model === null && chat.status >= 400 && chat.status < 500 && chat.status !== 401 && chat.status !== 403) return null;
   return fail(`answered HTTP ${chat.status} to GET /models and to a one-token chat call`, 'check POLICY_BASE_URL (it ends in /v1), POLICY_MODEL and POLICY_API_KEY');
+}
+
+/**
+ * With `policy.token_capture`: a one-token chat call asked as the gateway asks (vLLM's fields, not
+ * streamed) comes back with the prompt's and the generation's token ids and the log-probabilities;
+ * otherwise every trajectory of the run would be masked, so the run does not start.
+ */
+export async function checkTokenCapture(baseUrl: string, apiKey: string | null, model: string | null): Promise<PreflightFailure | null> {
+  const base = baseUrl.replace(/\/+$/, '');
+  const shown = stripCredentials(base);
+  const fail = (why: string): PreflightFailure => ({
+    check: 'policy',
+    message: `policy server ${shown}/chat/completions: ${why}; policy.token_capture needs a server that returns token ids and log-probabilities (vLLM: logprobs, return_token_ids), or set ++policy.token_capture=false`,
+  });
+  const answer = await call(`${base}/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...authHeaders(apiKey) },
+    body: JSON.stringify({ model: model ?? 'any', messages: [{ role: 'user', content: 'ping' }], max_tokens: 1, stream: false, ...TOKEN_FIELDS }),
+  });
+  if ('error' in answer) return fail(`unreachable (${answer.error})`);
+  if (answer.status < 200 || answer.status >= 300) return fail(`answered HTTP ${answer.status} to a one-token call with the token fields`);
+  const { missing } = readTokenFields(answer.body);
+  return missing.length === 0 ? null : fail(`a one-token call came back without ${missing.join(', ')}`);
 }
 
 /** The judge endpoint accepts the judge key (`GET /models`, no tokens spent). */

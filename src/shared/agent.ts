@@ -5,6 +5,7 @@
 import type { RolloutOutcome } from './rollout-outcome.ts';
 import type { PreparedTask } from './task.ts';
 import type { TranscriptRecord } from './transcript.ts';
+import type { Trajectory } from './trajectory.ts';
 
 export { STOP_REASONS, type StopReason } from './stop-reasons.ts';
 
@@ -23,6 +24,12 @@ export interface PolicyEndpoint {
   maxRequestBytes: number;
   maxConcurrentCalls: number;
   maxCallsPerRollout: number;
+  /** Ask for token ids and log-probabilities on every call and build the rollout's trajectory (`policy.token_capture`). */
+  tokenCapture?: boolean;
+  /** Sampling fields pinned on every call (`policy.sampling`). */
+  sampling?: Readonly<Record<string, unknown>>;
+  /** The trainer's weight version (`policy.weight_version`), recorded on every captured call. */
+  weightVersion?: string | null;
 }
 
 /** A rollout's transcript record and the images it references (bytes by SHA-256). */
@@ -73,6 +80,14 @@ export interface AgentResult {
   outcome: RolloutOutcome;
   /** The transcript, when kept. */
   transcript: RolloutTranscript | null;
+  /** The trajectory, with token capture on (`policy.token_capture`); its images are the transcript's or the gateway's. */
+  trajectory?: RolloutTrajectory | null;
+}
+
+/** A rollout's trajectory and the bytes of the images it names (by SHA-256). */
+export interface RolloutTrajectory {
+  record: Trajectory;
+  images: Map<string, { mime: string; bytes: Buffer }>;
 }
 
 /**

@@ -61,6 +61,27 @@ export const SandboxConfigSchema = z
   })
   .strict();
 
+/**
+ * Fields of a chat call the gateway itself decides or the sandbox must not: `policy.sampling` cannot set them.
+ * (`max_tokens` is `policy.max_output_tokens`; the token fields belong to `policy.token_capture`.)
+ */
+export const UNPINNABLE_SAMPLING_FIELDS = [
+  'model', 'messages', 'tools', 'tool_choice', 'parallel_tool_calls', 'stream', 'stream_options', 'n', 'max_tokens', 'max_completion_tokens',
+  'logprobs', 'top_logprobs', 'return_tokens_as_token_ids', 'return_token_ids', 'prompt_logprobs', 'echo', 'response_format',
+] as const;
+
+/** A JSON value of a sampling setting: a number, string, boolean, or a short list of them. */
+const SamplingValue = z.union([z.number(), z.string().max(1000), z.boolean(), z.array(z.union([z.number(), z.string().max(1000)])).max(64)]);
+
+export const SamplingSchema = z
+  .record(z.string().regex(/^[a-z][a-z0-9_]*$/, 'a sampling field is a lowercase name such as temperature or top_p'), SamplingValue)
+  .superRefine((fields, ctx) => {
+    for (const key of Object.keys(fields)) {
+      if ((UNPINNABLE_SAMPLING_FIELDS as readonly string[]).includes(key)) ctx.addIssue({ code: 'custom', path: [key], message: `${key} is not a sampling setting the run can pin (the gateway decides it)` });
+    }
+    if (Object.keys(fields).length > 32) ctx.addIssue({ code: 'custom', message: 'at most 32 sampling fields' });
+  });
+
 export const PolicySchema = z
   .object({
     /** Context window declared to OpenCode, in tokens. */
@@ -71,6 +92,18 @@ export const PolicySchema = z
     request_timeout_s: positiveInt.default(600),
     /** Store every policy call's request and response (token ids, logprobs) on the worker's host, for RL training. */
     capture: z.boolean().default(false),
+    /**
+     * Ask the policy server for token ids and log-probabilities on every call (vLLM's fields) and
+     * deliver each rollout's trajectory beside the output JSONL (`<stem>_trajectories/`), for RL training.
+     */
+    token_capture: z.boolean().default(false),
+    /**
+     * Sampling settings pinned on every policy call (`temperature`, `top_p`, any other field the policy
+     * server takes); they override what OpenCode sends, and token capture records them per call.
+     */
+    sampling: SamplingSchema.default({}),
+    /** The policy's weight version, set by the trainer; recorded on every captured call. Null: none. */
+    weight_version: z.string().max(256).nullable().default(null),
     /**
      * Other policy endpoints this worker may send its key to, when a run names one
      * (`vcfleet produce ++policy.endpoint=URL`). The worker's own `policy_base_url` is always allowed.

@@ -13,6 +13,7 @@ import { z } from 'zod';
 import { MAX_ANSWER_CHARS } from './answer.ts';
 import { STOP_REASONS } from './stop-reasons.ts';
 import { tailChars } from './text-cut.ts';
+import { TokenCaptureSummarySchema } from './token-capture.ts';
 
 export { STOP_REASONS, type StopReason } from './stop-reasons.ts';
 
@@ -48,6 +49,8 @@ export const RolloutOutcomeSchema = z.object({
    * (429, 503 with Retry-After) or the fleet's pace made them wait; the task timeout does not count them.
    */
   policy_wait_s: z.number().min(0).default(0),
+  /** With `policy.token_capture`: the calls, the chain and the trajectory's mask (token-capture.ts); null when off. */
+  token_capture: TokenCaptureSummarySchema.nullable().default(null),
 });
 export type RolloutOutcome = z.infer<typeof RolloutOutcomeSchema>;
 /** An outcome as a producer writes it: everything but the stop reason may be left to its default. */

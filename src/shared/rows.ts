@@ -57,6 +57,8 @@ const GradingSchema = z.object({
   finished_at: z.string(),
   /** The rollout's transcript record, relative to the JSONL's folder; null when none was kept. */
   transcript: z.string().nullable().default(null),
+  /** The rollout's trajectory (trajectory.ts), relative to the JSONL's folder; null when none was kept. */
+  trajectory: z.string().nullable().default(null),
 });
 
 export const RowSchema = IdentitySchema.extend(RowOutcomeSchema.shape).extend(GradingSchema.shape);

@@ -6,6 +6,7 @@
  */
 import { z } from 'zod';
 import { ConfigSchema, type Config } from './config-schema.ts';
+import { SamplingSchema } from './config-sections.ts';
 import { PoisonJobError } from './errors.ts';
 
 export const RUN_SETTINGS_VERSION = 1;
@@ -28,6 +29,12 @@ export const RunSettingsSchema = z.object({
     max_request_mib: z.number().int().positive(),
     max_concurrent_calls: z.number().int().positive(),
     max_calls_per_rollout: z.number().int().positive(),
+    /** Token ids and log-probabilities of every call, and a trajectory per rollout (older runs: off). */
+    token_capture: z.boolean().default(false),
+    /** Sampling fields pinned on every call (older runs: none). */
+    sampling: SamplingSchema.default({}),
+    /** The trainer's weight version, recorded on every captured call (older runs: none). */
+    weight_version: z.string().nullable().default(null),
   }),
   judge: z.object({ model_name: z.string(), temperature: z.number(), max_tokens: z.number().int().positive() }),
   agent: z.object({ max_tool_calls: z.number().int().positive() }),
@@ -66,6 +73,9 @@ export const RUN_SETTING_KEYS: ReadonlyArray<{ key: string; path: readonly strin
   { key: 'policy.max_request_mib', path: ['policy', 'max_request_mib'] },
   { key: 'policy.max_concurrent_calls', path: ['policy', 'max_concurrent_calls'] },
   { key: 'policy.max_calls_per_rollout', path: ['policy', 'max_calls_per_rollout'] },
+  { key: 'policy.token_capture', path: ['policy', 'token_capture'] },
+  { key: 'policy.sampling', path: ['policy', 'sampling'] },
+  { key: 'policy.weight_version', path: ['policy', 'weight_version'] },
   { key: 'visual_coding_opencode_judge_model_name', path: ['judge', 'model_name'] },
   { key: 'judge.temperature', path: ['judge', 'temperature'] },
   { key: 'judge.max_tokens', path: ['judge', 'max_tokens'] },

@@ -24,6 +24,8 @@ export interface TranscriptParts {
   judge: string | null;
   /** Images the record references, by SHA-256 (the puzzle is a run blob instead). */
   images: Map<string, Buffer>;
+  /** The gzipped trajectory (trajectory-codec.ts), with token capture on; null when none waits. */
+  trajectory: Buffer | null;
 }
 
 /** How long a worker keeps a run record before reading it again (a `vcfleet run-set` reaches it within this). */
@@ -169,6 +171,13 @@ export class RunStore {
     await this.redis.hset(this.keys.transcript(runId, rolloutId), ...fields);
   }
 
+  /** A rollout's trajectory, beside its transcript's parts (same key: written and removed with them). */
+  async putTrajectory(runId: string, rolloutId: string, trajectory: Buffer, images: ReadonlyMap<string, Buffer>): Promise<void> {
+    const fields: Array<string | Buffer> = ['trajectory', trajectory];
+    for (const [sha, bytes] of images) fields.push(`img:${sha}`, bytes);
+    await this.redis.hset(this.keys.transcript(runId, rolloutId), ...fields);
+  }
+
   async putTranscriptJudge(runId: string, rolloutId: string, judge: unknown): Promise<void> {
     await this.redis.hset(this.keys.transcript(runId, rolloutId), 'judge', JSON.stringify(judge));
   }
@@ -177,7 +186,7 @@ export class RunStore {
     const all = await this.redis.hgetallBuffer(this.keys.transcript(runId, rolloutId));
     const images = new Map<string, Buffer>();
     for (const [field, value] of Object.entries(all)) if (field.startsWith('img:')) images.set(field.slice(4), value);
-    return { record: all.record ?? null, judge: all.judge ? all.judge.toString('utf8') : null, images };
+    return { record: all.record ?? null, judge: all.judge ? all.judge.toString('utf8') : null, images, trajectory: all.trajectory ?? null };
   }
 
   async deleteTranscript(runId: string, rolloutId: string): Promise<void> {

@@ -88,7 +88,7 @@ export function createFileSource(jsonlPath: string): ViewerSource {
     },
     async rollout(runId, rolloutId): Promise<RolloutData | null> {
       const row = load().parsed.runs.get(runId)?.rows.find((r) => r.rollout_id === rolloutId);
-      return row ? { row, transcript: files.transcript(row) } : null;
+      return row ? { row, transcript: files.transcript(row), token_capture: files.tokenCapture(row) } : null;
     },
     async image(sha256) {
       return files.image(sha256);

@@ -62,9 +62,27 @@ export type TranscriptLookup =
   /** Present but unusable (unreadable, not a transcript record, another rollout's, outside its folder). */
   | { status: 'unreadable'; looked_for: string; problem: string };
 
+/** What the rollout page shows of a trajectory (token capture): everything but the token arrays. */
+export interface TokenCaptureView {
+  mask_sample: boolean;
+  mask_reason: string | null;
+  mask_detail: string | null;
+  weight_version: string | null;
+  reward: number | null;
+  chain: { contiguous: boolean; breaks: Array<{ call: number; token: number | null; why: string }> };
+  calls: number;
+  other_calls: number;
+  flat_calls: number;
+  response_tokens: number;
+  /** Per answered call: tokens generated, and tokens the environment inserted before it. */
+  turns: Array<{ call: number; generated: number; inserted: number }>;
+}
+
 export interface RolloutData {
   row: Row;
   transcript: TranscriptLookup;
+  /** The trajectory's summary, when the row names one that this host holds; else null (or absent). */
+  token_capture?: TokenCaptureView | null;
 }
 
 export interface ViewerSource {

@@ -11,7 +11,8 @@ import { existsSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { Row } from '../shared/rows.ts';
 import { TranscriptRecordSchema, transcriptDirFor } from '../shared/transcript.ts';
-import { SHA256_PATTERN, type TranscriptLookup } from './source.ts';
+import { SHA256_PATTERN, type TokenCaptureView, type TranscriptLookup } from './source.ts';
+import { TrajectorySchema } from '../shared/trajectory.ts';
 
 /** A transcript file larger than this is not read (the writer bounds records far below it). */
 export const MAX_TRANSCRIPT_BYTES = 64 * 1024 * 1024;
@@ -62,6 +63,30 @@ function readTranscriptFile(jsonlPath: string, row: Row): TranscriptLookup {
   return parseRecord(file, row);
 }
 
+/** A trajectory file larger than this is not read by the viewer. */
+export const MAX_TRAJECTORY_VIEW_BYTES = 64 * 1024 * 1024;
+
+/** The summary of the trajectory a row names, when it is a `.json` directly in `<stem>_trajectories/` of this rollout; else null. */
+function readTrajectoryView(jsonlPath: string, row: Row): TokenCaptureView | null {
+  if (row.trajectory === null) return null;
+  const dir = path.join(path.dirname(jsonlPath), `${path.basename(jsonlPath).replace(/\.jsonl$/, '')}_trajectories`);
+  const file = path.resolve(path.dirname(jsonlPath), row.trajectory);
+  if (path.dirname(file) !== dir || !file.endsWith('.json') || !existsSync(file) || !staysIn(dir, file) || statSync(file).size > MAX_TRAJECTORY_VIEW_BYTES) return null;
+  let parsed;
+  try {
+    parsed = TrajectorySchema.safeParse(JSON.parse(readFileSync(file, 'utf8')));
+  } catch {
+    return null;
+  }
+  if (!parsed.success || parsed.data.run_id !== row.run_id || parsed.data.rollout_id !== row.rollout_id) return null;
+  const t = parsed.data;
+  return {
+    mask_sample: t.mask_sample, mask_reason: t.mask_reason, mask_detail: t.mask_detail, weight_version: t.weight_version, reward: t.reward,
+    chain: t.chain, calls: t.calls.length, other_calls: t.other_calls.length + t.other_calls_dropped, flat_calls: t.flat_calls,
+    response_tokens: t.response_ids.length, turns: t.turns,
+  };
+}
+
 /** The bytes of the image `sha256` in `imagesDir`; null when the name is not a SHA-256 or no file holds it. */
 function readImageFile(imagesDir: string, sha256: string): Uint8Array | null {
   if (!SHA256_PATTERN.test(sha256)) return null;
@@ -78,6 +103,8 @@ export interface OutputFiles {
   readonly jsonl: string;
   /** The transcript record `row` names, or why there is none to show. */
   transcript(row: Row): TranscriptLookup;
+  /** The summary of the trajectory `row` names (token capture); null when none is held here. */
+  tokenCapture(row: Row): TokenCaptureView | null;
   /** An image of `<stem>_transcripts/images/` by SHA-256; null when the name is not one or no file holds it. */
   image(sha256: string): Uint8Array | null;
 }
@@ -86,5 +113,5 @@ export interface OutputFiles {
 export function outputFiles(jsonlPath: string): OutputFiles {
   const jsonl = path.resolve(jsonlPath);
   const imagesDir = path.join(transcriptDirFor(jsonl), 'images');
-  return { jsonl, transcript: (row) => readTranscriptFile(jsonl, row), image: (sha256) => readImageFile(imagesDir, sha256) };
+  return { jsonl, transcript: (row) => readTranscriptFile(jsonl, row), tokenCapture: (row) => readTrajectoryView(jsonl, row), image: (sha256) => readImageFile(imagesDir, sha256) };
 }

@@ -63,6 +63,9 @@ describe('data an older vcfleet left behind', () => {
     expect(decodeTranscript(gzipSync(JSON.stringify(OLD_TRANSCRIPT))).outcome).toMatchObject({ stop_reason: 'answered', extracted_answer: 'B', turns: 0, forged_calls: 0 });
     const settings = parseRunSettings('old-run', OLD_SETTINGS);
     expect(settings).toMatchObject(OLD_SETTINGS);
+    // A run produced before token capture: off, nothing pinned, no weight version; its rows have neither field.
+    expect(settings.policy).toMatchObject({ token_capture: false, sampling: {}, weight_version: null });
+    expect(RowSchema.parse(OLD_ROW)).toMatchObject({ token_capture: null, trajectory: null });
     // A setting a record does not have (added after it was written) takes its default: no new version needed.
     const { transcripts: _dropped, ...older } = OLD_SETTINGS;
     expect(parseRunSettings('older-run', { ...older, policy: { model_name: 'p' } })).toMatchObject({ transcripts: { enabled: true, max_image_mib: 32 }, policy: { model_name: 'p', max_calls_per_rollout: 1000 } });

@@ -60,6 +60,10 @@ describe('vcfleet run: preflight, exit codes, its own run only, resume', () => {
     const volatile = await runCli(['run', '--run-id', 'pf4', ...env.overrides, '++preflight.require_redis_persistence=true']);
     expect(volatile.code).toBe(2);
     expect(volatile.output).toContain('Redis persists nothing');
+    // Token capture against a server that returns no token ids or log-probabilities (not vLLM).
+    const noTokens = await runCli(['run', '--run-id', 'pf5', ...env.overrides, ...opencode, `++policy_base_url=${policy.url}`, '++policy.token_capture=true']);
+    expect(noTokens.code, noTokens.output).toBe(2);
+    expect(noTokens.output).toContain(`policy server ${policy.url}/chat/completions: a one-token call came back without prompt_token_ids, token_ids, logprobs; policy.token_capture needs`);
     expect(await runs()).toEqual([]);
   });
 

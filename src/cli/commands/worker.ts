@@ -8,7 +8,7 @@ import type { Redis } from '../../shared/redis.ts';
 import { Releasers } from '../../shared/releasers.ts';
 import { RunStore } from '../../shared/run-store.ts';
 import { announceWorker } from '../../shared/worker-registry.ts';
-import { checkJudge, checkOutputFolder, checkPolicy, requirePassed } from '../../ops/preflight.ts';
+import { checkJudge, checkOutputFolder, checkPolicy, checkTokenCapture, requirePassed } from '../../ops/preflight.ts';
 import { startRoleMetrics } from '../../ops/role-metrics.ts';
 import { resolveJudgeApiKey } from '../../workers/judge/openai-judge.ts';
 import { startRole, WORKER_ROLES, type WorkerRole } from '../../workers/roles.ts';
@@ -62,7 +62,9 @@ export function registerWorker(program: Command, cli: Cli): void {
 
 /** This host's own endpoints, keys and folders, checked before the role takes any job. */
 async function preflightRole(role: WorkerRole, config: Config): Promise<void> {
-  if (role === 'sandbox' && config.agent.kind === 'opencode') requirePassed([await checkPolicy(config.policy_base_url, config.policy_api_key, null)]);
+  if (role === 'sandbox' && config.agent.kind === 'opencode') {
+    requirePassed([await checkPolicy(config.policy_base_url, config.policy_api_key, null), config.policy.token_capture ? await checkTokenCapture(config.policy_base_url, config.policy_api_key, null) : null]);
+  }
   if (role === 'judge') requirePassed([await checkJudge(config, resolveJudgeApiKey(config))]);
   if (role === 'results') requirePassed([await checkOutputFolder(path.resolve(config.output_root ?? '.'))]);
 }

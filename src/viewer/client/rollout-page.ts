@@ -5,7 +5,7 @@
  */
 import type { Row } from '../../shared/rows.ts';
 import type { TranscriptRecord } from '../../shared/transcript.ts';
-import type { TranscriptLookup } from '../source.ts';
+import type { TokenCaptureView, TranscriptLookup } from '../source.ts';
 import { h, num, type Child } from './dom.ts';
 import { api, urls } from './routes.ts';
 import { applyFilter, filterFromQuery, filterToQuery } from './table-filter.ts';
@@ -85,6 +85,32 @@ function agentView(record: TranscriptRecord): HTMLElement | string {
     a.stderr_tail ? textBlock('stderr (tail, as OpenCode wrote it)', a.stderr_tail, { collapsed: true }) : '');
 }
 
+/** Token capture: calls, chain, mask and, from the trajectory file when this host holds it, each turn's token counts. */
+function tokenCaptureView(row: Row, view: TokenCaptureView | null | undefined): HTMLElement | string {
+  const tc = row.token_capture;
+  if (!tc) return '';
+  const chain = tc.contiguous ? 'contiguous' : `broken${view?.chain.breaks[0] ? ` at call ${view.chain.breaks[0].call}: ${view.chain.breaks[0].why}` : ''}`;
+  const mask = tc.mask_sample ? `yes: ${tc.mask_reason ?? '?'}${view?.mask_detail ? ` (${view.mask_detail})` : ''}` : 'no (trainable)';
+  return h('section', { class: 'token-capture' },
+    h('h2', null, 'Token capture'),
+    h('dl', { class: 'facts' },
+      ...fact('tc_calls', 'calls', view ? `${num(tc.calls)} of the conversation · ${num(view.other_calls)} apart` : num(tc.calls)),
+      ...fact('tc_chain', 'chain', chain),
+      ...fact('tc_mask', 'mask_sample', mask),
+      ...(view ? [
+        ...fact('tc_weight_version', 'weight version', view.weight_version ?? '—'),
+        ...fact('tc_flat', 'flat form', `${num(view.flat_calls)} call(s), ${num(view.response_tokens)} response tokens`),
+      ] : []),
+      ...fact('tc_file', 'trajectory', row.trajectory ?? '— (not kept)'),
+    ),
+    view
+      ? h('table', { class: 'token-turns' },
+        h('thead', null, h('tr', null, h('th', null, 'call'), h('th', null, 'inserted (environment)'), h('th', null, 'generated (policy)'))),
+        h('tbody', null, ...view.turns.map((t) => h('tr', { 'data-call': t.call }, h('td', null, String(t.call)), h('td', { class: 'inserted' }, num(t.inserted)), h('td', { class: 'generated' }, num(t.generated))))))
+      : h('p', { class: 'notice' }, 'The trajectory file is not on this host; the counts above are from the row.'),
+  );
+}
+
 function transcriptNotice(t: TranscriptLookup): HTMLElement | null {
   if (t.status === 'found') return null;
   const text = t.status === 'not_kept' ? 'No transcript was kept for this rollout; this page shows its row only.'
@@ -94,7 +120,7 @@ function transcriptNotice(t: TranscriptLookup): HTMLElement | null {
 }
 
 export async function renderRolloutPage(root: HTMLElement, runId: string, rolloutId: string): Promise<void> {
-  const [{ row, transcript }, { rows }] = await Promise.all([api.rollout(runId, rolloutId), api.rows(runId)]);
+  const [{ row, transcript, token_capture }, { rows }] = await Promise.all([api.rollout(runId, rolloutId), api.rows(runId)]);
   const record = transcript.status === 'found' ? transcript.record : null;
   document.title = `${row.task_id} #${row.repeat} · ${row.run_id}`;
   root.replaceChildren(
@@ -107,6 +133,7 @@ export async function renderRolloutPage(root: HTMLElement, runId: string, rollou
     record ? h('section', { class: 'turns' }, h('h2', null, `Turns (${record.turns.length})`), ...record.turns.map(turnView)) : '',
     record?.truncated.length ? h('p', { class: 'notice' }, `Dropped to keep the record small: ${record.truncated.join(', ')}`) : '',
     outcome(row, record),
+    tokenCaptureView(row, token_capture),
     record ? agentView(record) : '',
     h('p', { class: 'raw' }, h('a', { href: urls.apiRollout(runId, rolloutId) }, 'raw JSON')),
   );

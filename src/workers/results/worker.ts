@@ -18,6 +18,7 @@ import { startStageWorker, type RoleDeps, type StageWorker } from '../../shared/
 import { RunOutput, type CommitResult } from './run-output.ts';
 import { resolveOutputPath } from '../../shared/output/output-path.ts';
 import { TranscriptWriter } from './transcript-writer.ts';
+import { TrajectoryWriter } from './trajectory-writer.ts';
 import { WriterLock } from './writer-lock.ts';
 
 export interface ResultsWorkerDeps extends RoleDeps<'results'> {
@@ -42,6 +43,8 @@ interface OpenRun {
   output: RunOutput;
   run: RunRecord;
   transcripts: TranscriptWriter;
+  /** Writer of its trajectories (token capture). */
+  trajectories?: TrajectoryWriter;
 }
 
 /**
@@ -49,7 +52,7 @@ interface OpenRun {
  * drop the transcript's parts from Redis. A row delivered twice commits once. A transcript that cannot
  * be read or written never holds the row back: the row is committed without it (and says so in the log).
  */
-export async function commitRow(data: ResultsJob, run: Pick<OpenRun, 'output' | 'transcripts'>, logger?: Logger): Promise<{ row: Row; result: CommitResult }> {
+export async function commitRow(data: ResultsJob, run: Pick<OpenRun, 'output' | 'transcripts' | 'trajectories'>, logger?: Logger): Promise<{ row: Row; result: CommitResult }> {
   let attached: { row: Row; pending: boolean };
   try {
     attached = await run.transcripts.attach(data.row);
@@ -57,8 +60,18 @@ export async function commitRow(data: ResultsJob, run: Pick<OpenRun, 'output' | 
     logger?.error({ rollout_id: data.row.rollout_id, err: errorMessage(err) }, 'the transcript of this rollout could not be written; its row is kept without it');
     attached = { row: { ...data.row, transcript: null }, pending: true };
   }
+  let trajectoryPending = false;
+  try {
+    const t = await run.trajectories?.attach(attached.row);
+    if (t) {
+      attached = { ...attached, row: t.row };
+      trajectoryPending = t.pending;
+    }
+  } catch (err) {
+    logger?.error({ rollout_id: data.row.rollout_id, err: errorMessage(err) }, 'the trajectory of this rollout could not be written; its row is kept without it');
+  }
   const result = await run.output.commit(attached.row);
-  if (attached.pending) await run.transcripts.done(attached.row);
+  if (attached.pending || trajectoryPending) await run.transcripts.done(attached.row);
   return { row: attached.row, result };
 }
 
@@ -164,7 +177,7 @@ class ResultsConsumer implements ResultsWorker {
         output.writeMetrics(true);
         // `status` and the dashboard say on which host the file is.
         await this.store.putOutputLocation(runId, { host: os.hostname(), path: file, worker: this.deps.workerName ?? null, at: new Date().toISOString() });
-        return { output, run, transcripts: new TranscriptWriter(file, this.store, logger) };
+        return { output, run, transcripts: new TranscriptWriter(file, this.store, logger), trajectories: new TrajectoryWriter(file, this.store, logger) };
       })();
       pending.catch(() => this.runs.delete(runId));
       this.runs.set(runId, pending);

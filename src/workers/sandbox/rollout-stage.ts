@@ -13,6 +13,7 @@ import { runSettings, type RunRecord, type RunStore } from '../../shared/run-sto
 import { stripCredentials, type RunSettings } from '../../shared/run-settings.ts';
 import type { PreparedTask } from '../../shared/task.ts';
 import { encodeTranscript } from '../../shared/transcript-codec.ts';
+import { encodeTrajectory } from '../../shared/trajectory-codec.ts';
 
 /** What this host decides, whatever a run record says. */
 export interface SandboxHostSettings {
@@ -33,7 +34,7 @@ export interface SessionPace extends PolicyPace {
 }
 
 export interface RolloutStageDeps {
-  store: Pick<RunStore, 'requireRun' | 'getTask' | 'getBlob' | 'putOutcome' | 'putTranscript'>;
+  store: Pick<RunStore, 'requireRun' | 'getTask' | 'getBlob' | 'putOutcome' | 'putTranscript' | 'putTrajectory'>;
   agent: AgentRunner;
   host: SandboxHostSettings;
   /** The pace of calls to an endpoint for a model (pacing/policy-pacing.ts); none: unpaced, held up to 600 s. */
@@ -64,6 +65,7 @@ export function policyEndpoint(settings: RunSettings, baseUrl: string, apiKey: s
     baseUrl, apiKey, modelName: p.model_name, contextWindow: p.context_window, maxOutputTokens: p.max_output_tokens,
     requestTimeoutS: p.request_timeout_s, capture: p.capture, maxRequestBytes: p.max_request_mib * 1024 * 1024,
     maxConcurrentCalls: p.max_concurrent_calls, maxCallsPerRollout: p.max_calls_per_rollout,
+    tokenCapture: p.token_capture, sampling: p.sampling, weightVersion: p.weight_version,
   };
 }
 
@@ -85,6 +87,14 @@ async function keepTranscript(deps: RolloutStageDeps, run: RunRecord, job: Rollo
   const images = new Map<string, Buffer>();
   for (const [sha, img] of result.transcript.images) if (sha !== puzzleSha) images.set(sha, img.bytes);
   await deps.store.putTranscript(run.run_id, job.rollout_id, encodeTranscript(result.transcript.record), images);
+}
+
+/** The trajectory goes to Redis beside the transcript, for the results host to write (only once the rollout finished). */
+async function keepTrajectory(deps: RolloutStageDeps, run: RunRecord, job: RolloutJob, result: AgentResult, puzzleSha: string): Promise<void> {
+  if (!result.trajectory) return;
+  const images = new Map<string, Buffer>();
+  for (const [sha, img] of result.trajectory.images) if (sha !== puzzleSha) images.set(sha, img.bytes);
+  await deps.store.putTrajectory(run.run_id, job.rollout_id, encodeTrajectory(result.trajectory.record), images);
 }
 
 export async function runRolloutStage(job: RolloutJob, deps: RolloutStageDeps, signal: AbortSignal, attempt = 1): Promise<RolloutStageResult> {
@@ -113,6 +123,7 @@ export async function runRolloutStage(job: RolloutJob, deps: RolloutStageDeps, s
     signal,
   ).finally(() => pacing?.pace.sessionEnded());
   await keepTranscript(deps, run, job, result, task.image_sha256);
+  await keepTrajectory(deps, run, job, result, task.image_sha256);
   const { outcome } = result;
   await deps.store.putOutcome(run.run_id, job.rollout_id, outcome);
   if (outcome.stop_reason === 'answered' && outcome.extracted_answer !== null) {

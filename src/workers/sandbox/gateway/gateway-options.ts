@@ -3,6 +3,7 @@ import type { Logger } from '../../../shared/logger.ts';
 import type { GatewayCall, GatewayStats } from './call-stats.ts';
 import type { StoredImage } from './conversation.ts';
 import type { PolicyPace } from './held-calls.ts';
+import type { TokenCaptureRecord } from './token-recorder.ts';
 
 export interface GatewayLimits {
   /** Largest request body, in bytes (the history, images included, is re-sent on every call). */
@@ -39,6 +40,13 @@ export interface PolicyGatewayOptions {
   imageBudgetBytes?: number;
   /** Append each call's request and response to this JSONL file (images stored once in `imageDir`). */
   capture?: { path: string; imageDir?: string } | null;
+  /**
+   * Token capture (`policy.token_capture`): ask upstream for token ids and log-probabilities without
+   * streaming, stream to the sandbox here, and keep each call's tokens (`tokenCapture`). Null: off.
+   */
+  tokenCapture?: { weightVersion: string | null } | null;
+  /** Sampling fields pinned on every call over what the sandbox sent (`policy.sampling`); default none. */
+  sampling?: Readonly<Record<string, unknown>>;
   logger?: Logger;
   /** Called after each forwarded call is complete (for live health checks). */
   onCall?: (call: GatewayCall, stats: GatewayStats) => void;
@@ -64,6 +72,8 @@ export interface PolicyGateway {
   readonly images: ReadonlyMap<string, StoredImage>;
   /** What was cut to keep the rollout's kept text and images within their bounds (notes for the transcript). */
   readonly cut: string[];
+  /** With token capture on: the calls' token ids, the chain and the other calls; else null. */
+  readonly tokenCapture: TokenCaptureRecord | null;
   stats(): GatewayStats;
   /** Seconds the agent's calls waited on the policy server's back-pressure and the fleet's pace so far (a wait going on included). */
   policyWaitS(): number;

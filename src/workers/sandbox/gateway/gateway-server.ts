@@ -14,6 +14,10 @@ import { KeptText } from './kept-text.ts';
 import { sendHeld, WaitClock, type HoldEnd } from './held-calls.ts';
 import { checkRequest, isRefusal, type Refusal } from './request-check.ts';
 import type { PolicyGateway, PolicyGatewayOptions } from './gateway-options.ts';
+import { forwardForTokens } from './token-forward.ts';
+import type { TokenFields } from './token-fields.ts';
+import { TokenRecorder, type TokenCaptureRecord } from './token-recorder.ts';
+import { upstreamBody } from './token-request.ts';
 
 /** Largest body of a call that is known not to be the agent's (it may still be forwarded, within this). */
 const OTHER_MAX_BODY_BYTES = 16 * 1024 * 1024;
@@ -33,6 +37,8 @@ export class GatewayServer implements PolicyGateway {
   private readonly open = new Set<http.ClientRequest>();
   private readonly servers: http.Server[] = [];
   private capture: CallCapture | null = null;
+  /** With token capture: the calls' token ids and the chain (token-recorder.ts). */
+  private readonly recorder: TokenRecorder | null;
   private stats_ = emptyStats();
   private inFlight = 0;
   /** Calls in flight known not to be the agent's: they never take the agent's last slot. */
@@ -53,6 +59,11 @@ export class GatewayServer implements PolicyGateway {
     this.upstream = createUpstream(options.upstreamBaseUrl, options.apiKey, options.requestTimeoutMs ?? 600_000, options.connectTimeoutMs ?? 15_000);
     this.store = new ImageStore(options.imageBudgetBytes ?? 32 * 1024 * 1024);
     this.conversation = new ConversationReader(this.store, this.kept);
+    this.recorder = options.tokenCapture ? new TokenRecorder(options.tokenCapture.weightVersion) : null;
+  }
+
+  get tokenCapture(): TokenCaptureRecord | null {
+    return this.recorder?.record() ?? null;
   }
 
   get socketPath(): string | undefined {
@@ -214,18 +225,19 @@ export class GatewayServer implements PolicyGateway {
   private async forward(body: ChatRequest, res: http.ServerResponse, origin: CallOrigin): Promise<void> {
     const agent = this.tracker.isAgentCall(body.messages, origin);
     const index = this.forwarded++;
-    if (!agent) return this.forwardForged(body, res, origin);
+    if (!agent) return this.forwardForged(index, body, res, origin);
     this.tracker.started(body.messages, origin);
     const request = this.conversation.read(body.messages);
     const started = Date.now();
-    const payload = Buffer.from(JSON.stringify(body));
+    const shaped = upstreamBody(body, this.options.sampling ?? {}, this.recorder !== null);
     let result: ForwardResult | HoldEnd;
+    let tokens: TokenFields | null = null;
     try {
-      result = await sendHeld(
-        (hold) => forwardChat(this.upstream, payload, body.stream === true, res, { keepChunks: this.capture !== null, assemble: true, hold, onOpen: (r) => this.track(r) }),
-        true,
-        this.holdOptions(res, this.lastTokens ?? Math.min(FIRST_CALL_TOKENS_MAX, Math.ceil(payload.length / 4))),
-      );
+      const recorder = this.recorder;
+      const send = recorder
+        ? (hold: boolean) => forwardForTokens(this.upstream, shaped.payload, body.stream === true, res, (r) => this.track(r), hold).then((sent) => ((tokens = sent.tokens), sent.result))
+        : (hold: boolean) => forwardChat(this.upstream, shaped.payload, body.stream === true, res, { keepChunks: this.capture !== null, assemble: true, hold, onOpen: (r) => this.track(r) });
+      result = await sendHeld(send, true, this.holdOptions(res, this.lastTokens ?? Math.min(FIRST_CALL_TOKENS_MAX, Math.ceil(shaped.payload.length / 4))));
     } catch (err) {
       this.tracker.ended(null);
       throw err;
@@ -235,13 +247,17 @@ export class GatewayServer implements PolicyGateway {
     this.tracker.ended(isAnswered(call) ? call.response.toolCalls.map((t) => t.id) : null);
     if (isAnswered(call)) this.lastTokens = (call.response.promptTokens ?? 0) + (call.response.completionTokens ?? 0) || this.lastTokens;
     this.calls_.push(call);
+    this.recorder?.agentCall({
+      index, startedAt: call.startedAt, latencyMs: call.latencyMs, status: call.status, answered: isAnswered(call), finishReason: call.response.finishReason,
+      promptTokens: call.response.promptTokens, messages: body.messages, tokens, sampling: shaped.sampling,
+    });
     this.stats_ = recordCall(this.stats_, call, Date.now());
     if (call.upstreamError) this.options.logger?.warn({ reason: call.upstreamError }, 'policy gateway cannot reach the policy server');
     if (result.quotaGone && !this.quotaGone) {
       this.quotaGone = true;
       this.options.onQuotaGone?.(call.response.errorMessage ?? 'insufficient_quota');
     }
-    this.capture?.write({ call: { ...call, request: undefined }, request: body, response: result.chunks ?? result.response });
+    this.capture?.write({ call: { ...call, request: undefined }, request: body, response: result.chunks ?? result.response, ...(tokens ? { tokens } : {}) });
     this.options.onCall?.(call, this.stats_);
   }
 
@@ -289,10 +305,11 @@ export class GatewayServer implements PolicyGateway {
   }
 
   /** A call that is not the agent's: forwarded as any other, counted, and nothing of it kept. */
-  private async forwardForged(body: ChatRequest, res: http.ServerResponse, origin: CallOrigin): Promise<void> {
+  private async forwardForged(index: number, body: ChatRequest, res: http.ServerResponse, origin: CallOrigin): Promise<void> {
     this.stats_ = recordForged(this.stats_);
     this.options.logger?.info({ origin }, 'policy gateway: a chat call that is not the agent\'s own (counted as forged)');
-    const payload = Buffer.from(JSON.stringify(body));
+    const started = Date.now();
+    const payload = upstreamBody(body, this.options.sampling ?? {}, false).payload;
     // The model's own calls keep the fleet's pace too, but are never held: their 429 is theirs, on their clock.
     const sent = await sendHeld(
       (hold) => forwardChat(this.upstream, payload, body.stream === true, res, { keepChunks: false, assemble: false, hold, onOpen: (r) => this.track(r) }),
@@ -301,6 +318,7 @@ export class GatewayServer implements PolicyGateway {
     );
     if (typeof sent === 'string') return void res.destroy();
     const result = sent;
+    this.recorder?.otherCall({ index, origin, status: result.status, latency_ms: Date.now() - started });
     this.capture?.write({ forged: true, origin, status: result.status, request: { ...body, messages: `${body.messages.length} messages` } });
   }
 

@@ -24,6 +24,8 @@ import { openSessionGateway, type SessionGateway, type SessionGatewayOptions } f
 import { buildTranscript } from './transcript-builder.ts';
 import { PolicyWaitExceeded } from '../policy-wait.ts';
 import { ModelClock } from './model-clock.ts';
+import { buildTrajectory } from './trajectory-builder.ts';
+import { tokenCaptureSummary } from '../../../shared/trajectory.ts';
 
 export interface SessionDeps {
   provider: SandboxProvider;
@@ -241,6 +243,10 @@ export class RolloutSession {
       this.log.warn({ reason: outcome.message }, 'rollout failed on infrastructure');
       throw new InfraError(outcome.message, { code: outcome.quota ? 'policy_quota' : outcome.policy ? 'policy_server' : 'other' });
     }
+    const capture = gateway.tokenCapture;
+    const trajectory = capture
+      ? buildTrajectory({ request: this.request, policyModel: policy.modelName, weightVersion: policy.weightVersion ?? null, stopReason: outcome.stopReason, capture, images: gateway.images })
+      : null;
     const result = rolloutOutcome({
       stop_reason: outcome.stopReason,
       extracted_answer: outcome.extractedAnswer,
@@ -255,6 +261,7 @@ export class RolloutSession {
       refused_requests: stats.refused,
       forged_calls: stats.forgedCalls,
       policy_wait_s: Math.round(gateway.policyWaitS() * 1000) / 1000,
+      token_capture: trajectory ? tokenCaptureSummary(trajectory) : null,
     });
     const transcript = this.request.transcript.enabled
       ? buildTranscript({
@@ -266,6 +273,16 @@ export class RolloutSession {
         })
       : null;
     this.log.info({ stop_reason: result.stop_reason, turns: result.turns, tool_calls: result.tool_calls, wall_s: result.wall_s, policy_wait_s: result.policy_wait_s, task_id: task.task_id }, 'rollout finished');
-    return { outcome: result, transcript };
+    return { outcome: result, transcript, trajectory: trajectory ? { record: trajectory, images: trajectoryImages(trajectory.images, gateway.images) } : null };
   }
+}
+
+/** The bytes of the images a trajectory names, as the gateway kept them (once each). */
+function trajectoryImages(shas: readonly string[], kept: ReadonlyMap<string, { mime: string; bytes: Buffer | null }>): Map<string, { mime: string; bytes: Buffer }> {
+  const out = new Map<string, { mime: string; bytes: Buffer }>();
+  for (const sha of shas) {
+    const img = kept.get(sha);
+    if (img?.bytes) out.set(sha, { mime: img.mime, bytes: img.bytes });
+  }
+  return out;
 }

@@ -50,6 +50,8 @@ function gatewayOptions(request: RolloutRequest, accessToken: string, logger: Lo
     capture: p.capture
       ? { path: path.join(request.captureDir, `${safeFileStem(request.rolloutId)}.calls.jsonl`), imageDir: path.join(request.captureDir, 'images') }
       : null,
+    tokenCapture: p.tokenCapture ? { weightVersion: p.weightVersion ?? null } : null,
+    sampling: p.sampling ?? {},
     logger,
     ...callbacks,
   };
