@@ -73,6 +73,20 @@ describe('held calls', () => {
     expect(gateway!.policyWaitS()).toBeGreaterThanOrEqual(0.08);
   });
 
+  it('holds them on the token-capture path too (asked upstream without streaming), and passes a spent quota on', async () => {
+    const { agent } = await open({ tokenCapture: { weightVersion: null } });
+    server.setScript((_b, i) => (i === 0 ? tooMany({ 'retry-after-ms': '50' }) : i === 1 ? { kind: 'text', text: '\\boxed{A}' } : tooMany({}, { error: { message: 'You exceeded your current quota', type: 'insufficient_quota', code: 'insufficient_quota' } })));
+    const reply = await post(agent, chat());
+    expect(reply.status).toBe(200);
+    expect(server.requests).toHaveLength(2);
+    expect(server.requests.every((r) => r.body.stream === false && r.body.return_token_ids === true)).toBe(true);
+    expect(gateway!.stats()).toMatchObject({ heldAnswers: 1, calls: 1, answered: 1, consecutiveFailures: 0 });
+    expect(gateway!.tokenCapture!.calls).toHaveLength(1);
+    const spent = await post(agent, chat('again'));
+    expect(spent.status).toBe(429);
+    expect(server.requests).toHaveLength(3);
+  });
+
   it("passes the model's own calls' 429s on at once: they are never held (no wait is credited)", async () => {
     const { other } = await open();
     server.setScript(() => tooMany({ 'retry-after': '30' }));
