@@ -79,7 +79,7 @@ describe('held calls', () => {
     const reply = await post(agent, chat());
     expect(reply.status).toBe(200);
     expect(server.requests).toHaveLength(2);
-    expect(server.requests.every((r) => r.body.stream === false && r.body.return_token_ids === true)).toBe(true);
+    expect(server.requests.every((r) => r.body?.stream === false && r.body?.return_token_ids === true)).toBe(true);
     expect(gateway!.stats()).toMatchObject({ heldAnswers: 1, calls: 1, answered: 1, consecutiveFailures: 0 });
     expect(gateway!.tokenCapture!.calls).toHaveLength(1);
     const spent = await post(agent, chat('again'));
