@@ -128,7 +128,13 @@ class ResultsConsumer implements ResultsWorker {
       // Newest first: stop taking rows, write each run's metrics, then give the writer lock up.
       const releasers = new Releasers(this.deps.logger);
       releasers.add('release the results writer lock', () => this.lock.release());
-      for (const pending of this.runs.values()) releasers.add('write the metrics file at shutdown', async () => (await pending).output.close());
+      for (const pending of this.runs.values()) {
+        releasers.add('write the metrics file at shutdown', async () => {
+          // A run whose output could not be opened (its folder unwritable) has nothing to write: its rows are in Redis.
+          const open = await pending.catch(() => null);
+          await open?.output.close();
+        });
+      }
       releasers.add('stop the results worker', () => this.stage?.close(graceMs));
       await releasers.release();
     })();
