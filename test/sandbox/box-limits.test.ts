@@ -150,7 +150,17 @@ describe('the limits of a local sandbox (real cgroups and tmpfs)', () => {
     expect((await sb.exec(['true'])).exitCode).toBe(0);
     // Someone removed the (empty, between commands) pids cgroup of the sandbox.
     const place = (await detectCgroupLayout()).places.pids!;
-    rmdirSync(path.join(place.parent, cgroupName(sb.id)));
+    // The last command's processes may still be leaving it (EBUSY) on a loaded host.
+    const dir = path.join(place.parent, cgroupName(sb.id));
+    await waitFor('the pids cgroup to empty and go', () => {
+      try {
+        rmdirSync(dir);
+        return true;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'EBUSY') return false;
+        throw err;
+      }
+    }, 10_000, 50);
     await expect(sb.exec(['sh', '-c', 'echo ran > /workspace/ran'])).rejects.toThrow(/could not be set up: cannot join .*cgroup\.procs/);
     await expect(sb.getFile('/workspace/ran')).rejects.toThrow(/does not exist/);
   });
