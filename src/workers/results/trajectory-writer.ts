@@ -7,28 +7,16 @@
  * of the file already written.
  */
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { InfraError } from '../../shared/errors.ts';
+import { writeAtomic, writeRecordImages } from './record-files.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Row } from '../../shared/rows.ts';
 import type { RunStore } from '../../shared/run-store.ts';
-import { imageFileName, transcriptRelPath } from '../../shared/transcript.ts';
 import { decodeTrajectory } from '../../shared/trajectory-codec.ts';
 import { TrajectorySchema, trajectoryRelPath, type Trajectory } from '../../shared/trajectory.ts';
 
 type Store = Pick<RunStore, 'getTranscriptParts' | 'getBlob'>;
-
-async function writeAtomic(file: string, content: string | Buffer): Promise<void> {
-  const tmp = `${file}.tmp-${process.pid}`;
-  try {
-    await mkdir(path.dirname(file), { recursive: true });
-    await writeFile(tmp, content);
-    await rename(tmp, file);
-  } catch (err) {
-    throw new InfraError(`cannot write ${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}): make its folder writable or free disk space; the trajectory waits in Redis`, { cause: err });
-  }
-}
 
 export class TrajectoryWriter {
   private readonly dir: string;
@@ -49,23 +37,13 @@ export class TrajectoryWriter {
       } catch (err) {
         this.logger.warn({ rollout_id: row.rollout_id, err: (err as Error).message }, 'trajectory dropped');
       }
-      if (record) await this.writeImages(record, parts.images);
+      if (record) await writeRecordImages({ jsonlPath: this.jsonlPath, rolloutId: record.rollout_id, imageMimes: record.image_mimes, images: parts.images, fallback: (sha) => this.store.getBlob(sha).catch(() => null), waiting: 'trajectory' });
     } else if (existsSync(file)) {
       const parsed = TrajectorySchema.safeParse(JSON.parse(await readFile(file, 'utf8')));
       if (parsed.success && parsed.data.reward !== row.reward) record = parsed.data;
     }
-    if (record) await writeAtomic(file, `${JSON.stringify({ ...record, reward: row.reward })}\n`);
+    if (record) await writeAtomic(file, `${JSON.stringify({ ...record, reward: row.reward })}\n`, 'trajectory');
     return { row: existsSync(file) ? { ...row, trajectory: rel } : row, pending: parts.trajectory !== null };
   }
 
-  private async writeImages(record: Trajectory, images: ReadonlyMap<string, Buffer>): Promise<void> {
-    const folder = path.join(this.dir, path.dirname(transcriptRelPath(this.jsonlPath, record.rollout_id)), 'images');
-    for (const [sha, mime] of Object.entries(record.image_mimes)) {
-      if (!/^[0-9a-f]{64}$/.test(sha)) continue;
-      const file = path.join(folder, imageFileName(sha, mime));
-      if (existsSync(file)) continue;
-      const bytes = images.get(sha) ?? (await this.store.getBlob(sha).catch(() => null));
-      if (bytes) await writeAtomic(file, bytes);
-    }
-  }
 }

@@ -5,27 +5,16 @@
  * and the judge-worker left them; they are removed once the row that names the file is committed.
  */
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { InfraError } from '../../shared/errors.ts';
+import { writeAtomic, writeRecordImages } from './record-files.ts';
 import type { Logger } from '../../shared/logger.ts';
 import type { Row } from '../../shared/rows.ts';
 import type { RunStore } from '../../shared/run-store.ts';
 import { decodeTranscript } from '../../shared/transcript-codec.ts';
-import { imageFileName, transcriptRelPath, TranscriptRecordSchema, type TranscriptRecord } from '../../shared/transcript.ts';
+import { transcriptRelPath, TranscriptRecordSchema, type TranscriptRecord } from '../../shared/transcript.ts';
 
 type Store = Pick<RunStore, 'getTranscriptParts' | 'deleteTranscript' | 'getBlob'>;
-
-async function writeAtomic(file: string, content: string | Buffer): Promise<void> {
-  const tmp = `${file}.tmp-${process.pid}`;
-  try {
-    await mkdir(path.dirname(file), { recursive: true });
-    await writeFile(tmp, content);
-    await rename(tmp, file);
-  } catch (err) {
-    throw new InfraError(`cannot write ${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}): make its folder writable or free disk space; the transcript waits in Redis`, { cause: err });
-  }
-}
 
 function judgePart(raw: string | null, logger: Logger): TranscriptRecord['judge'] | undefined {
   if (raw === null) return undefined;
@@ -60,8 +49,8 @@ export class TranscriptWriter {
     }
     if (record) {
       if (judge !== undefined) record.judge = judge;
-      await this.writeImages(record, parts.images);
-      await writeAtomic(file, `${JSON.stringify(record, null, 1)}\n`);
+      await writeRecordImages({ jsonlPath: this.jsonlPath, rolloutId: record.rollout_id, imageMimes: record.image_mimes, images: parts.images, fallback: (sha) => (sha === record.task.image_sha256 ? this.store.getBlob(sha).catch(() => null) : Promise.resolve(null)), waiting: 'transcript' });
+      await writeAtomic(file, `${JSON.stringify(record, null, 1)}\n`, 'transcript');
     }
     const pending = parts.record !== null || parts.judge !== null;
     return { row: existsSync(file) ? { ...row, transcript: rel } : row, pending };
@@ -72,14 +61,4 @@ export class TranscriptWriter {
     await this.store.deleteTranscript(row.run_id, row.rollout_id);
   }
 
-  private async writeImages(record: TranscriptRecord, images: ReadonlyMap<string, Buffer>): Promise<void> {
-    const folder = path.join(this.dir, path.dirname(transcriptRelPath(this.jsonlPath, record.rollout_id)), 'images');
-    for (const [sha, mime] of Object.entries(record.image_mimes)) {
-      if (!/^[0-9a-f]{64}$/.test(sha)) continue;
-      const file = path.join(folder, imageFileName(sha, mime));
-      if (existsSync(file)) continue;
-      const bytes = images.get(sha) ?? (sha === record.task.image_sha256 ? await this.store.getBlob(sha).catch(() => null) : null);
-      if (bytes) await writeAtomic(file, bytes);
-    }
-  }
 }
