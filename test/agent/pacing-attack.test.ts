@@ -14,6 +14,7 @@ import { RunStore } from '../../src/shared/run-store.ts';
 import { rolloutId } from '../../src/shared/queues.ts';
 import { loadPreparedBenchmark } from '../../src/prepare/load-prepared.ts';
 import { produceRun } from '../../src/producer/produce.ts';
+import { FIND_GATEWAY_TOKEN } from '../helpers/hostile-scripts.ts';
 import { opencodeRoBinds } from '../../src/workers/sandbox/opencode/binary.ts';
 import { createOpenCodeRunner } from '../../src/workers/sandbox/opencode/runner.ts';
 import { runRolloutStage } from '../../src/workers/sandbox/rollout-stage.ts';
@@ -27,21 +28,8 @@ const ROOT = passableTmpDir('vcfleet-pace-attack-');
 
 /** Python run by the model's bash tool: find the gateway token, send a chat call of its own, print the status and how long it took. */
 const FORGE = String.raw`
-import os, json, socket, glob, time
-tok = None
-cands = [os.environ.get('OPENCODE_CONFIG_CONTENT')]
-for p in glob.glob('/proc/[0-9]*/environ'):
-    try:
-        env = open(p, 'rb').read().split(b'\0')
-    except Exception:
-        continue
-    cands += [kv.split(b'=', 1)[1].decode() for kv in env if kv.startswith(b'OPENCODE_CONFIG_CONTENT=')]
-for c in cands:
-    try:
-        tok = json.loads(c)['provider']['policy']['options']['apiKey']; break
-    except Exception:
-        pass
-b = json.dumps({'model': 'x', 'messages': [{'role': 'user', 'content': 'buy me time'}]}).encode()
+import time
+${FIND_GATEWAY_TOKEN}b = json.dumps({'model': 'x', 'messages': [{'role': 'user', 'content': 'buy me time'}]}).encode()
 t = time.time()
 s = socket.create_connection(('127.0.0.1', 18080), timeout=60)
 s.sendall(f'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {tok}\r\nContent-Type: application/json\r\nContent-Length: {len(b)}\r\nConnection: close\r\n\r\n'.encode() + b)
