@@ -15,6 +15,12 @@ export type MetricRow = Pick<
   'task_id' | 'repeat' | 'type' | 'subtype' | 'reward' | 'failure_kind' | 'stop_reason' | 'turns' | 'tool_calls' | 'input_tokens' | 'output_tokens' | 'wall_s'
 > & Partial<Pick<Row, 'judge_failure' | 'forged_calls'>>;
 
+/** The fields of a row the metrics count, and nothing else (what a tally keeps of each rollout). */
+export function metricRowOf(row: MetricRow): MetricRow {
+  const { task_id, repeat, type, subtype, reward, failure_kind, stop_reason, turns, tool_calls, input_tokens, output_tokens, wall_s, judge_failure, forged_calls } = row;
+  return { task_id, repeat, type, subtype, reward, failure_kind, stop_reason, turns, tool_calls, input_tokens, output_tokens, wall_s, judge_failure, forged_calls };
+}
+
 export interface GroupAccuracy {
   accuracy: number | null;
   scored: number;

@@ -6,16 +6,11 @@
  * accumulator alone.
  */
 import type { Row } from '../rows.ts';
-import { MetricsAccumulator, type MetricRow, type TallyCounts } from './metrics.ts';
+import { MetricsAccumulator, metricRowOf, type MetricRow, type TallyCounts } from './metrics.ts';
 
 export type { TallyCounts } from './metrics.ts';
 
 type TallyRow = MetricRow & Pick<Row, 'rollout_id'>;
-
-function compact(row: TallyRow): MetricRow {
-  const { task_id, repeat, type, subtype, reward, failure_kind, stop_reason, turns, tool_calls, input_tokens, output_tokens, wall_s, judge_failure, forged_calls } = row;
-  return { task_id, repeat, type, subtype, reward, failure_kind, stop_reason, turns, tool_calls, input_tokens, output_tokens, wall_s, judge_failure, forged_calls };
-}
 
 export class RowTally {
   readonly metrics = new MetricsAccumulator();
@@ -25,7 +20,7 @@ export class RowTally {
   add(row: TallyRow): void {
     const old = this.seen.get(row.rollout_id);
     if (old) this.metrics.remove(old);
-    const now = compact(row);
+    const now = metricRowOf(row);
     this.seen.set(row.rollout_id, now);
     this.metrics.add(now);
   }

@@ -15,15 +15,10 @@ import type { Logger } from '../../shared/logger.ts';
 import { shouldReplace, type Row } from '../../shared/rows.ts';
 import { readRowFile } from '../../shared/output/row-file.ts';
 import type { RunRecord, RunStore } from '../../shared/run-store.ts';
-import { metricsPathFor, MetricsAccumulator, type MetricRow } from '../../shared/output/metrics.ts';
+import { metricRowOf, metricsPathFor, MetricsAccumulator } from '../../shared/output/metrics.ts';
 import { identityFromRecord, laterTime, metricsFile } from '../../shared/output/run-identity.ts';
 
 export type CommitResult = 'new' | 'duplicate' | 'replaced';
-
-function compact(row: Row): MetricRow {
-  const { task_id, repeat, type, subtype, reward, failure_kind, stop_reason, turns, tool_calls, input_tokens, output_tokens, wall_s, judge_failure, forged_calls } = row;
-  return { task_id, repeat, type, subtype, reward, failure_kind, stop_reason, turns, tool_calls, input_tokens, output_tokens, wall_s, judge_failure, forged_calls };
-}
 
 function writeError(file: string, err: unknown): InfraError {
   const code = (err as NodeJS.ErrnoException).code ?? '';
@@ -158,8 +153,8 @@ export class RunOutput {
     await this.store.putRow(row);
     if (existing && this.inFile.has(row.rollout_id)) {
       // The metrics now; the file at the next flush (rewritten from Redis, which holds the new row).
-      this.metrics.remove(compact(existing));
-      this.metrics.add(compact(row));
+      this.metrics.remove(metricRowOf(existing));
+      this.metrics.add(metricRowOf(row));
       this.lastFinish = laterTime(this.lastFinish, row.finished_at);
       this.metricsDirty = true;
       this.stale = true;
@@ -198,7 +193,7 @@ export class RunOutput {
         writeSync(fd, line);
         bytes += Buffer.byteLength(line);
         ids.add(r.rollout_id);
-        metrics.add(compact(r));
+        metrics.add(metricRowOf(r));
         lastFinish = laterTime(lastFinish, r.finished_at);
       }
       closeSync(fd);
@@ -223,7 +218,7 @@ export class RunOutput {
 
   private track(row: Row): void {
     this.inFile.add(row.rollout_id);
-    this.metrics.add(compact(row));
+    this.metrics.add(metricRowOf(row));
     this.lastFinish = laterTime(this.lastFinish, row.finished_at);
     this.metricsDirty = true;
   }
