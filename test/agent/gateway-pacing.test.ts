@@ -119,7 +119,10 @@ describe('held calls', () => {
     expect(gateway!.stats().consecutiveFailures).toBe(0);
   });
 
-  it('a pooled connection the server closed is retried once on a fresh connection, not counted as a failure', async () => {
+  it.each([
+    ['streamed through', {}],
+    ['with token capture (the whole answer read first)', { tokenCapture: { weightVersion: null } }],
+  ] as const)('a pooled connection the server closed is retried once on a fresh connection, not counted as a failure (%s)', async (_how, extra) => {
     // A server that drops every connection's second request unanswered (as keep-alive running out looks to the client).
     const seen = new WeakMap<object, number>();
     const closing = http.createServer((req, res) => {
@@ -134,7 +137,7 @@ describe('held calls', () => {
     });
     await new Promise<void>((r) => closing.listen(0, '127.0.0.1', r));
     try {
-      const { agent } = await open({}, `http://127.0.0.1:${(closing.address() as { port: number }).port}/v1`);
+      const { agent } = await open({ ...extra }, `http://127.0.0.1:${(closing.address() as { port: number }).port}/v1`);
       expect((await post(agent, chat())).status).toBe(200);
       // The second call goes out on the first one's pooled connection, which the server drops.
       expect((await post(agent, chat())).status).toBe(200);

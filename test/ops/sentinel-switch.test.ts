@@ -29,7 +29,9 @@ describe('Sentinel failover: worker connections follow the new primary', () => {
   });
 
   function endpointOf(s: SentinelSet) {
-    return resolveRedisEndpoint({ redis_url: s.url, redis: { ...NO_HA, sentinel_password: s.sentinelPassword ?? null } });
+    const endpoint = resolveRedisEndpoint({ redis_url: s.url, redis: { ...NO_HA, sentinel_password: s.sentinelPassword ?? null } });
+    if (endpoint.kind !== 'sentinel') throw new Error(`${s.url} is not a Sentinel URL`);
+    return endpoint;
   }
 
   it('a frozen primary: connections and their duplicates move to the promoted replica at the switch', async () => {
