@@ -192,7 +192,7 @@ async function main(): Promise<void> {
       (await import('./requeue.ts')).benchRequeue({ redisUrl: redis.url, dir, tasks: 388, repeats: 8, masked: flags['rejudge-masked'], judgeMs: flags['rejudge-judge-ms'], log }));
     await step('11', 'pacing', async () =>
       (await import('./pacing.ts')).benchPacing({ redisUrl: redis.url, dir, rollouts: flags['pacing-rollouts'], concurrency: flags['pacing-concurrency'], log }));
-    await step('11', 'token capture', async () => (await import('./token-capture.ts')).benchTokenCapture({ dir, runs: flags['capture-runs'], log }));
+    await step('12', 'token capture', async () => (await import('./token-capture.ts')).benchTokenCapture({ dir, runs: flags['capture-runs'], log }));
   } finally {
     await redis.stop();
     rmSync(dir, { recursive: true, force: true });
