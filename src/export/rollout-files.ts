@@ -22,45 +22,49 @@ export const MAX_IMAGE_FILE_BYTES = 64 * 1024 * 1024;
 const SHA256 = /^[0-9a-f]{64}$/;
 const IMAGE_EXTENSIONS = ['png', 'jpg', 'gif', 'webp'] as const;
 
+/** A path or id for a message, cut to a readable length (a hostile row may name a megabyte of path). */
+const short = (s: string) => (s.length > 300 ? `${s.slice(0, 300)}…` : s);
+
 export type Read<T> = { ok: true; value: T } | { ok: false; problem: string };
 
 /** The realpath of `file` when it is a regular file directly inside `dir` (after symlinks) of at most `maxBytes`. */
 function checkedFile(dir: string, file: string, maxBytes: number): Read<string> {
+  const named = short(file);
   let real: string;
   let size: number;
   try {
     real = realpathSync(file);
     const st = statSync(real);
-    if (!st.isFile()) return { ok: false, problem: `${file} is not a file` };
+    if (!st.isFile()) return { ok: false, problem: `${named} is not a file` };
     size = st.size;
-    if (path.dirname(real) !== realpathSync(dir)) return { ok: false, problem: `${file} leads outside ${dir} (a symlink?); not read` };
+    if (path.dirname(real) !== realpathSync(dir)) return { ok: false, problem: `${named} leads outside ${dir} (a symlink?); not read` };
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    return { ok: false, problem: code === 'ENOENT' ? `${file} is missing` : `${file} cannot be read (${code ?? (err as Error).message})` };
+    return { ok: false, problem: code === 'ENOENT' ? `${named} is missing` : `${named} cannot be read (${code ?? (err as Error).message})` };
   }
-  if (size > maxBytes) return { ok: false, problem: `${file} is larger than ${maxBytes} bytes; not read` };
+  if (size > maxBytes) return { ok: false, problem: `${named} is larger than ${maxBytes} bytes; not read` };
   return { ok: true, value: real };
 }
 
 function readRecord<S extends z.ZodTypeAny>(jsonl: string, rel: string, dir: string, maxBytes: number, schema: S, what: string, row: Row): Read<z.infer<S>> {
   const file = path.resolve(path.dirname(jsonl), rel);
-  if (path.dirname(file) !== dir || !file.endsWith('.json')) return { ok: false, problem: `its ${what} path ${JSON.stringify(rel.slice(0, 200))} is not a .json file directly in ${dir} (was the JSONL renamed?)` };
+  if (path.dirname(file) !== dir || !file.endsWith('.json')) return { ok: false, problem: `its ${what} path ${JSON.stringify(short(rel))} is not a .json file directly in ${dir} (was the JSONL renamed?)` };
   const checked = checkedFile(dir, file, maxBytes);
   if (!checked.ok) return checked;
   let value: unknown;
   try {
     value = JSON.parse(readFileSync(checked.value, 'utf8'));
   } catch (err) {
-    return { ok: false, problem: `its ${what} ${file} is not JSON (${(err as Error).message.slice(0, 200)})` };
+    return { ok: false, problem: `its ${what} ${short(file)} is not JSON (${(err as Error).message.slice(0, 200)})` };
   }
   const parsed = schema.safeParse(value);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    return { ok: false, problem: `its ${what} ${file} is malformed (${issue.path.join('.') || 'the file'}: ${issue.message})` };
+    return { ok: false, problem: `its ${what} ${short(file)} is malformed (${issue.path.join('.') || 'the file'}: ${issue.message})` };
   }
   const record = parsed.data as { run_id: string; rollout_id: string };
   if (record.run_id !== row.run_id || record.rollout_id !== row.rollout_id) {
-    return { ok: false, problem: `its ${what} ${file} holds rollout ${record.rollout_id.slice(0, 200)} of run ${record.run_id.slice(0, 200)}, not this one` };
+    return { ok: false, problem: `its ${what} ${short(file)} holds rollout ${short(record.rollout_id)} of run ${short(record.run_id)}, not this one` };
   }
   return { ok: true, value: parsed.data };
 }

@@ -9,6 +9,7 @@
  * Every file is attacker-influenced: lines are bounded and parsed strictly, a rollout's files are read
  * through rollout-files.ts, and one bad line, record or image is a counted skip naming the rollout.
  */
+import { createHash } from 'node:crypto';
 import { createWriteStream, existsSync, renameSync, rmSync, statSync } from 'node:fs';
 import { once } from 'node:events';
 import path from 'node:path';
@@ -92,6 +93,9 @@ class Tally {
 
 const short = (s: string) => (s.length > 200 ? `${s.slice(0, 200)}…` : s);
 
+/** The index's key of a rollout: a digest, so a row's ids (up to a line's bound) cost the index a few bytes. */
+const rolloutKey = (row: Row) => createHash('sha256').update(JSON.stringify([row.run_id, row.rollout_id])).digest('base64');
+
 function parseRow(text: string): { row: Row } | { problem: string } {
   let value: unknown;
   try {
@@ -124,7 +128,7 @@ async function indexRows(jsonl: string, runId: string | undefined, tally: Tally)
     runs.add(row.run_id);
     if (runId !== undefined && row.run_id !== runId) continue;
     lines++;
-    standing.set(JSON.stringify([row.run_id, row.rollout_id]), { lineNo: line.lineNo, transcript: row.transcript !== null, trajectory: row.trajectory !== null });
+    standing.set(rolloutKey(row), { lineNo: line.lineNo, transcript: row.transcript !== null, trajectory: row.trajectory !== null });
   }
   return { standing, lines, runs };
 }
@@ -210,7 +214,7 @@ export async function exportRun(o: ExportOptions): Promise<ExportSummary> {
       const parsed = parseRow(line.text);
       if ('problem' in parsed) continue;
       const { row } = parsed;
-      if (index.standing.get(JSON.stringify([row.run_id, row.rollout_id]))?.lineNo !== line.lineNo) continue;
+      if (index.standing.get(rolloutKey(row))?.lineNo !== line.lineNo) continue;
       const who = `rollout ${short(row.rollout_id)} (line ${line.lineNo})`;
       const built = o.format === 'gym' ? gymRecord(row, files, tally, who) : tokensRecord(row, files, tally, who, o.includeMasked ?? false);
       if (built) {

@@ -40,7 +40,9 @@
  *   carries `prompt_token_ids` (the call's whole prompt, rebuilt from the chain), `generation_token_ids`
  *   and `generation_log_probs` when the trajectory has all three for it. Without a transcript each
  *   answered call of the trajectory is an assistant message with no content carrying its tokens;
- *   with neither, one empty assistant message (as the reference pads an empty output).
+ *   with neither, one empty assistant message (as the reference pads an empty output). A transcript
+ *   cut to fit its bound (its `truncated` says how) gives what it kept: its texts as cut, and no item
+ *   for a turn it dropped.
  *
  * Request fields of a benchmark row (`benchmarkRequest`), as the reference's BabyVision dataset maps
  * them: `responses_create_params.input` is one user message with the puzzle as an `input_image` data
