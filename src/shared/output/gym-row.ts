@@ -177,7 +177,8 @@ export interface GymResponse {
   tools: [];
   usage: {
     input_tokens: number;
-    input_tokens_details: { cached_tokens: number };
+    /** `cache_write_tokens`: newer OpenAI SDKs require it; older ones keep it as an extra field. */
+    input_tokens_details: { cached_tokens: number; cache_write_tokens: number };
     output_tokens: number;
     output_tokens_details: { reasoning_tokens: number };
     total_tokens: number;
@@ -332,7 +333,7 @@ export function gymRow(input: GymRowInput): GymRow {
       tools: [],
       usage: {
         input_tokens: row.input_tokens,
-        input_tokens_details: { cached_tokens: 0 },
+        input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 },
         output_tokens: row.output_tokens,
         output_tokens_details: { reasoning_tokens: 0 },
         total_tokens: row.input_tokens + row.output_tokens,
