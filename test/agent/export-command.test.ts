@@ -172,8 +172,10 @@ describe('vcfleet export', () => {
     expect(existsSync(secret)).toBe(true);
   }, 240_000);
 
-  it('says clearly when the file is missing or the run kept no trajectories', async () => {
+  it('says clearly when the file is missing, the run is not in it, or the run kept no trajectories', async () => {
     await expect(exportRun({ jsonl: path.join(dir, 'nope.jsonl'), format: 'gym' })).rejects.toThrow(/nope.jsonl does not exist: pass the output JSONL of a run/);
+    await expect(exportRun({ jsonl: output, format: 'gym', runId: 'other-run' })).rejects.toThrow(`run other-run is not in ${output}; it holds ${rows[0].run_id}`);
+    expect(await exportRun({ jsonl: output, format: 'gym', runId: rows[0].run_id, out: path.join(dir, 'one.jsonl') })).toMatchObject({ rows: 2, written: 2 });
     const plain = path.join(dir, 'plain.jsonl');
     writeFileSync(plain, rows.map((r) => `${JSON.stringify({ ...r, trajectory: null, token_capture: null })}\n`).join(''));
     const res = await runCli(['export', plain, '--format', 'tokens']);
