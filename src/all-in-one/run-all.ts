@@ -37,6 +37,7 @@ import { presenceRole } from '../ops/serving.ts';
 import { ConfigError } from '../shared/errors.ts';
 import type { InFlightJobs } from '../shared/in-flight-jobs.ts';
 import { watchRun, type WatchStatus } from './run-watch.ts';
+import { vcfleetCommand } from '../shared/advice.ts';
 
 export interface RunAllOptions {
   config: Config;
@@ -84,7 +85,7 @@ export interface RunAllResult {
 export class DemoRunToResume extends Error {
   override name = 'DemoRunToResume';
   constructor(readonly runId: string) {
-    super(`run ${runId} is a demo run: resume it with \`vcfleet demo --run-id ${runId}\``);
+    super(`run ${runId} is a demo run: resume it with \`${vcfleetCommand(`demo --run-id ${runId}`)}\``);
   }
 }
 
