@@ -132,6 +132,11 @@ describe('advice the CLI prints, followed as written', () => {
     expect(r.stdout).toContain('requeued 3 failed job(s) of run adv2 (3 rollout); no worker serves sandbox, judge, results: doing it in this process');
     expect(r.stdout).toContain('complete: all 3 rollouts scored');
     expect(rows(env.output).map((row) => [row.failure_kind, row.reward])).toEqual([[null, 1], [null, 1], [null, 1]]);
+    // `vcfleet runs` from the same folder finds it too, in the private Redis, and says so.
+    const listed = await runCli(['runs'], cfg);
+    expect(listed.code, listed.output).toBe(0);
+    expect(listed.stdout).toMatch(/^runs in the private Redis of \S+redis \(vcfleet run without REDIS_URL/);
+    expect(listed.stdout).toMatch(/^adv2 +babyvision_opencode .* 3\/3 /m);
   }, 240_000);
 
   it('produce: the status it names says nobody serves the run and how to start one; that command; then rejudge waits for the live workers that serve it', async () => {
