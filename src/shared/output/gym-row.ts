@@ -83,12 +83,8 @@ export interface ResponsesCreateParams {
   [key: string]: unknown;
 }
 
-/** The fields of a dataset row (a `POST /run` body) that its verify response repeats. */
-export interface GymRequestFields {
-  responses_create_params: ResponsesCreateParams;
-  /** Defaults to the row's `expected_answer`. */
-  expected_answer?: string;
-  question?: string;
+/** The routing fields of a dataset row, repeated as given by its verify response. */
+export interface GymRoutingFields {
   source_id?: string | number;
   category?: string;
   l2_category?: string;
@@ -96,6 +92,14 @@ export interface GymRequestFields {
   _ng_task_index?: number;
   _ng_rollout_index?: number;
   _ng_rollout_id?: string;
+}
+
+/** The fields of a dataset row (a `POST /run` body) that its verify response repeats. */
+export interface GymRequestFields extends GymRoutingFields {
+  responses_create_params: ResponsesCreateParams;
+  /** Defaults to the row's `expected_answer`. */
+  expected_answer?: string;
+  question?: string;
 }
 
 const ROUTING_KEYS = ['question', 'source_id', 'category', 'l2_category', 'ans_type', '_ng_task_index', '_ng_rollout_index', '_ng_rollout_id'] as const;
@@ -267,7 +271,7 @@ export function finishedNaturally(row: Pick<Row, 'stop_reason'>): boolean {
 }
 
 /** NeMo Gym's verify-response row of one rollout (see the header for each field's rule). */
-export interface GymRow {
+export interface GymRow extends GymRoutingFields {
   responses_create_params: ResponsesCreateParams;
   response: GymResponse;
   reward: number;
@@ -281,13 +285,6 @@ export interface GymRow {
   failure_detail: string | null;
   turns_used: number;
   finished_naturally: boolean;
-  source_id?: string | number;
-  category?: string;
-  l2_category?: string;
-  ans_type?: string;
-  _ng_task_index?: number;
-  _ng_rollout_index?: number;
-  _ng_rollout_id?: string;
   mask_sample: boolean;
   /** Why the trajectory cannot be trained on (token capture), or null. */
   mask_reason: MaskReason | null;
