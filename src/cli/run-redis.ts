@@ -7,7 +7,7 @@
 import path from 'node:path';
 import type { Config } from '../shared/config.ts';
 import type { Logger } from '../shared/logger.ts';
-import type { ConnectionRole, Redis } from '../shared/redis.ts';
+import { resolveRedisEndpoint, type ConnectionRole, type Redis } from '../shared/redis.ts';
 import { RunStore } from '../shared/run-store.ts';
 import { hasPrivateRedisData, openPrivateRedis, type PrivateRedis } from '../all-in-one/private-redis.ts';
 import { connect, redisUrl } from './runtime.ts';
@@ -58,5 +58,5 @@ export async function connectToRuns(config: Config, logger: Logger): Promise<Run
     return { redis, url: own.url, where: `the private Redis of ${dir} (vcfleet run without REDIS_URL; set REDIS_URL to list another)`, close: async () => { redis.disconnect(); await own.stop(); } };
   }
   const redis = await connect(config, logger, 'client');
-  return { redis, url: null, where: redisUrl(config), close: async () => void redis.disconnect() };
+  return { redis, url: null, where: resolveRedisEndpoint(config).display, close: async () => void redis.disconnect() };
 }
