@@ -9,6 +9,7 @@ import { registerOps } from './ops.ts';
 import { registerRequeue } from './requeue.ts';
 import { registerMetrics } from './metrics.ts';
 import { registerDashboard } from './dashboard.ts';
+import { registerServe } from './serve.ts';
 import { registerDemo } from './demo.ts';
 import { registerView } from './view.ts';
 import { registerRuns } from './runs.ts';
@@ -16,4 +17,4 @@ import { registerFleetSet, registerRunSet } from './settings.ts';
 
 export type RegisterCommand = (program: Command, cli: Cli) => void;
 
-export const COMMANDS: RegisterCommand[] = [registerDemo, registerPrepare, registerRun, registerProduce, registerWorker, registerOps, registerRequeue, registerRunSet, registerFleetSet, registerRuns, registerMetrics, registerDashboard, registerView];
+export const COMMANDS: RegisterCommand[] = [registerDemo, registerPrepare, registerRun, registerProduce, registerWorker, registerOps, registerRequeue, registerRunSet, registerFleetSet, registerRuns, registerMetrics, registerDashboard, registerServe, registerView];
