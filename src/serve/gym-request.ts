@@ -97,11 +97,18 @@ export interface ParsedRun {
 
 const mib = (bytes: number) => `${Math.round((bytes / 1024 / 1024) * 10) / 10} MiB`;
 
+/** The value at a path of parsed JSON (undefined when absent). */
+function valueAt(json: unknown, path: readonly PropertyKey[]): unknown {
+  let at = json;
+  for (const p of path) at = at !== null && typeof at === 'object' ? (at as Record<PropertyKey, unknown>)[p] : undefined;
+  return at;
+}
+
 /** A zod issue as one line naming its field. */
-function issueText(issue: z.core.$ZodIssue): string {
+function issueText(issue: z.core.$ZodIssue, json: unknown): string {
   const at = issue.path.length ? issue.path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${String(p)}`)).join('').replace(/^\./, '') : 'the body';
   if (issue.code === 'unrecognized_keys') return `unknown field(s) ${issue.keys.map((k) => `"${k}"`).join(', ')} in ${at === 'the body' ? 'the row' : at}`;
-  if (issue.code === 'invalid_type' && issue.input === undefined) return `${at} is missing`;
+  if (issue.path.length && valueAt(json, issue.path) === undefined) return `${at} is missing`;
   return `${at}: ${issue.message}`;
 }
 
@@ -130,7 +137,7 @@ const normal = (url: string) => stripCredentials(url).replace(/\/+$/, '');
 export function parseRunBody(json: unknown, bounds: RequestBounds): ParsedRun {
   if (json === null || typeof json !== 'object' || Array.isArray(json)) throw new RequestRefused(400, 'the body must be a JSON object: one row of the dataset');
   const parsed = RunBodySchema.safeParse(json);
-  if (!parsed.success) throw new RequestRefused(400, parsed.error.issues.slice(0, 5).map(issueText).join('; '));
+  if (!parsed.success) throw new RequestRefused(400, parsed.error.issues.slice(0, 5).map((i) => issueText(i, json)).join('; '));
   const body = parsed.data;
   const content = body.responses_create_params.input[0].content;
   const texts = content.filter((p) => p.type === 'input_text');
