@@ -19,6 +19,21 @@ import { createFleetJudge } from '../workers/judge/judge-factory.ts';
 import { createAgentRunner } from '../workers/sandbox/agent-factory.ts';
 import { unenforcedNotice } from '../workers/sandbox/box-check.ts';
 import { WORKER_ROLES } from '../workers/roles.ts';
+import { checkJudge, checkPolicy, checkTokenCapture, requirePassed } from '../ops/preflight.ts';
+import { resolveJudgeApiKey } from '../workers/judge/openai-judge.ts';
+
+/** This host's policy endpoint serves the model (with token ids when captured) and the judge takes its key, before any request is taken. */
+async function preflight(options: ServeWorkersOptions): Promise<void> {
+  const { config } = options;
+  if (!config.preflight.enabled) return;
+  const checks = [];
+  if (!options.agent && config.agent.kind === 'opencode') {
+    checks.push(checkPolicy(config.policy_base_url, config.policy_api_key, options.run.policy_model));
+    if (config.policy.token_capture) checks.push(checkTokenCapture(config.policy_base_url, config.policy_api_key, options.run.policy_model));
+  }
+  if (!options.judge) checks.push(checkJudge(config, resolveJudgeApiKey(config)));
+  requirePassed(await Promise.all(checks));
+}
 
 export interface ServeWorkersOptions {
   config: Config;
@@ -35,6 +50,7 @@ export interface ServeWorkersOptions {
 /** Start the roles; returns how to stop them (running rollouts go back to the queue after `graceMs`, attempts kept). */
 export async function startServeWorkers(options: ServeWorkersOptions): Promise<{ close(graceMs?: number): Promise<void> }> {
   const { config, logger, connection, run } = options;
+  await preflight(options);
   const releasers = new Releasers(logger);
   try {
     const roleMetrics = await startRoleMetrics(config, logger, 'serve');
