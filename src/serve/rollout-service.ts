@@ -102,11 +102,11 @@ export class RolloutService {
     const rolloutId = serveRolloutId(this.runId, ngRolloutId);
     const response = await this.requests.getResponse(this.runId, rolloutId);
     if (response) return { state: 'done', response };
-    const known = (await this.deps.redis.sismember(this.store.keys.enqueued(this.runId), rolloutId)) === 1 || (await this.requests.findTask(this.runId, rolloutId)) !== null;
+    const known = (await this.deps.redis.sismember(this.store.keys.enqueued(this.runId), rolloutId)) === 1 || (await this.requests.hasTask(this.runId, rolloutId));
     if (!known) return null;
     const row = await this.store.getRow(this.runId, rolloutId);
-    // A row with no response yet: the results consumer is about to leave it (or it expired).
-    if (row && (await this.requests.findTask(this.runId, rolloutId)) === null) return { state: 'gone', rolloutId, ngRolloutId, row };
+    // A row with no response yet: the results consumer is about to leave it, unless the request expired with its response.
+    if (row && !(await this.requests.hasTask(this.runId, rolloutId))) return { state: 'gone', rolloutId, ngRolloutId, row };
     return { state: 'pending', rolloutId, ngRolloutId };
   }
 

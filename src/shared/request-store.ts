@@ -33,6 +33,10 @@ export class RequestStore {
     return raw ? decodeRequestTask(raw) : null;
   }
 
+  async hasTask(runId: string, rolloutId: string): Promise<boolean> {
+    return (await this.redis.exists(this.keys.requestTask(runId, rolloutId))) === 1;
+  }
+
   async getTask(runId: string, rolloutId: string): Promise<RequestTask> {
     const record = await this.findTask(runId, rolloutId);
     if (!record) throw new PoisonJobError(`the request of rollout ${rolloutId} is no longer in Redis (its response expired, or it was removed): ask vcfleet serve for it again`);

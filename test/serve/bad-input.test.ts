@@ -15,7 +15,7 @@ import { CANCELLED_ERROR } from '../../src/shared/request-task.ts';
 import { createServiceRun } from '../../src/producer/produce.ts';
 import { RolloutService } from '../../src/serve/rollout-service.ts';
 import { buildServeApp } from '../../src/serve/server.ts';
-import { REDIS_URL } from '../helpers/fleet.ts';
+import { REDIS_URL, runCli } from '../helpers/fleet.ts';
 import { deletePrefix } from '../helpers/redis-keys.ts';
 import { gymRow, jpegUrl, pngUrl, webpUrl } from './helpers.ts';
 
@@ -91,6 +91,12 @@ describe('vcfleet serve: bad input, pending, cancel before start', () => {
     // With the token the request reaches the check of its body.
     expect((await req({ authorization: `Bearer ${TOKEN}` })).status).toBe(400);
   });
+
+  it('refuses to start beyond loopback without credentials (exit 2), before Redis or any port', async () => {
+    const refused = await runCli(['serve', '--host', '0.0.0.0', '++redis_url=redis://127.0.0.1:1']);
+    expect(refused.code).toBe(2);
+    expect(refused.output).toMatch(/refusing to serve rollouts on 0\.0\.0\.0 without credentials: set VCFLEET_DASHBOARD_TOKEN/);
+  }, 60_000);
 
   it('left nothing half-made in Redis: no request record, no job, no rollout counted', async () => {
     const keys = await redis.keys(`${prefix}:*`);

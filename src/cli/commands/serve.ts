@@ -8,7 +8,7 @@ import { ConfigError } from '../../shared/errors.ts';
 import { InFlightJobs } from '../../shared/in-flight-jobs.ts';
 import type { Redis } from '../../shared/redis.ts';
 import { Releasers } from '../../shared/releasers.ts';
-import { checkBind } from '../../viewer/access.ts';
+import { checkBind, hasCredentials, isLoopback } from '../../viewer/access.ts';
 import { createServiceRun } from '../../producer/produce.ts';
 import { RolloutService } from '../../serve/rollout-service.ts';
 import { startServeServer } from '../../serve/server.ts';
@@ -51,7 +51,14 @@ export function registerServe(program: Command, cli: Cli): void {
       const { config, logger } = cli.context(opts, flagsOf(opts));
       const d = config.dashboard;
       // Refuse an unprotected public bind before touching Redis or opening any port.
-      checkBind(config.serve.host, { user: d.user, password: d.password, token: d.token });
+      const credentials = { user: d.user, password: d.password, token: d.token };
+      if (!isLoopback(config.serve.host) && !hasCredentials(credentials)) {
+        throw new ConfigError(
+          `refusing to serve rollouts on ${config.serve.host} without credentials: set VCFLEET_DASHBOARD_TOKEN (bearer token) or ` +
+            'VCFLEET_DASHBOARD_USER and VCFLEET_DASHBOARD_PASSWORD (basic auth), the dashboard\'s, or bind 127.0.0.1',
+        );
+      }
+      checkBind(config.serve.host, credentials);
       const releasers = new Releasers(logger);
       const inFlight = new InFlightJobs();
       let url: string;
