@@ -120,6 +120,11 @@ export async function benchServe(opts: ServeBenchOptions): Promise<BenchRow[]> {
     return [
       { bench: '13 serve', metric: 'rollouts per hour: serve (concurrent POST /run) vs vcfleet run', value: `${perHour(serveS)} vs ${perHour(runS)} (${fmt(serveS / runS, 2)}x the time)`, note: `${setup}; serve ${fmt(serveS)} s, run ${fmt(runS)} s, each from its process's start` },
       { bench: '13 serve', metric: "service overhead per rollout (serve's time - run's, per rollout)", value: `${fmt((serveS - runS) / n, 2)} s`, note: `${rewarded}/${n} serve and ${runRows.filter((r) => r.reward === 1).length}/${runRows.length} run rollouts earned reward 1` },
+      {
+        bench: '13 serve', metric: "a rollout's own time (the row's wall_s), median: serve vs run",
+        value: `${fmt(median([...serveRows.values()].map((r) => r.wall_s)))} vs ${fmt(median(runRows.map((r) => r.wall_s)))} s`,
+        note: 'the sandbox session alone: a difference here is the machine, not the service',
+      },
       { bench: '13 serve', metric: 'row made -> response at the client (median / p90 / max)', value: `${fmt(median(delivery), 3)} / ${fmt(quantile(delivery, 0.9), 3)} / ${fmt(Math.max(...delivery), 3)} s`, note: 'results commit, verify-response built and left in Redis, serve woken by its channel, HTTP answer' },
     ];
   } finally {

@@ -37,6 +37,7 @@ import { presenceRole } from '../ops/serving.ts';
 import { ConfigError } from '../shared/errors.ts';
 import type { InFlightJobs } from '../shared/in-flight-jobs.ts';
 import { watchRun, type WatchStatus } from './run-watch.ts';
+import { vcfleetCommand } from '../shared/advice.ts';
 
 export interface RunAllOptions {
   config: Config;
@@ -84,7 +85,7 @@ export interface RunAllResult {
 export class DemoRunToResume extends Error {
   override name = 'DemoRunToResume';
   constructor(readonly runId: string) {
-    super(`run ${runId} is a demo run: resume it with \`vcfleet demo --run-id ${runId}\``);
+    super(`run ${runId} is a demo run: resume it with \`${vcfleetCommand(`demo --run-id ${runId}`)}\``);
   }
 }
 
@@ -96,7 +97,7 @@ async function preflightRun(options: RunAllOptions, config: Config, client: Redi
   if (roles.has('sandbox') && !options.agent && config.agent.kind === 'opencode') checks.push(checkPolicy(config.policy_base_url, config.policy_api_key, model));
   if (roles.has('sandbox') && !options.agent && config.agent.kind === 'opencode' && config.policy.token_capture) checks.push(checkTokenCapture(config.policy_base_url, config.policy_api_key, model));
   if (roles.has('judge') && !options.judge) checks.push(checkJudge(config, resolveJudgeApiKey(config)));
-  requirePassed(await Promise.all(checks));
+  requirePassed(await Promise.all(checks), options.origin === 'demo' ? '++preflight.enabled=false' : undefined);
 }
 
 /** The run: resumed from Redis when it exists (nothing prepared), else prepared and produced with its own queues. */

@@ -5,6 +5,7 @@
  */
 import { loadConfig, secretValues, type Config } from '../shared/config.ts';
 import { createLogger, type Logger } from '../shared/logger.ts';
+import { adviseWith } from '../shared/advice.ts';
 
 export interface CommandContext {
   config: Config;
@@ -24,6 +25,7 @@ export class Cli {
    */
   context(opts: { config?: string }, flags: Record<string, unknown> = {}, progressBar = false): CommandContext {
     const config = loadConfig({ configPath: opts.config, overrides: this.overrides, flags });
+    adviseWith({ configPath: opts.config, overrides: this.overrides });
     this.loaded = config;
     const level = progressBar && process.stderr.isTTY && config.log_level === 'info' ? 'warn' : config.log_level;
     const logger = createLogger({ level, secrets: secretValues(config), name: 'vcfleet', json: config.log_json });

@@ -40,3 +40,23 @@ export async function connectToRun(config: Config, logger: Logger, runId: string
   // Without a private Redis holding the run, the configured one (the default URL when none is).
   return { redis, url: configured ? null : redisUrl(config), close: async () => void redis.disconnect() };
 }
+
+/**
+ * The Redis whose runs `vcfleet runs` lists: the configured one; without one, the private Redis of
+ * this state folder when it has data (where `vcfleet run` without REDIS_URL keeps its runs), else
+ * the default URL. `where` names it for the listing.
+ */
+export async function connectToRuns(config: Config, logger: Logger): Promise<RunRedis & { where: string }> {
+  const dir = path.join(config.state_dir, 'redis');
+  const configured = config.redis_url || config.redis.sentinels.length > 0 || config.redis.cluster;
+  if (!configured && hasPrivateRedisData(dir)) {
+    const own = await openPrivateRedis({ dir, logger });
+    const redis = await connect({ ...config, redis_url: own.url }, logger, 'client').catch(async (err: unknown) => {
+      await own.stop();
+      throw err;
+    });
+    return { redis, url: own.url, where: `the private Redis of ${dir} (vcfleet run without REDIS_URL; set REDIS_URL to list another)`, close: async () => { redis.disconnect(); await own.stop(); } };
+  }
+  const redis = await connect(config, logger, 'client');
+  return { redis, url: null, where: redisUrl(config), close: async () => void redis.disconnect() };
+}

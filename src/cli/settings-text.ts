@@ -2,13 +2,14 @@
 import path from 'node:path';
 import { RUN_SETTING_KEYS, shownValue, valueAt, type RunSettings, type SettingDifference } from '../shared/run-settings.ts';
 import { table } from './runtime.ts';
+import { vcfleetCommand } from '../shared/advice.ts';
 
 /** The run settings frozen in a run record, one per line, and how to change them. */
 export function runSettingsText(runId: string, settings: RunSettings, output: string): string {
   const rows = RUN_SETTING_KEYS.map(({ key, path }) => [`  ${key}`, shownValue(valueAt(settings, path))]);
   rows.push(['  output_jsonl_fpath', `${output}${path.isAbsolute(output) ? '' : " (under the results host's output_root)"}`]);
   return [
-    `run settings of ${runId} (frozen in the run record; every worker uses these; change with \`vcfleet run-set --run-id ${runId} ++key=value\`):`,
+    `run settings of ${runId} (frozen in the run record; every worker uses these; change with \`${vcfleetCommand(`run-set --run-id ${runId} ++key=value`)}\`):`,
     table(rows),
     'host settings (policy endpoint and key, judge endpoint and key, sandboxes, output root, concurrency) are read on each host',
   ].join('\n');
@@ -21,6 +22,6 @@ export function differencesText(runId: string, differences: readonly SettingDiff
   return [
     `run ${runId} existed with other settings; it keeps its own:`,
     table(rows),
-    `to change the run: vcfleet run-set --run-id ${runId} ${fix}   (or produce a new run with another --run-id)`,
+    `to change the run: ${vcfleetCommand(`run-set --run-id ${runId} ${fix}`)}   (or produce a new run with another --run-id)`,
   ].join('\n');
 }

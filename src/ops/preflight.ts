@@ -134,16 +134,16 @@ export async function checkOutputFolder(folder: string): Promise<PreflightFailur
   }
 }
 
-/** Thrown when a preflight check failed: every failure, one line each (exit code 2). */
+/** Thrown when a preflight check failed: every failure, one line each (exit code 2), and how to skip it with the command at hand. */
 export class PreflightError extends ConfigError {
   override name = 'PreflightError';
-  constructor(readonly failures: readonly PreflightFailure[]) {
-    super(`preflight failed, nothing was enqueued:\n  ${failures.map((f) => f.message).join('\n  ')}\n(to start anyway: --skip-preflight)`);
+  constructor(readonly failures: readonly PreflightFailure[], skip = '--skip-preflight') {
+    super(`preflight failed, nothing was enqueued:\n  ${failures.map((f) => f.message).join('\n  ')}\n(to start anyway: ${skip})`);
   }
 }
 
-/** Throw every failure at once, or nothing. */
-export function requirePassed(results: ReadonlyArray<PreflightFailure | null>): void {
+/** Throw every failure at once, or nothing; `skip` is how the command at hand skips the checks (`vcfleet demo` has no `--skip-preflight`). */
+export function requirePassed(results: ReadonlyArray<PreflightFailure | null>, skip?: string): void {
   const failures = results.filter((r): r is PreflightFailure => r !== null);
-  if (failures.length) throw new PreflightError(failures);
+  if (failures.length) throw new PreflightError(failures, skip);
 }

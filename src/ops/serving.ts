@@ -9,6 +9,7 @@ import type { Redis } from 'ioredis';
 import type { RunRecord } from '../shared/run-store.ts';
 import { listWorkers, WORKER_ROLES, type WorkerRecord, type WorkerRole } from '../shared/worker-registry.ts';
 import { readRunJobs } from './run-jobs.ts';
+import { vcfleetCommand } from '../shared/advice.ts';
 
 /** The roles a worker record's role serves. */
 export function rolesOf(role: string): WorkerRole[] {
@@ -43,9 +44,9 @@ export function describeServing(s: Serving, roles: readonly WorkerRole[]): strin
 
 /** How to serve a run nobody serves: its own queues are served by `vcfleet run` (or `demo`), the fleet's by workers. */
 export function howToServe(run: Pick<RunRecord, 'run_id' | 'queue_scope' | 'origin'>): string {
-  if (run.queue_scope === null) return `vcfleet worker sandbox|judge|results, or vcfleet run --run-id ${run.run_id}`;
-  if (run.origin === 'serve') return `vcfleet worker sandbox|judge|results --run-id ${run.run_id}, or vcfleet serve --run-id ${run.run_id} --with-workers`;
-  return run.origin === 'demo' ? `vcfleet demo --run-id ${run.run_id}` : `vcfleet run --run-id ${run.run_id}`;
+  if (run.queue_scope === null) return `vcfleet worker sandbox|judge|results, or ${vcfleetCommand(`run --run-id ${run.run_id}`)}`;
+  if (run.origin === 'serve') return `vcfleet worker sandbox|judge|results --run-id ${run.run_id}, or ${vcfleetCommand(`serve --run-id ${run.run_id} --with-workers`)}`;
+  return vcfleetCommand(run.origin === 'demo' ? `demo --run-id ${run.run_id}` : `run --run-id ${run.run_id}`);
 }
 
 /** Who picks a run's queued work up: the live workers by role, or how to start them. */

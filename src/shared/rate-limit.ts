@@ -83,10 +83,11 @@ local dec = tonumber(h[3]) or 0
 if adapt and now - dec >= math.max(1000, hold) then
   local ar = tonumber(h[2]) or 0
   if ar <= 0 then
-    -- First push-back: start from the rate calls were answered clean at (this window and the last),
-    -- or, when none was, one call per wait the server asked for.
+    -- First push-back: start from the rate calls were answered clean at (this window and the last,
+    -- over at least one window: a burst answered in its first second says nothing of the rate), or,
+    -- when none was, one call per wait the server asked for.
     local ok, span = (tonumber(h[4]) or 0) + (tonumber(h[6]) or 0), (now - (tonumber(h[5]) or now)) + (tonumber(h[7]) or 0)
-    if ok > 0 then ar = ok / math.max(1000, span) else ar = 1 / math.max(1000, hold) end
+    if ok > 0 then ar = ok / math.max(10000, span) else ar = 1 / math.max(1000, hold) end
   end
   ar = math.max(tonumber(ARGV[4]), ar * tonumber(ARGV[5]))
   redis.call('HSET', KEYS[1], 'ar', ar, 'dec', now)

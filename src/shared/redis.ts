@@ -8,6 +8,7 @@ import { redactUrl, resolveRedisEndpoint, type RedisEndpoint } from './redis-end
 import type { Logger } from './logger.ts';
 import { ConfigError, InfraError } from './errors.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { followSwitches } from './sentinel-switch.ts';
 
 export type { Redis };
 export { DEFAULT_REDIS_URL, redactUrl, resolveRedisEndpoint, type RedisEndpoint } from './redis-endpoint.ts';
@@ -45,19 +46,22 @@ function connectTo(endpoint: RedisEndpoint, options: RedisOptions, role: Connect
   const auth = { ...(endpoint.username ? { username: endpoint.username } : {}), ...(endpoint.password ? { password: endpoint.password } : {}) };
   if (endpoint.kind === 'single') return new Redis(endpoint.url, { ...options, reconnectOnError: reconnectOnReadonly });
   if (endpoint.kind === 'sentinel') {
-    return new Redis({
+    const redis = new Redis({
       ...options, ...auth,
       sentinels: endpoint.sentinels,
       name: endpoint.name,
       db: endpoint.db,
       ...(endpoint.sentinelPassword ? { sentinelPassword: endpoint.sentinelPassword } : {}),
       ...(endpoint.tls ? { tls: {}, enableTLSForSentinelMode: true } : {}),
-      // Subscribes to the sentinels' +switch-master: a failover moves the connection at once, not at the next error.
-      failoverDetector: true,
+      // Not ioredis's own +switch-master detector: it can end a reconnecting connection for good (sentinel-switch.ts).
+      failoverDetector: false,
       // The sentinels are asked again on each reconnect; a sentinel that is down is skipped.
       sentinelRetryStrategy: (times) => (role === 'client' && times > 3 ? null : Math.min(200 * times, 2000)),
       reconnectOnError: reconnectOnReadonly,
     });
+    // A failover moves the connection at once, not at the next error (a frozen primary gives none).
+    followSwitches(redis, endpoint);
+    return redis;
   }
   const { retryStrategy, maxRetriesPerRequest, enableOfflineQueue, ...nodeOptions } = options;
   const cluster = new Cluster(endpoint.nodes, {

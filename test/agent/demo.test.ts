@@ -41,12 +41,18 @@ describe('vcfleet demo', () => {
     for (const row of rows) expect(existsSync(path.resolve(path.dirname(file), row.transcript!)), row.transcript!).toBe(true);
   });
 
-  it('a demo whose judge is unreachable ends masked; the rejudge it advises, as written, grades the rows', async () => {
+  it('a demo whose judge is unreachable: the preflight says how to start anyway, the demo ends masked; the rejudge it advises, as written, grades the rows', async () => {
     const dir = createTmpDir('vcfleet-demo-');
     const config = path.join(dir, 'vcfleet.yaml');
     writeFileSync(config, `state_dir: ${path.join(dir, 'state')}\noutput_root: ${dir}\njudge:\n  max_retries: 0\nqueues:\n  judge_attempts: 1\n`);
     const env = { TMPDIR: dir, VCFLEET_CONFIG: config };
-    const demo = await runCli(['demo', '++preflight.enabled=false', '++visual_coding_opencode_judge_base_url=http://127.0.0.1:9/v1'], env);
+    const unreachable = '++visual_coding_opencode_judge_base_url=http://127.0.0.1:9/v1';
+    // The preflight finds the judge unreachable and says how to start anyway, in a form the demo takes.
+    const refused = await runCli(['demo', unreachable], env);
+    expect(refused.code, refused.output).toBe(2);
+    const skip = /\(to start anyway: (\S+)\)/.exec(refused.output)?.[1];
+    expect(skip, refused.output).toBe('++preflight.enabled=false');
+    const demo = await runCli(['demo', unreachable, skip!], env);
     expect(demo.code, demo.output).toBe(3);
     const runId = /demo run (demo-[\w-]+): 4 synthetic puzzles/.exec(demo.output)?.[1];
     const line = demo.stdout.split('\n').find((l) => l.startsWith('complete, but 4 of 4 rollouts are masked'));

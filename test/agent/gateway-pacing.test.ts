@@ -119,7 +119,10 @@ describe('held calls', () => {
     expect(gateway!.stats().consecutiveFailures).toBe(0);
   });
 
-  it('a pooled connection the server closed is retried once on a fresh connection, not counted as a failure', async () => {
+  it.each([
+    ['streamed through', {}],
+    ['with token capture (the whole answer read first)', { tokenCapture: { weightVersion: null } }],
+  ] as const)('a pooled connection the server closed is retried once on a fresh connection, not counted as a failure (%s)', async (_how, extra) => {
     // A server that drops every connection's second request unanswered (as keep-alive running out looks to the client).
     const seen = new WeakMap<object, number>();
     const closing = http.createServer((req, res) => {
@@ -134,7 +137,7 @@ describe('held calls', () => {
     });
     await new Promise<void>((r) => closing.listen(0, '127.0.0.1', r));
     try {
-      const { agent } = await open({}, `http://127.0.0.1:${(closing.address() as { port: number }).port}/v1`);
+      const { agent } = await open({ ...extra }, `http://127.0.0.1:${(closing.address() as { port: number }).port}/v1`);
       expect((await post(agent, chat())).status).toBe(200);
       // The second call goes out on the first one's pooled connection, which the server drops.
       expect((await post(agent, chat())).status).toBe(200);
@@ -212,6 +215,48 @@ describe('back-pressure rules', () => {
     now += 10_000;
     for (let i = 0; i < 20; i++) a.clean(2000, 10);
     expect(a.current).toBeLessThan(8);
+  });
+
+  /**
+   * A simulated endpoint: at `n` sessions it answers `rate[n]` output tokens/s, 20 tokens a call,
+   * with latency per token `latency[n]`; sessions start one per 2 calls (the first wave ramps up)
+   * and those started under a higher limit end one per 4 calls.
+   * Returns the limits visited and the throughput share of the best level over the last half.
+   */
+  function simulate(rate: number[], latency: number[], cap: number, calls = 600): { visited: number[]; share: number; final: number } {
+    let now = 0;
+    const a = new AdaptiveConcurrency(cap, () => now);
+    let running = 1;
+    let drain = 0;
+    let ramp = 0;
+    const visited: number[] = [];
+    let tokens = 0;
+    let from = 0;
+    for (let i = 0; i < calls; i++) {
+      if (running > a.current && ++drain % 4 === 0) running--;
+      if (running < a.current && ++ramp % 2 === 0) running++;
+      now += (20 / rate[running]) * 1000;
+      if (i === calls / 2) [tokens, from] = [0, now];
+      tokens += 20;
+      a.clean(latency[running] * 20, 20, running);
+      if (visited.at(-1) !== a.current) visited.push(a.current);
+    }
+    return { visited, share: (tokens * 1000) / (now - from) / Math.max(...rate.slice(1, cap + 1)), final: a.current };
+  }
+
+  it('adaptive concurrency: a saturated server whose throughput needs the sessions keeps them (latency rises, fewer sessions would idle it)', () => {
+    // Processor sharing with tool time between calls: latency grows with sessions, throughput too until 4.
+    const r = simulate([0, 40, 70, 88, 100], [0, 10, 20, 30, 40], 4);
+    expect(r.share, JSON.stringify(r)).toBeGreaterThanOrEqual(0.9);
+    expect(r.final).toBe(4);
+    expect(Math.min(...r.visited)).toBeGreaterThanOrEqual(3); // it looked one step down, found it slower, came back
+  });
+
+  it('adaptive concurrency: a server whose throughput is flat past 2 sessions is given fewer sessions (latency falls, throughput kept)', () => {
+    const r = simulate([0, 60, 100, 100, 100, 100, 100, 100, 100], [0, 10, 20, 30, 40, 50, 60, 70, 80], 8);
+    expect(r.share, JSON.stringify(r)).toBeGreaterThanOrEqual(0.9);
+    // It settles between 3 and 5 of the 8 (stepping down while latency is high, back up while clean).
+    expect(Math.max(...r.visited.slice(-10)), JSON.stringify(r)).toBeLessThanOrEqual(5);
   });
 
   it("the model's clock leaves out the time waited, and fires once it is spent", async () => {

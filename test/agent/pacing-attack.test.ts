@@ -92,4 +92,32 @@ describe('the model cannot buy time with held calls', () => {
     expect(o.policy_wait_s).toBeLessThan(30);
     expect(agentLimited).toBe(2);
   });
+
+  it('after a call of its own, a wait past policy.max_wait_s is its timeout (scored 0), never a hand-back to the queue', async () => {
+    let held = 0;
+    server.setScript((body): ScriptReply => {
+      // The model's own call is answered: it shares the server's limit, so what follows may be its doing.
+      if (!body.tools) return { kind: 'text', text: 'sure' };
+      if (toolResults(body) === 0) return { kind: 'tool_calls', calls: [{ name: 'bash', arguments: { command: `/usr/bin/python3 - <<'PYEOF'\n${FORGE}\nPYEOF` } }] };
+      // OpenCode's next call: pushed back for ever.
+      held++;
+      return { kind: 'error', status: 429, headers: { 'retry-after-ms': '400' } };
+    });
+    const config = env.config(['++run_id=pace-attack-wait']);
+    const bench = await loadPreparedBenchmark(config.data_dir, config.benchmark);
+    await produceRun({ config, redis, logger, tasks: bench.tasks.slice(0, 1), readImage: bench.readImage });
+    const task = bench.tasks[0];
+    const job = { v: 1 as const, run_id: 'pace-attack-wait', task_id: task.task_id, repeat: 0, rollout_id: rolloutId('pace-attack-wait', task.task_id, 0) };
+    const host = { policyBaseUrl: server.url, allowedBaseUrls: [], policyApiKey: KEY, captureRoot: path.join(ROOT, 'captures') };
+    const pace = { acquire: async () => {}, done: () => {}, holding: () => {}, sessionStarted: () => {}, sessionEnded: () => {} };
+    // A hand-back would throw PolicyWaitExceeded out of the stage; the model's own doing is a scored row.
+    const out = await runRolloutStage(job, { store: new RunStore(redis, env.prefix), agent: runner, host, pacing: () => ({ pace, maxWaitS: 2 }) }, new AbortController().signal);
+    // A timeout scores 0 without a judge call: straight to the results, a row that is not masked.
+    expect(out.next).toBe('results');
+    if (out.next !== 'results') return;
+    const o = out.row;
+    expect(o).toMatchObject({ stop_reason: 'timeout', reward: 0, failure_kind: null, forged_calls: 1 });
+    expect(o.error).toMatch(/kept pushing back \(429\/503\): the agent's calls waited \d+ s, past policy\.max_wait_s=2, while the model made 1 call\(s\) of its own/);
+    expect(held).toBeGreaterThanOrEqual(2);
+  });
 });

@@ -136,7 +136,7 @@ describe.skipIf(!hasScript)('vcfleet run with the real OpenCode: Ctrl-C, a dead 
     f.procs.push(down);
     expect(await down.exited, down.output()).toBe(4);
     const out = down.output().replace(/\r/g, '');
-    expect(out).toMatch(new RegExp(`paused: .*policy server failed \\d+ calls in a row .*connection_refused.*policy server ${url.replace(/\./g, '\\.')}\\. Fix it, then resume with \`vcfleet run --run-id ff\``));
+    expect(out).toMatch(new RegExp(`paused: .*policy server failed \\d+ calls in a row .*connection_refused.*policy server ${url.replace(/\./g, '\\.')}\\. Fix it, then resume with \`vcfleet run --run-id ff( \\+\\+\\S+)*\``));
     expect(countLines(e.output)).toBe(0); // no task was burnt as a row
     const queue = openQueue('rollout', f.redis, e.prefix, { scope: 'ff' });
     expect(await queue.isPaused()).toBe(true);

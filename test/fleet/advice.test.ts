@@ -95,6 +95,27 @@ describe('advice the CLI prints, followed as written', () => {
     expect(again.stdout).toContain('requeued 0 failed job(s) of run adv1 (none)');
   }, 240_000);
 
+  it('vcfleet run --config FILE ++settings: the advice repeats the file and where the run lives, and works as printed with nothing else', async () => {
+    env = await makeFleetEnv({ rows: 2, judgeUrl: judge.url, overrides: fastFailingJudge });
+    // The prefix and the output path on the command line, the rest in a file named by --config.
+    const where = ['++queues.prefix', '++output_jsonl_fpath'];
+    const file = configFile(env, path.join(env.dir, 'my.yaml'), where.map((k) => k.slice(2)));
+    const onCommandLine = env.overrides.filter((o) => where.some((k) => o.startsWith(`${k}=`)));
+    judge.setScript(() => ({ status: 500 }));
+    const run = await runCli(['run', '--run-id', 'adv3', '--config', file, ...onCommandLine, '++judge.cache=false']);
+    expect(run.code, run.output).toBe(3);
+    const [status, rejudge] = advised(run.stdout, /^complete, but 2 of 2 rollouts are masked/);
+    expect(rejudge).toEqual(['rejudge', '--run-id', 'adv3', '--config', file, ...onCommandLine]);
+    judge.setScript([]);
+    const s = await runCli(status);
+    expect(s.code, s.output).toBe(0);
+    expect(s.stdout).toContain('masked: judge_failed 2');
+    const r = await runCli(rejudge);
+    expect(r.code, r.output).toBe(0);
+    expect(r.stdout).toContain('complete: all 2 rollouts scored');
+    expect(rows(env.output).map((row) => [row.failure_kind, row.reward])).toEqual([[null, 1], [null, 1]]);
+  }, 240_000);
+
   it('vcfleet run without a REDIS_URL (its private Redis): retry as advised, from the same folder, finds the run and completes it', async () => {
     env = await makeFleetEnv({ rows: 3, judgeUrl: judge.url, overrides: ['++queues.rollout_attempts=1'] });
     const scriptPath = env.config().agent.script_path!;
@@ -111,6 +132,11 @@ describe('advice the CLI prints, followed as written', () => {
     expect(r.stdout).toContain('requeued 3 failed job(s) of run adv2 (3 rollout); no worker serves sandbox, judge, results: doing it in this process');
     expect(r.stdout).toContain('complete: all 3 rollouts scored');
     expect(rows(env.output).map((row) => [row.failure_kind, row.reward])).toEqual([[null, 1], [null, 1], [null, 1]]);
+    // `vcfleet runs` from the same folder finds it too, in the private Redis, and says so.
+    const listed = await runCli(['runs'], cfg);
+    expect(listed.code, listed.output).toBe(0);
+    expect(listed.stdout).toMatch(/^runs in the private Redis of \S+redis \(vcfleet run without REDIS_URL/);
+    expect(listed.stdout).toMatch(/^adv2 +babyvision_opencode .* 3\/3 /m);
   }, 240_000);
 
   it('produce: the status it names says nobody serves the run and how to start one; that command; then rejudge waits for the live workers that serve it', async () => {

@@ -88,7 +88,7 @@ describe('gymRow', () => {
     expect(g).not.toHaveProperty('_ng_failure_class');
     expect(g).not.toHaveProperty('l2_category');
     expect(g.response).toMatchObject({ id: 'resp_r1-t7-0', object: 'response', model: 'pol', status: 'completed', created_at: Date.parse('2026-01-02T03:04:05Z') / 1000, tools: [], tool_choice: 'auto' });
-    expect(g.response.usage).toEqual({ input_tokens: 300, input_tokens_details: { cached_tokens: 0 }, output_tokens: 40, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 340 });
+    expect(g.response.usage).toEqual({ input_tokens: 300, input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 }, output_tokens: 40, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 340 });
     expect(JSON.parse(JSON.stringify(g))).toEqual(g); // plain JSON, nothing undefined left behind
   });
 

@@ -15,7 +15,7 @@ import { RunStore } from '../../src/shared/run-store.ts';
 import { createScriptedAgent } from '../../src/workers/sandbox/scripted-agent.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
 import { startScriptedPolicyServer, type ScriptedPolicyServer } from '../helpers/scripted-policy-server.ts';
-import { makeFleetEnv, REDIS_URL, runCli, type FleetEnv } from '../helpers/fleet.ts';
+import { locatingOf, makeFleetEnv, REDIS_URL, runCli, type FleetEnv } from '../helpers/fleet.ts';
 import { removeTmpDirs } from '../helpers/tmp.ts';
 
 const quiet = { update() {}, stop() {} };
@@ -75,7 +75,8 @@ describe('vcfleet run: preflight, exit codes, its own run only, resume', () => {
     judge.setScript(() => ({ status: 500 }));
     const masked = await runCli(['run', '--run-id', 'ex3', ...env.overrides, '++output_jsonl_fpath=' + env.output.replace('.jsonl', '-3.jsonl')]);
     expect(masked.code, masked.output).toBe(3);
-    expect(masked.stdout).toMatch(/complete, but 3 of 3 rollouts are masked .*`vcfleet rejudge --run-id ex3`/);
+    // The advice repeats where the run lives (its Redis, prefix and folders were given as ++settings).
+    expect(masked.stdout).toContain(`\`vcfleet rejudge --run-id ex3 ${locatingOf(env.overrides)} ++output_jsonl_fpath=${env.output.replace('.jsonl', '-3.jsonl')}\``);
   });
 
   it('keeps to its own run on a shared prefix: another run\'s jobs are neither taken nor waited for', async () => {
@@ -123,7 +124,8 @@ describe('vcfleet run: preflight, exit codes, its own run only, resume', () => {
     expect(status.stdout).toMatch(/rows 0\/2; 2 job\(s\) still waiting or running/);
     expect(status.stdout).toContain('workers: none running');
     const retry = await runCli(['retry', '--run-id', 'st', ...env.overrides]);
-    expect(retry.stdout).toContain('requeued 0 failed job(s) of run st (none); no worker serves sandbox, judge, results of this run: start one (vcfleet worker sandbox|judge|results, or vcfleet run --run-id st)');
-    expect(status.stdout).toContain('2 job(s) queued; no worker serves sandbox, judge, results of this run: start one (vcfleet worker sandbox|judge|results, or vcfleet run --run-id st)');
+    const where = locatingOf(env.overrides);
+    expect(retry.stdout).toContain(`requeued 0 failed job(s) of run st (none); no worker serves sandbox, judge, results of this run: start one (vcfleet worker sandbox|judge|results, or vcfleet run --run-id st ${where})`);
+    expect(status.stdout).toContain(`2 job(s) queued; no worker serves sandbox, judge, results of this run: start one (vcfleet worker sandbox|judge|results, or vcfleet run --run-id st ${where})`);
   });
 });

@@ -82,7 +82,7 @@ describe('run settings and host settings across processes', () => {
 
   it('produce prints the settings it froze; producing again with others names each difference and the fix', async () => {
     const first = await produce('rs-produce', '++limit=1', '++task_timeout_s=1200');
-    expect(first.stdout).toContain('run settings of rs-produce (frozen in the run record; every worker uses these; change with `vcfleet run-set --run-id rs-produce ++key=value`)');
+    expect(first.stdout).toMatch(/run settings of rs-produce \(frozen in the run record; every worker uses these; change with `vcfleet run-set --run-id rs-produce \+\+key=value( \+\+\S+)*`\)/);
     expect(first.stdout).toMatch(/^ {2}task_timeout_s +1200$/m);
     expect(first.stdout).toMatch(/^ {2}visual_coding_opencode_judge_model_name +gpt-4o-mini$/m);
     const again = await produce('rs-produce', '++limit=1', '++task_timeout_s=600');

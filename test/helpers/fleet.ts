@@ -135,3 +135,8 @@ export async function runCli(args: string[], env: Record<string, string> = {}): 
 }
 
 export { waitFor } from './wait.ts';
+
+/** The `++` settings of `overrides` that the CLI's advice repeats (where a run lives: its Redis, prefix and folders), in order. */
+export function locatingOf(overrides: readonly string[]): string {
+  return overrides.filter((o) => /^\+\+(data_dir|output_jsonl_fpath|output_root|redis_url|queues\.prefix|state_dir)=/.test(o)).join(' ');
+}

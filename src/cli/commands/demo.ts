@@ -5,6 +5,7 @@ import { InFlightJobs } from '../../shared/in-flight-jobs.ts';
 import { onShutdownSignals } from '../runtime.ts';
 import { runDemo, NEXT_STEPS } from '../../demo/run-demo.ts';
 import { finish } from './run.ts';
+import { vcfleetCommand } from '../../shared/advice.ts';
 
 export function registerDemo(program: Command, cli: Cli): void {
   program
@@ -16,7 +17,7 @@ export function registerDemo(program: Command, cli: Cli): void {
       const { logger } = cli.context(opts, {}, true);
       let runId = opts.runId ?? '';
       const inFlight = new InFlightJobs();
-      const signal = onShutdownSignals(logger, async () => {}, { hint: () => (runId ? `resume with: vcfleet run --run-id ${runId}` : ''), inFlight });
+      const signal = onShutdownSignals(logger, async () => {}, { hint: () => (runId ? `resume with: ${vcfleetCommand(`demo --run-id ${runId}`)}` : ''), inFlight });
       const { result } = await runDemo({
         configPath: opts.config,
         overrides: cli.overrides,
@@ -26,7 +27,7 @@ export function registerDemo(program: Command, cli: Cli): void {
         runId: opts.runId,
         onStart: (id, total, created) => {
           runId = id;
-          process.stderr.write(`${created ? 'demo run' : 'resuming demo run'} ${id}: ${total} synthetic puzzles through the real OpenCode (stop with Ctrl-C; resume with \`vcfleet run --run-id ${id}\`)\n`);
+          process.stderr.write(`${created ? 'demo run' : 'resuming demo run'} ${id}: ${total} synthetic puzzles through the real OpenCode (stop with Ctrl-C; resume with \`${vcfleetCommand(`demo --run-id ${id}`)}\`)\n`);
         },
       });
       finish(result, result.status === 'complete' ? NEXT_STEPS : '');

@@ -8,6 +8,7 @@ import { registerRun } from './run.ts';
 import { registerOps } from './ops.ts';
 import { registerRequeue } from './requeue.ts';
 import { registerMetrics } from './metrics.ts';
+import { registerExport } from './export.ts';
 import { registerDashboard } from './dashboard.ts';
 import { registerServe } from './serve.ts';
 import { registerDemo } from './demo.ts';
@@ -17,4 +18,4 @@ import { registerFleetSet, registerRunSet } from './settings.ts';
 
 export type RegisterCommand = (program: Command, cli: Cli) => void;
 
-export const COMMANDS: RegisterCommand[] = [registerDemo, registerPrepare, registerRun, registerProduce, registerWorker, registerOps, registerRequeue, registerRunSet, registerFleetSet, registerRuns, registerMetrics, registerDashboard, registerServe, registerView];
+export const COMMANDS: RegisterCommand[] = [registerDemo, registerPrepare, registerRun, registerProduce, registerWorker, registerOps, registerRequeue, registerRunSet, registerFleetSet, registerRuns, registerMetrics, registerExport, registerDashboard, registerServe, registerView];

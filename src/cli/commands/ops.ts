@@ -9,6 +9,7 @@ import { WORKER_ROLES } from '../../workers/roles.ts';
 import { runStatus, type RunStatus } from '../../ops/run-status.ts';
 import { JOB_STATES } from '../../ops/run-jobs.ts';
 import { paceLines } from '../../ops/policy-pace.ts';
+import { vcfleetCommand } from '../../shared/advice.ts';
 
 function formatStatus(s: RunStatus): string {
   const acc = s.accuracy === null ? '-' : `${(100 * s.accuracy).toFixed(1)}%`;
@@ -58,7 +59,7 @@ export function registerOps(program: Command, cli: Cli): void {
           if (WORKER_ROLES.some((r) => !serving.byRole.has(r))) process.stdout.write(`\n${s.pending} job(s) queued; ${unservedText(s.run, serving)}\n`);
         }
         if (!s.complete && Object.values(s.jobs).some((j) => j.failed > 0)) {
-          process.stdout.write(`\nfailed jobs can be requeued: vcfleet retry --run-id ${opts.runId}\n`);
+          process.stdout.write(`\nfailed jobs can be requeued: ${vcfleetCommand(`retry --run-id ${opts.runId}`)}\n`);
         }
       } finally {
         await conn.close();

@@ -6,6 +6,7 @@ import { loadOrPrepare } from '../../prepare/load-or-prepare.ts';
 import { produceRun } from '../../producer/produce.ts';
 import { checkRedisPersistence, requirePassed } from '../../ops/preflight.ts';
 import { differencesText, runSettingsText } from '../settings-text.ts';
+import { vcfleetCommand } from '../../shared/advice.ts';
 
 export function registerProduce(program: Command, cli: Cli): void {
   program
@@ -29,7 +30,7 @@ export function registerProduce(program: Command, cli: Cli): void {
         process.stdout.write(
           `run ${result.runId}: ${result.total} rollouts, ${result.enqueued} enqueued now${result.created ? '' : ' (run existed)'}\n` +
             `${result.differences.length ? differencesText(result.runId, result.differences) : runSettingsText(result.runId, result.settings, result.output)}\n` +
-            `watch it: vcfleet status --run-id ${result.runId}\n`,
+            `watch it: ${vcfleetCommand(`status --run-id ${result.runId}`)}\n`,
         );
       } finally {
         redis.disconnect();

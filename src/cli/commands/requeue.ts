@@ -20,6 +20,7 @@ import type { Redis } from '../../shared/redis.ts';
 import { connectToRun } from '../run-redis.ts';
 import { onShutdownSignals } from '../runtime.ts';
 import { finish } from './run.ts';
+import { vcfleetCommand } from '../../shared/advice.ts';
 
 type Kind = 'retry' | 'rejudge';
 
@@ -53,7 +54,7 @@ async function sendBack(kind: Kind, runId: string, { config, logger }: CommandCo
     return { text: `requeued ${total} failed job(s) of run ${runId} (${jobsText(jobs)})`, jobs };
   }
   const { sent, missing } = await rejudge(redis, config.queues.prefix, runId, logger, config.queues);
-  const note = missing ? `; ${missing} had no kept outcome (retry them with \`vcfleet retry --run-id ${runId} --stage rollout\`)` : '';
+  const note = missing ? `; ${missing} had no kept outcome (retry them with \`${vcfleetCommand(`retry --run-id ${runId} --stage rollout`)}\`)` : '';
   return { text: `sent ${sent} judge_failed row(s) of run ${runId} back to the judge${note}`, jobs: { rollout: 0, judge: sent, results: 0 } };
 }
 

@@ -6,6 +6,7 @@ import { exitSoon, onShutdownSignals, stopOnFatal, table } from '../runtime.ts';
 import { DemoRunToResume, runAll, type RunAllResult } from '../../all-in-one/run-all.ts';
 import { runDemo } from '../../demo/run-demo.ts';
 import { metricsRows, type TableRow } from '../metrics-table.ts';
+import { vcfleetCommand } from '../../shared/advice.ts';
 
 /** Exit codes of `run` and `demo`: every rollout scored, some masked, some missing (stopped, stuck, paused). */
 export const EXIT = { allScored: 0, someMasked: 3, incomplete: 4 } as const;
@@ -22,13 +23,13 @@ export function endingText(r: RunAllResult): string {
     case 'complete':
       return r.masked === 0
         ? `complete: all ${r.total} rollouts scored`
-        : `complete, but ${r.masked} of ${r.total} rollouts are masked (left out of mean/reward): see \`vcfleet status --run-id ${id}\`, then \`vcfleet rejudge --run-id ${id}\` or \`vcfleet retry --run-id ${id}\``;
+        : `complete, but ${r.masked} of ${r.total} rollouts are masked (left out of mean/reward): see \`${vcfleetCommand(`status --run-id ${id}`)}\`, then \`${vcfleetCommand(`rejudge --run-id ${id}`)}\` or \`${vcfleetCommand(`retry --run-id ${id}`)}\``;
     case 'paused':
-      return `paused: ${r.reason ?? 'the policy server fails every call'}. Fix it, then resume with \`vcfleet run --run-id ${id}\``;
+      return `paused: ${r.reason ?? 'the policy server fails every call'}. Fix it, then resume with \`${vcfleetCommand(`run --run-id ${id}`)}\``;
     case 'stopped':
-      return `stopped at ${r.done}/${r.total} rows; resume with \`vcfleet run --run-id ${id}\``;
+      return `stopped at ${r.done}/${r.total} rows; resume with \`${vcfleetCommand(`run --run-id ${id}`)}\``;
     case 'stuck':
-      return `incomplete: ${r.done}/${r.total} rows and nothing queued: see \`vcfleet status --run-id ${id}\`, then \`vcfleet retry --run-id ${id}\``;
+      return `incomplete: ${r.done}/${r.total} rows and nothing queued: see \`${vcfleetCommand(`status --run-id ${id}`)}\`, then \`${vcfleetCommand(`retry --run-id ${id}`)}\``;
   }
 }
 
@@ -42,7 +43,7 @@ export function summaryText(r: RunAllResult): string {
 
 /** The run id, first thing: it is what resumes the run after Ctrl-C or a crash. */
 export function announceRun(runId: string, total: number, created: boolean): void {
-  process.stderr.write(`${created ? 'run' : 'resuming run'} ${runId}: ${total} rollouts (stop with Ctrl-C; resume with \`vcfleet run --run-id ${runId}\`)\n`);
+  process.stderr.write(`${created ? 'run' : 'resuming run'} ${runId}: ${total} rollouts (stop with Ctrl-C; resume with \`${vcfleetCommand(`run --run-id ${runId}`)}\`)\n`);
 }
 
 /** Print the summary and how the run ended; set the exit code. */
@@ -69,7 +70,7 @@ export function registerRun(program: Command, cli: Cli): void {
         announceRun(id, total, created);
       };
       const inFlight = new InFlightJobs();
-      const signal = onShutdownSignals(logger, async () => {}, { hint: () => (runId ? `resume with: vcfleet run --run-id ${runId}` : ''), inFlight });
+      const signal = onShutdownSignals(logger, async () => {}, { hint: () => (runId ? `resume with: ${vcfleetCommand(`run --run-id ${runId}`)}` : ''), inFlight });
       let result: RunAllResult;
       try {
         result = await runAll({ config, logger, signal, onStart, inFlight, onFatalRedis: stopOnFatal });

@@ -5,7 +5,8 @@ import { RunStore } from '../../shared/run-store.ts';
 import { recentRuns, type RecentRun } from '../../ops/recent-runs.ts';
 import type { Cli } from '../context.ts';
 import { percent } from '../metrics-table.ts';
-import { connect, table } from '../runtime.ts';
+import { table } from '../runtime.ts';
+import { connectToRuns } from '../run-redis.ts';
 
 /** Runs listed when `--limit` is not given. */
 const DEFAULT_LIMIT = 20;
@@ -42,18 +43,20 @@ export function registerRuns(program: Command, cli: Cli): void {
     .action(async (opts: { config?: string; limit?: string; json?: boolean }) => {
       const limit = parseLimit(opts.limit);
       const { config, logger } = cli.context(opts);
-      const redis = await connect(config, logger, 'client');
+      const { redis, url, where, close } = await connectToRuns(config, logger);
       try {
         const prefix = config.queues.prefix;
         const { runs, totalRuns } = await recentRuns(new RunStore(redis, prefix), limit);
         if (opts.json) process.stdout.write(`${JSON.stringify(runs, null, 2)}\n`);
-        else if (runs.length === 0) process.stdout.write(`no runs under prefix "${prefix}" (queues.prefix, VCFLEET_PREFIX); create one with vcfleet produce or vcfleet run\n`);
+        else if (runs.length === 0) process.stdout.write(`no runs under prefix "${prefix}" (queues.prefix, VCFLEET_PREFIX) in ${where}; create one with vcfleet produce or vcfleet run\n`);
         else {
           const more = totalRuns > runs.length ? `\n(the ${runs.length} newest of ${totalRuns} runs; see more with --limit)` : '';
-          process.stdout.write(`${formatRuns(runs)}${more}\n`);
+          // Runs of a private Redis are found again only from this state folder: say where they are.
+          const from = url ? `runs in ${where}:\n` : '';
+          process.stdout.write(`${from}${formatRuns(runs)}${more}\n`);
         }
       } finally {
-        redis.disconnect();
+        await close();
       }
     });
 }

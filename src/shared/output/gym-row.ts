@@ -40,7 +40,9 @@
  *   carries `prompt_token_ids` (the call's whole prompt, rebuilt from the chain), `generation_token_ids`
  *   and `generation_log_probs` when the trajectory has all three for it. Without a transcript each
  *   answered call of the trajectory is an assistant message with no content carrying its tokens;
- *   with neither, one empty assistant message (as the reference pads an empty output).
+ *   with neither, one empty assistant message (as the reference pads an empty output). A transcript
+ *   cut to fit its bound (its `truncated` says how) gives what it kept: its texts as cut, and no item
+ *   for a turn it dropped.
  *
  * Request fields of a benchmark row (`benchmarkRequest`), as the reference's BabyVision dataset maps
  * them: `responses_create_params.input` is one user message with the puzzle as an `input_image` data
@@ -81,12 +83,8 @@ export interface ResponsesCreateParams {
   [key: string]: unknown;
 }
 
-/** The fields of a dataset row (a `POST /run` body) that its verify response repeats. */
-export interface GymRequestFields {
-  responses_create_params: ResponsesCreateParams;
-  /** Defaults to the row's `expected_answer`. */
-  expected_answer?: string;
-  question?: string;
+/** The routing fields of a dataset row, repeated as given by its verify response. */
+export interface GymRoutingFields {
   source_id?: string | number;
   category?: string;
   l2_category?: string;
@@ -94,6 +92,14 @@ export interface GymRequestFields {
   _ng_task_index?: number;
   _ng_rollout_index?: number;
   _ng_rollout_id?: string;
+}
+
+/** The fields of a dataset row (a `POST /run` body) that its verify response repeats. */
+export interface GymRequestFields extends GymRoutingFields {
+  responses_create_params: ResponsesCreateParams;
+  /** Defaults to the row's `expected_answer`. */
+  expected_answer?: string;
+  question?: string;
 }
 
 const ROUTING_KEYS = ['question', 'source_id', 'category', 'l2_category', 'ans_type', '_ng_task_index', '_ng_rollout_index', '_ng_rollout_id'] as const;
@@ -175,7 +181,8 @@ export interface GymResponse {
   tools: [];
   usage: {
     input_tokens: number;
-    input_tokens_details: { cached_tokens: number };
+    /** `cache_write_tokens`: newer OpenAI SDKs require it; older ones keep it as an extra field. */
+    input_tokens_details: { cached_tokens: number; cache_write_tokens: number };
     output_tokens: number;
     output_tokens_details: { reasoning_tokens: number };
     total_tokens: number;
@@ -264,7 +271,7 @@ export function finishedNaturally(row: Pick<Row, 'stop_reason'>): boolean {
 }
 
 /** NeMo Gym's verify-response row of one rollout (see the header for each field's rule). */
-export interface GymRow {
+export interface GymRow extends GymRoutingFields {
   responses_create_params: ResponsesCreateParams;
   response: GymResponse;
   reward: number;
@@ -278,13 +285,6 @@ export interface GymRow {
   failure_detail: string | null;
   turns_used: number;
   finished_naturally: boolean;
-  source_id?: string | number;
-  category?: string;
-  l2_category?: string;
-  ans_type?: string;
-  _ng_task_index?: number;
-  _ng_rollout_index?: number;
-  _ng_rollout_id?: string;
   mask_sample: boolean;
   /** Why the trajectory cannot be trained on (token capture), or null. */
   mask_reason: MaskReason | null;
@@ -330,7 +330,7 @@ export function gymRow(input: GymRowInput): GymRow {
       tools: [],
       usage: {
         input_tokens: row.input_tokens,
-        input_tokens_details: { cached_tokens: 0 },
+        input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 },
         output_tokens: row.output_tokens,
         output_tokens_details: { reasoning_tokens: 0 },
         total_tokens: row.input_tokens + row.output_tokens,

@@ -56,7 +56,7 @@ export function forwardForTokens(up: Upstream, payload: Buffer, clientStream: bo
       if (body) reader.push(body);
       const response = reader.finish(status);
       const json = body && status !== null && status >= 200 && status < 300 ? parseJson(body) : null;
-      resolve({ result: { connected, status, response, chunks: null, ...extra }, tokens: json ? readTokenFields(json) : null });
+      resolve({ result: { connected, status, response, chunks: null, ...(retried ? { freshRetry: true } : {}), ...extra }, tokens: json ? readTokenFields(json) : null });
       if (extra.upstreamError === undefined && !extra.clientAborted && body) reply(json, body);
     };
     const reply = (json: Json | null, body: Buffer) => {
@@ -69,64 +69,79 @@ export function forwardForTokens(up: Upstream, payload: Buffer, clientStream: bo
         res.end(json ? JSON.stringify(withoutTokenFields(json)) : body);
       }
     };
-    const fail = (err: unknown) => {
-      if (settled) return;
+    const fail = (failed: http.ClientRequest, err: unknown) => {
+      if (settled || failed !== upReq) return;
       if (res.writableEnded || res.destroyed) return finish({ clientAborted: true }, null);
       const { kind, reason } = classifyUpstreamError(err);
+      // A pooled connection the server closed while idle (keep-alive ran out as it was reused) fails
+      // before any answer: not the server failing; once, on a fresh connection (as forward-call.ts).
+      if (kind === 'reset' && failed.reusedSocket && status === null && !retried) {
+        retried = true;
+        connected = false;
+        clearTimeout(connectTimer);
+        send(false);
+        return;
+      }
       if (!res.headersSent) {
         res.writeHead(kind === 'timeout' ? 504 : 502, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ error: { message: `policy gateway: the policy server is unreachable: ${reason}`, type: 'upstream_error' } }));
       }
       finish({ upstreamError: reason, upstreamErrorKind: kind }, null);
     };
+    let retried = false;
     const client = up.url.protocol === 'https:' ? https : http;
     const headers: http.OutgoingHttpHeaders = {
       'content-type': 'application/json', accept: 'application/json', 'accept-encoding': 'identity', 'content-length': payload.length, 'user-agent': 'vcfleet-policy-gateway',
     };
     if (up.apiKey) headers.authorization = `Bearer ${up.apiKey}`;
-    const upReq = client.request(
-      { protocol: up.url.protocol, hostname: up.url.hostname, port: up.url.port || undefined, method: 'POST', path: `${up.prefix}/chat/completions`, headers, agent: up.agent },
-      (upRes) => {
-        clearTimeout(connectTimer);
-        connected = true;
-        status = upRes.statusCode ?? 502;
-        const chunks: Buffer[] = [];
-        let size = 0;
-        upRes.on('data', (c: Buffer) => {
-          size += c.length;
-          if (size > MAX_TOKEN_ANSWER_BYTES) upReq.destroy(codedError('ANSWER_TOO_LARGE', `the answer is larger than ${MAX_TOKEN_ANSWER_BYTES} bytes`));
-          else chunks.push(c);
+    let upReq: http.ClientRequest;
+    const send = (agent: http.Agent | false) => {
+      const req = client.request(
+        { protocol: up.url.protocol, hostname: up.url.hostname, port: up.url.port || undefined, method: 'POST', path: `${up.prefix}/chat/completions`, headers, agent },
+        (upRes) => {
+          clearTimeout(connectTimer);
+          connected = true;
+          status = upRes.statusCode ?? 502;
+          const chunks: Buffer[] = [];
+          let size = 0;
+          upRes.on('data', (c: Buffer) => {
+            size += c.length;
+            if (size > MAX_TOKEN_ANSWER_BYTES) req.destroy(codedError('ANSWER_TOO_LARGE', `the answer is larger than ${MAX_TOKEN_ANSWER_BYTES} bytes`));
+            else chunks.push(c);
+          });
+          upRes.on('end', () => {
+            const body = Buffer.concat(chunks);
+            if (!hold || !isBackpressure(status!, upRes.headers)) return finish({}, body);
+            const peek = new ResponseReader(false);
+            peek.push(body);
+            if (status === 429 && isQuotaGone(peek.finish(status).errorCode)) return finish({ quotaGone: true }, body);
+            finish({ backpressure: { status: status!, retryAfterMs: askedWaitMs(upRes.headers) } }, null);
+          });
+          upRes.on('error', (err) => fail(req, err));
+        },
+      );
+      upReq = req;
+      onOpen(req);
+      req.on('socket', (socket: Socket) => {
+        if (!(socket as { connecting?: boolean }).connecting) {
+          connected = true;
+          return;
+        }
+        connectTimer = setTimeout(() => req.destroy(codedError('CONNECT_TIMEOUT', `could not connect within ${up.connectTimeoutMs} ms`)), up.connectTimeoutMs);
+        socket.once('connect', () => {
+          connected = true;
+          clearTimeout(connectTimer);
         });
-        upRes.on('end', () => {
-          const body = Buffer.concat(chunks);
-          if (!hold || !isBackpressure(status!, upRes.headers)) return finish({}, body);
-          const peek = new ResponseReader(false);
-          peek.push(body);
-          if (status === 429 && isQuotaGone(peek.finish(status).errorCode)) return finish({ quotaGone: true }, body);
-          finish({ backpressure: { status: status!, retryAfterMs: askedWaitMs(upRes.headers) } }, null);
-        });
-        upRes.on('error', (err) => fail(err));
-      },
-    );
-    onOpen(upReq);
-    const wholeTimer = setTimeout(() => upReq.destroy(codedError('UPSTREAM_TIMEOUT', `no complete answer within ${up.requestTimeoutMs} ms`)), up.requestTimeoutMs);
-    upReq.on('socket', (socket: Socket) => {
-      if (!(socket as { connecting?: boolean }).connecting) {
-        connected = true;
-        return;
-      }
-      connectTimer = setTimeout(() => upReq.destroy(codedError('CONNECT_TIMEOUT', `could not connect within ${up.connectTimeoutMs} ms`)), up.connectTimeoutMs);
-      socket.once('connect', () => {
-        connected = true;
-        clearTimeout(connectTimer);
       });
-    });
-    upReq.on('error', fail);
+      req.on('error', (err) => fail(req, err));
+      req.end(payload);
+    };
+    const wholeTimer = setTimeout(() => upReq.destroy(codedError('UPSTREAM_TIMEOUT', `no complete answer within ${up.requestTimeoutMs} ms`)), up.requestTimeoutMs);
     res.on('close', () => {
       if (settled || res.writableFinished) return;
       upReq.destroy();
       finish({ clientAborted: true }, null);
     });
-    upReq.end(payload);
+    send(up.agent);
   });
 }

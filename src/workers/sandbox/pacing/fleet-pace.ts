@@ -114,7 +114,7 @@ export class FleetPace implements PolicyPace {
       return;
     }
     void this.limit.settle(call.tokens - call.estimate, call.tokens > 0).catch((err: unknown) => this.redisFailed(err));
-    if (this.o.adaptive && call.tokens > 0 && this.aimd.clean(call.latencyMs, call.completionTokens)) this.changed();
+    if (this.o.adaptive && call.tokens > 0 && this.aimd.clean(call.latencyMs, call.completionTokens, this.sessions)) this.changed();
   }
 
   holding(delta: 1 | -1): void {
