@@ -9,7 +9,7 @@
  *   npm run bench -- --only 7 --capacity-ladder 8,16,24,32,40,48 --out /tmp/ladder.md   # how far this host goes
  *
  * Flags (defaults in brackets):
- *   --only LIST              benchmarks to run, e.g. 1,3 [1,2,3,4,5,6,7,8,9,10,11,12]
+ *   --only LIST              benchmarks to run, e.g. 1,3 [1,2,3,4,5,6,7,8,9,10,11,12,13]
  *   --rollouts N             1: rollouts per side [10000]
  *   --latency-samples N      1: unloaded latency samples, one at a time [300]
  *   --concurrency N          1: jobs at once in hops 1 and 2 (hop 3 is always 1) [8]
@@ -48,6 +48,9 @@
  *   --pacing-rollouts N      11: rollouts per side against the rate- and capacity-limited policy servers [6]
  *   --pacing-concurrency N   11: sessions at once of the sandbox-worker [4]
  *   --capture-runs N         12: rollouts of each side, token capture on and off [3]
+ *   --serve-requests N       13: concurrent POST /run requests, and tasks of the `vcfleet run` side [64]
+ *   --serve-concurrency N    13: sandboxes at once on both sides [8]
+ *   --serve-delay-s S        13: seconds the scripted policy takes per call [2]
  *   --out FILE               where to write the table [bench/RESULTS.md when every benchmark ran]
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -60,7 +63,7 @@ import { startBenchRedis } from './lib/redis-server.ts';
 import { fmt } from './lib/stats.ts';
 
 const DEFAULTS = {
-  only: '1,2,3,4,5,6,7,8,9,10,11,12',
+  only: '1,2,3,4,5,6,7,8,9,10,11,12,13',
   rollouts: 10000,
   'latency-samples': 300,
   concurrency: 8,
@@ -97,6 +100,9 @@ const DEFAULTS = {
   'pacing-rollouts': 6,
   'pacing-concurrency': 4,
   'capture-runs': 3,
+  'serve-requests': 64,
+  'serve-concurrency': 8,
+  'serve-delay-s': 2,
   out: '',
 };
 type Flags = typeof DEFAULTS;
@@ -193,6 +199,8 @@ async function main(): Promise<void> {
     await step('11', 'pacing', async () =>
       (await import('./pacing.ts')).benchPacing({ redisUrl: redis.url, dir, rollouts: flags['pacing-rollouts'], concurrency: flags['pacing-concurrency'], log }));
     await step('12', 'token capture', async () => (await import('./token-capture.ts')).benchTokenCapture({ dir, runs: flags['capture-runs'], log }));
+    await step('13', 'serve', async () =>
+      (await import('./serve.ts')).benchServe({ redisUrl: redis.url, dir, requests: flags['serve-requests'], concurrency: flags['serve-concurrency'], delayS: flags['serve-delay-s'], log }));
   } finally {
     await redis.stop();
     rmSync(dir, { recursive: true, force: true });

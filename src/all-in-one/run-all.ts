@@ -141,6 +141,10 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     // A demo run needs the demo's scripted servers for its policy and judge: the caller resumes it as a demo.
     const modelRoles = roles.has('sandbox') || roles.has('judge');
     if (existing?.origin === 'demo' && options.origin !== 'demo' && modelRoles) throw new DemoRunToResume(existing.run_id);
+    // A serve run has no task list to finish: its tasks come by request.
+    if (existing?.origin === 'serve' && !options.requeued) {
+      throw new ConfigError(`run ${existing.run_id} is a \`vcfleet serve\` run, whose tasks come by request: serve it with \`vcfleet serve --run-id ${existing.run_id}\` (--with-workers, or workers started with --run-id)`);
+    }
     await preflightRun(options, config, client, existing?.policy_model ?? config.policy_model_name, roles);
     const own = options.metrics || roles.size === 0 ? null : await startRoleMetrics(config, logger, 'run');
     if (own) releasers.add('stop the metrics server', () => own.close());

@@ -63,15 +63,16 @@ export async function runOverview(redis: Redis, prefix: string, maxRuns = 50): P
     const id = run.run_id;
     const jobs = (run.queue_scope === null ? fleetJobs : await readRunJobs(redis, prefix, id, run.queue_scope, SHOWN_STATES)).get(id)?.counts ?? emptyJobCounts();
     const { done, scored, correct, maskedByKind: masked } = await tallyRows(store, id);
+    const total = await store.totalOf(run);
     out.push({
       run_id: id, benchmark: run.benchmark, policy_model: run.policy_model, judge_model: run.judge_model,
-      created_at: run.created_at, output_jsonl_fpath: run.output_jsonl_fpath, output: await store.getOutputLocation(id), total: run.total,
+      created_at: run.created_at, output_jsonl_fpath: run.output_jsonl_fpath, output: await store.getOutputLocation(id), total,
       done, scored, correct, accuracy: scored ? correct / scored : null, masked,
       running: jobs.rollout.active,
       failed: { rollout: jobs.rollout.failed, judge: jobs.judge.failed, results: jobs.results.failed },
-      complete: done >= run.total,
+      complete: done >= total,
       notice: await unservedNotice(redis, prefix, run),
-      state: runState(done, run.total, scored),
+      state: runState(done, total, scored),
     });
   }
   return out;

@@ -38,7 +38,7 @@ export async function recentRuns(store: RunStore, limit: number): Promise<{ runs
     const t = await tallyRows(store, run.run_id);
     runs.push({
       run_id: run.run_id, benchmark: run.benchmark, policy_model: run.policy_model, judge_model: run.judge_model, created_at: run.created_at,
-      total: run.total, rows: t.done, scored: t.scored, correct: t.correct, accuracy: accuracyOf(t), masked: t.masked,
+      total: await store.totalOf(run), rows: t.done, scored: t.scored, correct: t.correct, accuracy: accuracyOf(t), masked: t.masked,
       masked_by_kind: t.maskedByKind, output_jsonl_fpath: run.output_jsonl_fpath,
     });
   }

@@ -53,7 +53,10 @@ export async function rejudge(redis: Redis, prefix: string, runId: string, logge
         logger.warn({ rollout_id: row.rollout_id }, 'no agent outcome kept for this rollout; use `vcfleet retry --stage rollout` instead');
         continue;
       }
-      batch.push({ v: 1, run_id: runId, task_id: row.task_id, repeat: row.repeat, rollout_id: row.rollout_id, outcome });
+      // A `vcfleet serve` run's tasks are its requests' (kept until their responses expire).
+      const job: JobData<'judge'> = { v: 1, run_id: runId, task_id: row.task_id, repeat: row.repeat, rollout_id: row.rollout_id, outcome };
+      if (run.origin === 'serve') job.task_source = 'request';
+      batch.push(job);
       if (batch.length >= 100) await send();
     }
     await send();

@@ -43,7 +43,9 @@ export async function tallyRows(store: RunStore, runId: string): Promise<TallyCo
 
 export async function runStatus(redis: Redis, prefix: string, runId: string, now = Date.now()): Promise<RunStatus> {
   const store = new RunStore(redis, prefix);
-  const run = await store.requireRun(runId);
+  const record = await store.requireRun(runId);
+  // A serve run's total is what it accepted so far.
+  const run = { ...record, total: await store.totalOf(record) };
   const t = await tallyRows(store, runId);
   const jobs = (await readRunJobs(redis, prefix, runId, run.queue_scope)).get(runId) ?? { counts: emptyJobCounts(), heldBy: new Map<string, string[]>() };
   const fleet = await listWorkers(redis, prefix, now);

@@ -142,3 +142,29 @@ async function enqueueRollouts(input: Pick<ProduceInput, 'config' | 'redis' | 'o
   if (enqueued > 0) await waitForReplicas(redis);
   return enqueued;
 }
+
+/**
+ * The run of a `vcfleet serve` service: made as `produce` makes one, with queues of its own and no
+ * prepared task (its tasks come by request, each with its own record), or the existing one of that id
+ * (`--run-id`: share or resume it), which must be a service's. Returns the run's record.
+ */
+export async function createServiceRun(input: Pick<ProduceInput, 'config' | 'redis' | 'logger'>): Promise<{ run: RunRecord; created: boolean }> {
+  const { config, redis, logger } = input;
+  const store = new RunStore(redis, config.queues.prefix);
+  const runId = config.run_id ?? `serve-${newRunId(config.benchmark)}`;
+  const existing = await store.getRun(runId);
+  if (existing && existing.origin !== 'serve') {
+    throw new ConfigError(`run ${runId} was made by \`vcfleet ${existing.origin}\`, not by \`vcfleet serve\`: give serve a new --run-id, or one a serve made`);
+  }
+  const record = existing ?? { ...runRecord(config, runId, [], true, 'serve'), num_repeats: 1 };
+  const created = existing ? false : await store.createRun(record);
+  const run = (await store.getRun(runId)) ?? record;
+  const queue = openQueue('rollout', redis, config.queues.prefix, { scope: run.queue_scope });
+  try {
+    await queue.setGlobalConcurrency(config.queues.rollout_global_concurrency);
+  } finally {
+    await queue.close();
+  }
+  logger.info({ run_id: runId, created }, created ? 'service run created' : 'service run exists: serving it again');
+  return { run, created };
+}

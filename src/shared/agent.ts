@@ -51,12 +51,21 @@ export interface PolicyPace {
   holding(delta: 1 | -1): void;
 }
 
+/** An image attached to the agent's first message. */
+export interface RolloutImage {
+  bytes: Buffer;
+  mime: 'image/png' | 'image/jpeg' | 'image/webp';
+  sha256: string;
+}
+
 export interface RolloutRequest {
   runId: string;
   rolloutId: string;
   repeat: number;
   task: PreparedTask;
-  image: { bytes: Buffer; mime: 'image/png' | 'image/jpeg'; sha256: string };
+  image: RolloutImage;
+  /** More images after the first, attached in order (a `vcfleet serve` request with several); default none. */
+  moreImages?: readonly RolloutImage[];
   policy: PolicyEndpoint;
   /** Wall-clock budget of the whole rollout, in seconds. */
   timeoutS: number;

@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import {
-  AgentSchema, DashboardSchema, JudgeSchema, MetricsServerSchema, PolicySchema, PreflightSchema, QueuesSchema, RedisSchema, SandboxConfigSchema,
+  AgentSchema, DashboardSchema, ServeSchema, JudgeSchema, MetricsServerSchema, PolicySchema, PreflightSchema, QueuesSchema, RedisSchema, SandboxConfigSchema,
   TranscriptsSchema, envFlag, nullableString, positiveInt,
 } from './config-sections.ts';
 
@@ -77,6 +77,8 @@ export const ConfigSchema = z
     preflight: PreflightSchema.prefault({}),
     metrics_server: MetricsServerSchema.prefault({}),
     dashboard: DashboardSchema.prefault({}),
+    /** `vcfleet serve`: the rollout service that speaks NeMo Gym's `/run`. */
+    serve: ServeSchema.prefault({}),
     log_level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
     /** Log JSON lines even on a terminal (`VCFLEET_LOG_JSON`). */
     log_json: envFlag.default(false),

@@ -289,3 +289,23 @@ export const DashboardSchema = z
     max_runs: positiveInt.default(50),
   })
   .strict();
+
+export const ServeSchema = z
+  .object({
+    /** Address `vcfleet serve` binds; anything but 127.0.0.1, ::1 or localhost requires the dashboard's credentials. */
+    host: z.string().default('127.0.0.1'),
+    /** Port of `vcfleet serve` (0: any free port, printed at start). */
+    port: z.number().int().min(0).max(65535).default(8088),
+    /** Largest `POST /run` body, in MiB (images as data URLs included); past it the answer is 413. */
+    max_request_mib: positiveInt.default(64),
+    /** Largest image of a request, in MiB (decoded bytes); past it the answer is 413. */
+    max_image_mib: positiveInt.default(20),
+    /** Most `input_image` parts of one request. */
+    max_images: positiveInt.max(32).default(8),
+    /** How long a finished response waits in Redis for its client, in seconds (then only the run's row is left). */
+    response_ttl_s: positiveInt.default(86_400),
+    /** How long a response stays in Redis once fetched, in seconds (a client whose connection dropped fetches it again). */
+    fetched_ttl_s: positiveInt.default(600),
+  })
+  .strict();
+

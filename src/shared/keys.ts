@@ -20,6 +20,14 @@ export interface FleetKeys {
   reconciled(runId: string): string;
   /** The results writer's lock of the fleet's queues (null) or of one run's own. */
   writerLock(scope?: string | null): string;
+  /** A `vcfleet serve` rollout's task, as its request gave it (gzipped; request-task.ts). */
+  requestTask(runId: string, rolloutId: string): string;
+  /** A `vcfleet serve` rollout's finished response, until it is fetched or expires (gzipped; request-task.ts). */
+  requestResponse(runId: string, rolloutId: string): string;
+  /** Set when a `vcfleet serve` rollout was cancelled (`DELETE /rollouts/{id}`). */
+  requestCancel(runId: string, rolloutId: string): string;
+  /** The pub/sub channel on which the results consumer names each `vcfleet serve` rollout whose response is ready. */
+  requestResponses(runId: string): string;
 }
 
 export function fleetKeys(prefix: string): FleetKeys {
@@ -36,6 +44,10 @@ export function fleetKeys(prefix: string): FleetKeys {
     policyRate: (endpoint) => `${prefix}:policy-rate:${endpoint}`,
     policyPace: (endpoint) => `${prefix}:policy-pace:${endpoint}`,
     reconciled: (id) => `${prefix}:run:${id}:reconciled`,
+    requestTask: (id, rollout) => `${prefix}:run:${id}:request:${rollout}`,
+    requestResponse: (id, rollout) => `${prefix}:run:${id}:response:${rollout}`,
+    requestCancel: (id, rollout) => `${prefix}:run:${id}:cancel:${rollout}`,
+    requestResponses: (id) => `${prefix}:run:${id}:responses`,
     writerLock: (scope = null) => (scope === null ? `${prefix}:results-writer-lock` : `${prefix}:results-writer-lock:${scope}`),
   };
 }

@@ -24,12 +24,19 @@ import { RolloutOutcomeSchema } from './rollout-outcome.ts';
 export const QUEUE_NAMES = ['rollout', 'judge', 'results'] as const;
 export type QueueName = (typeof QUEUE_NAMES)[number];
 
+/**
+ * Where a rollout's task is read: the run's prepared tasks (`run`, the default) or the task record its
+ * request left in Redis (`request`: a rollout of `vcfleet serve`, request-store.ts).
+ */
+export const TaskSourceSchema = z.enum(['run', 'request']);
+
 export const RolloutJobSchema = z.object({
   v: z.literal(1),
   run_id: z.string().min(1),
   task_id: z.string().min(1),
   repeat: z.number().int().min(0),
   rollout_id: z.string().min(1),
+  task_source: TaskSourceSchema.optional(),
 });
 export type RolloutJob = z.infer<typeof RolloutJobSchema>;
 
@@ -41,6 +48,7 @@ export const JudgeJobSchema = z.object({
   rollout_id: z.string().min(1),
   /** The rollout's outcome (rollout-outcome.ts; every field but the stop reason defaults, so old jobs still parse). */
   outcome: RolloutOutcomeSchema,
+  task_source: TaskSourceSchema.optional(),
 });
 export type JudgeJob = z.infer<typeof JudgeJobSchema>;
 

@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import { parseRunSettings, type RunSettings } from './run-settings.ts';
 
-export const RUN_ORIGINS = ['produce', 'run', 'demo'] as const;
+export const RUN_ORIGINS = ['produce', 'run', 'demo', 'serve'] as const;
 export type RunOrigin = (typeof RUN_ORIGINS)[number];
 
 export const SettingsChangeSchema = z.object({
@@ -48,7 +48,7 @@ export const RunRecordSchema = z.object({
   settings: z.unknown(),
   /** Whose queues hold the run's jobs: the fleet's (null) or its own (its run id; `vcfleet run`, `demo`). */
   queue_scope: z.string().nullable().default(null),
-  /** What made the run: `produce`, `run` or `demo` (a demo is resumed as a demo). */
+  /** What made the run: `produce`, `run`, `demo` (a demo is resumed as a demo) or `serve` (its tasks come by request). */
   origin: z.enum(RUN_ORIGINS).default('produce'),
   /** Every change of the run's settings after it was produced (`vcfleet run-set`), oldest first. */
   settings_changes: z.array(SettingsChangeSchema).default([]),

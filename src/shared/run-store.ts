@@ -231,6 +231,11 @@ export class RunStore {
     return parsed.success ? parsed.data : null;
   }
 
+  /** The rollouts of a run: its record's total, or for a `vcfleet serve` run (whose tasks come by request) the requests it accepted so far. */
+  async totalOf(run: RunRecord): Promise<number> {
+    return run.origin === 'serve' ? this.redis.scard(this.keys.enqueued(run.run_id)) : run.total;
+  }
+
   /** How many rollouts of a run have their row. */
   async countRows(runId: string): Promise<number> {
     return this.redis.hlen(this.keys.rows(runId));

@@ -21,7 +21,8 @@ export const PreparedTaskSchema = z.object({
   ans_type: AnsTypeSchema,
   options: z.array(z.string()).default([]),
   image_sha256: z.string().regex(/^[0-9a-f]{64}$/),
-  image_mime: z.enum(['image/png', 'image/jpeg']),
+  /** PNG or JPEG for a prepared task; WebP too for one a `vcfleet serve` request gave. */
+  image_mime: z.enum(['image/png', 'image/jpeg', 'image/webp']),
   /** Path of the image relative to the benchmark folder. */
   image_file: z.string(),
 });
@@ -39,6 +40,8 @@ export const ManifestSchema = z.object({
 });
 export type Manifest = z.infer<typeof ManifestSchema>;
 
-export function imageExtension(mime: 'image/png' | 'image/jpeg'): 'png' | 'jpg' {
-  return mime === 'image/png' ? 'png' : 'jpg';
+export type TaskImageMime = PreparedTask['image_mime'];
+
+export function imageExtension(mime: TaskImageMime): 'png' | 'jpg' | 'webp' {
+  return mime === 'image/png' ? 'png' : mime === 'image/webp' ? 'webp' : 'jpg';
 }

@@ -10,6 +10,7 @@ import { registerRequeue } from './requeue.ts';
 import { registerMetrics } from './metrics.ts';
 import { registerExport } from './export.ts';
 import { registerDashboard } from './dashboard.ts';
+import { registerServe } from './serve.ts';
 import { registerDemo } from './demo.ts';
 import { registerView } from './view.ts';
 import { registerRuns } from './runs.ts';
@@ -17,4 +18,4 @@ import { registerFleetSet, registerRunSet } from './settings.ts';
 
 export type RegisterCommand = (program: Command, cli: Cli) => void;
 
-export const COMMANDS: RegisterCommand[] = [registerDemo, registerPrepare, registerRun, registerProduce, registerWorker, registerOps, registerRequeue, registerRunSet, registerFleetSet, registerRuns, registerMetrics, registerExport, registerDashboard, registerView];
+export const COMMANDS: RegisterCommand[] = [registerDemo, registerPrepare, registerRun, registerProduce, registerWorker, registerOps, registerRequeue, registerRunSet, registerFleetSet, registerRuns, registerMetrics, registerExport, registerDashboard, registerServe, registerView];

@@ -9,26 +9,34 @@ import { buildRow, type Row, type RowContext } from '../../shared/rows.ts';
 import { runSettings, type RunStore } from '../../shared/run-store.ts';
 import type { PreparedTask } from '../../shared/task.ts';
 import { buildJudgePrompt } from './prompt.ts';
+import { rolloutTask, type RequestStore } from '../../shared/request-store.ts';
+import { CANCELLED_ERROR } from '../../shared/request-task.ts';
 
 export interface JudgeStageDeps {
   store: Pick<RunStore, 'requireRun' | 'getTask' | 'putTranscriptJudge'>;
+  /** The task records (and cancel marks) of `vcfleet serve` rollouts (`task_source: request`). */
+  requests?: Pick<RequestStore, 'getTask' | 'isCancelled'>;
   judge: Judge;
 }
 
 /** What a judged row needs to know of its run and task; the judge model is the run's (a run setting). */
-export async function judgeRowContext(job: JudgeJob, store: Pick<RunStore, 'requireRun' | 'getTask'>): Promise<RowContext & { task: PreparedTask; judge: RunJudgeSettings }> {
+export async function judgeRowContext(
+  job: JudgeJob, store: Pick<RunStore, 'requireRun' | 'getTask'>, requests?: Pick<RequestStore, 'getTask'>,
+): Promise<RowContext & { task: PreparedTask; judge: RunJudgeSettings }> {
   const run = await store.requireRun(job.run_id);
-  const task = await store.getTask(job.run_id, job.task_id);
+  const { task, request } = await rolloutTask(store, requests, job);
   const { judge } = runSettings(run);
   return {
-    runId: run.run_id, benchmark: run.benchmark, policyModel: run.policy_model, judgeModel: judge.model_name, rolloutId: job.rollout_id, repeat: job.repeat, task,
+    runId: run.run_id, benchmark: run.benchmark, policyModel: request?.policy.model ?? run.policy_model, judgeModel: judge.model_name, rolloutId: job.rollout_id, repeat: job.repeat, task,
     judge: { model: judge.model_name, temperature: judge.temperature, maxTokens: judge.max_tokens },
   };
 }
 
 /** The masked, rejudgeable row of a grading that failed (`unavailable` unless the judge's replies held no verdict). */
-export async function judgeFailedRow(job: JudgeJob, store: Pick<RunStore, 'requireRun' | 'getTask'>, reason: string, judgeFailure: 'no_verdict' | 'unavailable' = 'unavailable'): Promise<Row> {
-  return buildRow(await judgeRowContext(job, store), job.outcome, { kind: 'masked', failure: 'judge_failed', error: reason, judgeFailure });
+export async function judgeFailedRow(
+  job: JudgeJob, store: Pick<RunStore, 'requireRun' | 'getTask'>, reason: string, judgeFailure: 'no_verdict' | 'unavailable' = 'unavailable', requests?: Pick<RequestStore, 'getTask'>,
+): Promise<Row> {
+  return buildRow(await judgeRowContext(job, store, requests), job.outcome, { kind: 'masked', failure: 'judge_failed', error: reason, judgeFailure });
 }
 
 /** The messages a judge that does not say what it sent would have been sent (judge/prompt.ts). */
@@ -38,7 +46,11 @@ function promptOf(input: JudgeInput): { system: string; user: string } {
 }
 
 export async function runJudgeStage(job: JudgeJob, deps: JudgeStageDeps, signal?: AbortSignal): Promise<Row> {
-  const ctx = await judgeRowContext(job, deps.store);
+  const ctx = await judgeRowContext(job, deps.store, deps.requests);
+  // A request rollout its client cancelled is not graded: its row says so (masked, never scored).
+  if (job.task_source === 'request' && (await deps.requests?.isCancelled(job.run_id, job.rollout_id))) {
+    return buildRow(ctx, job.outcome, { kind: 'masked', failure: 'infra_failed', error: CANCELLED_ERROR });
+  }
   const task = ctx.task;
   const input: JudgeInput = {
     question: task.question,

@@ -7,6 +7,7 @@ import { Releasers } from '../../shared/releasers.ts';
 import type { Judge } from '../../shared/judge.ts';
 import { enqueue, openQueue } from '../../shared/queues.ts';
 import { RunStore } from '../../shared/run-store.ts';
+import { RequestStore } from '../../shared/request-store.ts';
 import { startStageWorker, type RoleDeps, type StageWorker } from '../../shared/stage-worker.ts';
 import { judgeFailedRow, runJudgeStage } from './judge-stage.ts';
 import { judgeLimiter } from './limiter.ts';
@@ -22,6 +23,7 @@ export async function startJudgeWorker(deps: JudgeWorkerDeps): Promise<StageWork
   const scope = deps.scope ?? null;
   // Runs, tasks and images never change once produced: read each once per process.
   const store = new RunStore(connection, prefix, { cache: true });
+  const requests = new RequestStore(connection, prefix);
   const results = openQueue('results', connection, prefix, { policy: config.queues, scope });
   const conflicts = new RunSettingConflicts(config, 'judge', logger);
   const stage = startStageWorker({
@@ -38,12 +40,12 @@ export async function startJudgeWorker(deps: JudgeWorkerDeps): Promise<StageWork
     onJobEnd: deps.onJobEnd,
     async handle(data, ctx) {
       conflicts.check(await store.requireRun(data.run_id));
-      const row = await runJudgeStage(data, { store, judge: deps.judge }, ctx.signal);
+      const row = await runJudgeStage(data, { store, requests, judge: deps.judge }, ctx.signal);
       await enqueue('results', results, { v: 1, row });
     },
     async onFinalFailure(data, error) {
       // Something other than the judge call failed (a bug or Redis): still one masked, rejudgeable row.
-      await enqueue('results', results, { v: 1, row: await judgeFailedRow(data, store, errorMessage(error)) });
+      await enqueue('results', results, { v: 1, row: await judgeFailedRow(data, store, errorMessage(error), 'unavailable', requests) });
     },
   });
   const releasers = new Releasers(logger);

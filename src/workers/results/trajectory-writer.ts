@@ -25,8 +25,8 @@ export class TrajectoryWriter {
     this.dir = path.dirname(jsonlPath);
   }
 
-  /** Write what Redis holds of the rollout's trajectory; the row gains `trajectory` when a file exists. */
-  async attach(row: Row): Promise<{ row: Row; pending: boolean }> {
+  /** Write what Redis holds of the rollout's trajectory; the row gains `trajectory` when a file exists (`record`: the one Redis held). */
+  async attach(row: Row): Promise<{ row: Row; pending: boolean; record: Trajectory | null }> {
     const rel = trajectoryRelPath(this.jsonlPath, row.rollout_id);
     const file = path.join(this.dir, rel);
     const parts = await this.store.getTranscriptParts(row.run_id, row.rollout_id);
@@ -43,7 +43,7 @@ export class TrajectoryWriter {
       if (parsed.success && parsed.data.reward !== row.reward) record = parsed.data;
     }
     if (record) await writeAtomic(file, `${JSON.stringify({ ...record, reward: row.reward })}\n`, 'trajectory');
-    return { row: existsSync(file) ? { ...row, trajectory: rel } : row, pending: parts.trajectory !== null };
+    return { row: existsSync(file) ? { ...row, trajectory: rel } : row, pending: parts.trajectory !== null, record: record ? { ...record, reward: row.reward } : null };
   }
 
 }

@@ -31,8 +31,8 @@ export class TranscriptWriter {
     this.dir = path.dirname(jsonlPath);
   }
 
-  /** Write what Redis holds of the rollout's transcript; the row gains `transcript` when a file exists. */
-  async attach(row: Row): Promise<{ row: Row; pending: boolean }> {
+  /** Write what Redis holds of the rollout's transcript; the row gains `transcript` when a file exists (`record`: the one written). */
+  async attach(row: Row): Promise<{ row: Row; pending: boolean; record: TranscriptRecord | null }> {
     const rel = transcriptRelPath(this.jsonlPath, row.rollout_id);
     const file = path.join(this.dir, rel);
     const parts = await this.store.getTranscriptParts(row.run_id, row.rollout_id);
@@ -53,7 +53,7 @@ export class TranscriptWriter {
       await writeAtomic(file, `${JSON.stringify(record, null, 1)}\n`, 'transcript');
     }
     const pending = parts.record !== null || parts.judge !== null;
-    return { row: existsSync(file) ? { ...row, transcript: rel } : row, pending };
+    return { row: existsSync(file) ? { ...row, transcript: rel } : row, pending, record };
   }
 
   /** After the row is committed: the parts in Redis are no longer needed. */

@@ -20,6 +20,10 @@ import { resolveOutputPath } from '../../shared/output/output-path.ts';
 import { TranscriptWriter } from './transcript-writer.ts';
 import { TrajectoryWriter } from './trajectory-writer.ts';
 import { WriterLock } from './writer-lock.ts';
+import type { TranscriptRecord } from '../../shared/transcript.ts';
+import type { Trajectory } from '../../shared/trajectory.ts';
+import { RequestStore } from '../../shared/request-store.ts';
+import { deliverResponse } from './request-response.ts';
 
 export interface ResultsWorkerDeps extends RoleDeps<'results'> {
   onCommit?(row: Row, result: CommitResult): void;
@@ -47,30 +51,44 @@ interface OpenRun {
   trajectories?: TrajectoryWriter;
 }
 
+/** A committed row with the records written beside it (for a `vcfleet serve` rollout's response). */
+export interface CommittedRow {
+  row: Row;
+  result: CommitResult;
+  transcript: TranscriptRecord | null;
+  trajectory: Trajectory | null;
+}
+
 /**
- * The results stage: write the row's transcript (from Redis) beside the JSONL, commit the row, then
- * drop the transcript's parts from Redis. A row delivered twice commits once. A transcript that cannot
- * be read or written never holds the row back: the row is committed without it (and says so in the log).
+ * The results stage: write the row's transcript (from Redis) beside the JSONL, commit the row, tell
+ * `onCommitted` (while the parts are still in Redis: a retry after a crash there reads them again),
+ * then drop the transcript's parts from Redis. A row delivered twice commits once. A transcript that
+ * cannot be read or written never holds the row back: the row is committed without it (and says so in the log).
  */
-export async function commitRow(data: ResultsJob, run: Pick<OpenRun, 'output' | 'transcripts' | 'trajectories'>, logger?: Logger): Promise<{ row: Row; result: CommitResult }> {
-  let attached: { row: Row; pending: boolean };
+export async function commitRow(
+  data: ResultsJob, run: Pick<OpenRun, 'output' | 'transcripts' | 'trajectories'>, logger?: Logger, onCommitted?: (committed: CommittedRow) => Promise<void>,
+): Promise<{ row: Row; result: CommitResult }> {
+  let attached: { row: Row; pending: boolean; record: TranscriptRecord | null };
   try {
     attached = await run.transcripts.attach(data.row);
   } catch (err) {
     logger?.error({ rollout_id: data.row.rollout_id, err: errorMessage(err) }, 'the transcript of this rollout could not be written; its row is kept without it');
-    attached = { row: { ...data.row, transcript: null }, pending: true };
+    attached = { row: { ...data.row, transcript: null }, pending: true, record: null };
   }
   let trajectoryPending = false;
+  let trajectory: Trajectory | null = null;
   try {
     const t = await run.trajectories?.attach(attached.row);
     if (t) {
       attached = { ...attached, row: t.row };
       trajectoryPending = t.pending;
+      trajectory = t.record;
     }
   } catch (err) {
     logger?.error({ rollout_id: data.row.rollout_id, err: errorMessage(err) }, 'the trajectory of this rollout could not be written; its row is kept without it');
   }
   const result = await run.output.commit(attached.row);
+  await onCommitted?.({ row: attached.row, result, transcript: attached.record, trajectory });
   if (attached.pending || trajectoryPending) await run.transcripts.done(attached.row);
   return { row: attached.row, result };
 }
@@ -78,6 +96,7 @@ export async function commitRow(data: ResultsJob, run: Pick<OpenRun, 'output' | 
 class ResultsConsumer implements ResultsWorker {
   readonly ready: Promise<boolean>;
   private readonly store: RunStore;
+  private readonly requests: RequestStore;
   private readonly lock: WriterLock;
   private readonly runs = new Map<string, Promise<OpenRun>>();
   private readonly stop = new AbortController();
@@ -90,6 +109,7 @@ class ResultsConsumer implements ResultsWorker {
   constructor(private readonly deps: ResultsWorkerDeps) {
     const prefix = deps.config.queues.prefix;
     this.store = new RunStore(deps.connection, prefix);
+    this.requests = new RequestStore(deps.connection, prefix);
     this.lock = new WriterLock(deps.connection, fleetKeys(prefix).writerLock(deps.scope ?? null), deps.logger, { leaseMs: deps.leaseMs });
     this.ready = this.start();
     // After a lost Redis (a failover may have lost its last writes): check each open run against what survived.
@@ -160,7 +180,10 @@ class ResultsConsumer implements ResultsWorker {
       logger: deps.logger,
       onJobEnd: deps.onJobEnd,
       handle: async (data) => {
-        const { row, result } = await commitRow(data, await this.open(data.row.run_id), deps.logger);
+        const open = await this.open(data.row.run_id);
+        // A `vcfleet serve` run's rows are answers to requests: each one's response goes back to serve through Redis.
+        const respond = open.run.origin === 'serve' ? (c: CommittedRow) => deliverResponse(this.requests, c, deps.logger) : undefined;
+        const { row, result } = await commitRow(data, open, deps.logger, respond);
         deps.onCommit?.(row, result);
         if (result === 'duplicate') deps.logger.info({ rollout_id: row.rollout_id }, 'duplicate row ignored');
       },

@@ -12,6 +12,8 @@ import { buildRow, type Row, type RowContext } from '../../shared/rows.ts';
 import { runSettings, type RunRecord, type RunStore } from '../../shared/run-store.ts';
 import { stripCredentials, type RunSettings } from '../../shared/run-settings.ts';
 import type { PreparedTask } from '../../shared/task.ts';
+import { rolloutTask, type RequestStore } from '../../shared/request-store.ts';
+import { requestImages, type RequestTask } from '../../shared/request-task.ts';
 import { encodeTranscript } from '../../shared/transcript-codec.ts';
 import { encodeTrajectory } from '../../shared/trajectory-codec.ts';
 
@@ -35,6 +37,8 @@ export interface SessionPace extends PolicyPace {
 
 export interface RolloutStageDeps {
   store: Pick<RunStore, 'requireRun' | 'getTask' | 'getBlob' | 'putOutcome' | 'putTranscript' | 'putTrajectory'>;
+  /** The task records of `vcfleet serve` rollouts (`task_source: request`); without it such a rollout is a poison job. */
+  requests?: Pick<RequestStore, 'getTask'>;
   agent: AgentRunner;
   host: SandboxHostSettings;
   /** The pace of calls to an endpoint for a model (pacing/policy-pacing.ts); none: unpaced, held up to 600 s. */
@@ -59,21 +63,23 @@ export function choosePolicyEndpoint(runId: string, asked: string | null, host: 
   );
 }
 
-export function policyEndpoint(settings: RunSettings, baseUrl: string, apiKey: string | null): PolicyEndpoint {
+/** The policy endpoint of a rollout: the run's settings, with what its request chose laid over them (`vcfleet serve`). */
+export function policyEndpoint(settings: RunSettings, baseUrl: string, apiKey: string | null, request: RequestTask | null = null): PolicyEndpoint {
   const p = settings.policy;
+  const asked = request?.policy;
   return {
-    baseUrl, apiKey, modelName: p.model_name, contextWindow: p.context_window, maxOutputTokens: p.max_output_tokens,
+    baseUrl, apiKey, modelName: asked?.model ?? p.model_name, contextWindow: p.context_window, maxOutputTokens: asked?.max_output_tokens ?? p.max_output_tokens,
     requestTimeoutS: p.request_timeout_s, capture: p.capture, maxRequestBytes: p.max_request_mib * 1024 * 1024,
     maxConcurrentCalls: p.max_concurrent_calls, maxCallsPerRollout: p.max_calls_per_rollout,
-    tokenCapture: p.token_capture, sampling: p.sampling, weightVersion: p.weight_version,
+    tokenCapture: p.token_capture, sampling: { ...p.sampling, ...asked?.sampling }, weightVersion: asked?.weight_version ?? p.weight_version,
   };
 }
 
-export function rowContext(run: RunRecord, task: PreparedTask, job: Pick<RolloutJob, 'rollout_id' | 'repeat'>): RowContext {
+export function rowContext(run: RunRecord, task: PreparedTask, job: Pick<RolloutJob, 'rollout_id' | 'repeat'>, request: RequestTask | null = null): RowContext {
   return {
     runId: run.run_id,
     benchmark: run.benchmark,
-    policyModel: run.policy_model,
+    policyModel: request?.policy.model ?? run.policy_model,
     judgeModel: run.judge_model,
     rolloutId: job.rollout_id,
     repeat: job.repeat,
@@ -97,13 +103,23 @@ async function keepTrajectory(deps: RolloutStageDeps, run: RunRecord, job: Rollo
   await deps.store.putTrajectory(run.run_id, job.rollout_id, encodeTrajectory(result.trajectory.record), images);
 }
 
+/** The images of a rollout: its request's, or the run's blob of its prepared task. */
+async function imagesOf(deps: RolloutStageDeps, task: PreparedTask, request: RequestTask | null) {
+  if (request) {
+    const [image, ...moreImages] = requestImages(request);
+    return { image, moreImages };
+  }
+  return { image: { bytes: await deps.store.getBlob(task.image_sha256), mime: task.image_mime, sha256: task.image_sha256 }, moreImages: [] };
+}
+
 export async function runRolloutStage(job: RolloutJob, deps: RolloutStageDeps, signal: AbortSignal, attempt = 1): Promise<RolloutStageResult> {
   const run = await deps.store.requireRun(job.run_id);
   const settings = runSettings(run);
-  const task = await deps.store.getTask(job.run_id, job.task_id);
-  const bytes = await deps.store.getBlob(task.image_sha256);
-  const baseUrl = choosePolicyEndpoint(run.run_id, settings.policy.endpoint, deps.host);
-  const pacing = deps.pacing?.(baseUrl, settings.policy.model_name);
+  const { task, request } = await rolloutTask(deps.store, deps.requests, job);
+  const { image, moreImages } = await imagesOf(deps, task, request);
+  const baseUrl = choosePolicyEndpoint(run.run_id, request?.policy.base_url ?? settings.policy.endpoint, deps.host);
+  const policy = policyEndpoint(settings, baseUrl, deps.host.policyApiKey, request);
+  const pacing = deps.pacing?.(baseUrl, policy.modelName);
   pacing?.pace.sessionStarted();
   const result = await deps.agent.run(
     {
@@ -111,8 +127,9 @@ export async function runRolloutStage(job: RolloutJob, deps: RolloutStageDeps, s
       rolloutId: job.rollout_id,
       repeat: job.repeat,
       task,
-      image: { bytes, mime: task.image_mime, sha256: task.image_sha256 },
-      policy: policyEndpoint(settings, baseUrl, deps.host.policyApiKey),
+      image,
+      moreImages,
+      policy,
       timeoutS: settings.task_timeout_s,
       maxToolCalls: settings.agent.max_tool_calls,
       captureDir: path.join(deps.host.captureRoot, run.run_id),
@@ -122,19 +139,23 @@ export async function runRolloutStage(job: RolloutJob, deps: RolloutStageDeps, s
     },
     signal,
   ).finally(() => pacing?.pace.sessionEnded());
-  await keepTranscript(deps, run, job, result, task.image_sha256);
-  await keepTrajectory(deps, run, job, result, task.image_sha256);
+  // A request's images are no run blob: the transcript keeps them all.
+  const puzzleSha = request ? '' : task.image_sha256;
+  await keepTranscript(deps, run, job, result, puzzleSha);
+  await keepTrajectory(deps, run, job, result, puzzleSha);
   const { outcome } = result;
   await deps.store.putOutcome(run.run_id, job.rollout_id, outcome);
   if (outcome.stop_reason === 'answered' && outcome.extracted_answer !== null) {
-    return { next: 'judge', job: { v: 1, run_id: run.run_id, task_id: task.task_id, repeat: job.repeat, rollout_id: job.rollout_id, outcome } };
+    const judge: JudgeJob = { v: 1, run_id: run.run_id, task_id: task.task_id, repeat: job.repeat, rollout_id: job.rollout_id, outcome };
+    if (job.task_source) judge.task_source = job.task_source;
+    return { next: 'judge', job: judge };
   }
-  return { next: 'results', row: buildRow(rowContext(run, task, job), outcome, { kind: 'unanswered' }) };
+  return { next: 'results', row: buildRow(rowContext(run, task, job, request), outcome, { kind: 'unanswered' }) };
 }
 
-/** The masked row of a rollout whose infrastructure failed on its last attempt. */
-export async function infraFailedRow(job: RolloutJob, store: Pick<RunStore, 'requireRun' | 'getTask'>, error: string): Promise<Row> {
-  const run = await store.requireRun(job.run_id);
-  const task = await store.getTask(job.run_id, job.task_id);
-  return buildRow(rowContext(run, task, job), null, { kind: 'masked', failure: 'infra_failed', error });
+/** The masked row of a rollout whose infrastructure failed on its last attempt (or that its client cancelled: `error` says so). */
+export async function infraFailedRow(job: RolloutJob, stores: Pick<RolloutStageDeps, 'store' | 'requests'>, error: string): Promise<Row> {
+  const run = await stores.store.requireRun(job.run_id);
+  const { task, request } = await rolloutTask(stores.store, stores.requests, job);
+  return buildRow(rowContext(run, task, job, request), null, { kind: 'masked', failure: 'infra_failed', error });
 }

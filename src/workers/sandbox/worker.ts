@@ -16,6 +16,10 @@ import type { HostMemory } from './host/host-memory.ts';
 import { PolicyPacing } from './pacing/policy-pacing.ts';
 import type { PaceState } from './pacing/fleet-pace.ts';
 import { PolicyWaitExceeded, policyWaitError } from './policy-wait.ts';
+import { RequestStore } from '../../shared/request-store.ts';
+import { CANCELLED_ERROR } from '../../shared/request-task.ts';
+import type { RolloutJob } from '../../shared/queues.ts';
+import { CancelWatch } from './cancel-watch.ts';
 
 export interface SandboxWorkerDeps extends RoleDeps<'rollout'> {
   agent: AgentRunner;
@@ -40,6 +44,7 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Sandb
   const scope = deps.scope ?? null;
   // Runs, tasks and images never change once produced: read each once per process.
   const store = new RunStore(connection, prefix, { cache: true });
+  const requests = new RequestStore(connection, prefix);
   const judge = openQueue('judge', connection, prefix, { policy: config.queues, scope });
   const results = openQueue('results', connection, prefix, { policy: config.queues, scope });
   const host = {
@@ -59,6 +64,12 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Sandb
       deps.onPace?.(state);
     },
   });
+  const cancels = new CancelWatch({ requests, logger, cancelJob: (id, reason) => stage.worker.cancelJob(id, reason) });
+  /** A cancelled request rollout ends with its masked row, not a failure (and never a retry). */
+  const endCancelled = async (data: RolloutJob) => {
+    await enqueue('results', results, { v: 1, row: await infraFailedRow(data, { store, requests }, CANCELLED_ERROR) });
+    logger.info({ rollout_id: data.rollout_id }, 'rollout cancelled');
+  };
   const stage = startStageWorker({
     queue: 'rollout',
     connection,
@@ -78,11 +89,25 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Sandb
         throw new HandBackError(refusal, 2000);
       }
       conflicts.check(await store.requireRun(data.run_id));
-      const out = await runRolloutStage(data, { store, agent: deps.agent, host, pacing: (url, model) => pacing.paceFor(url, model) }, ctx.signal, ctx.attempt)
-        .catch(async (err: unknown) => {
-          throw err instanceof PolicyWaitExceeded ? await policyWaitError(connection, prefix, data.run_id, data.rollout_id, err) : err;
-        })
-        .finally(() => admission.sessionEnded());
+      const fromRequest = data.task_source === 'request';
+      if (fromRequest && (await requests.isCancelled(data.run_id, data.rollout_id))) {
+        admission.sessionEnded();
+        return endCancelled(data);
+      }
+      const watched = fromRequest ? cancels.watch(data.run_id, data.rollout_id) : null;
+      let out: Awaited<ReturnType<typeof runRolloutStage>>;
+      try {
+        out = await runRolloutStage(data, { store, requests, agent: deps.agent, host, pacing: (url, model) => pacing.paceFor(url, model) }, ctx.signal, ctx.attempt)
+          .catch(async (err: unknown) => {
+            throw err instanceof PolicyWaitExceeded ? await policyWaitError(connection, prefix, data.run_id, data.rollout_id, err) : err;
+          })
+          .finally(() => admission.sessionEnded());
+      } catch (err) {
+        if (watched?.cancelled) return endCancelled(data);
+        throw err;
+      } finally {
+        watched?.stop();
+      }
       if (out.next === 'judge') {
         await enqueue('judge', judge, out.job);
       } else {
@@ -91,7 +116,7 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Sandb
       logger.info({ rollout_id: data.rollout_id, next: out.next }, 'rollout done');
     },
     async onFinalFailure(data, error) {
-      const row = await infraFailedRow(data, store, errorMessage(error));
+      const row = await infraFailedRow(data, { store, requests }, errorMessage(error));
       await enqueue('results', results, { v: 1, row });
     },
   });
@@ -101,6 +126,7 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Sandb
   releasers.add('close the judge and results queues', () => Promise.all([judge.close(), results.close()]));
   releasers.add('stop the memory admission', () => admission.stop());
   releasers.add('stop the policy pace', () => pacing.stop());
+  releasers.add('stop watching for cancelled rollouts', () => cancels.close());
   let grace: number | undefined;
   releasers.add('stop the rollout worker', () => stage.close(grace));
   return {

@@ -149,6 +149,7 @@ export class RolloutSession {
     const paths = sessionPaths(sandbox.workdir);
     try {
       await sandbox.putFile(this.imagePath(), this.request.image.bytes);
+      for (const [i, img] of (this.request.moreImages ?? []).entries()) await sandbox.putFile(this.moreImagePath(i), img.bytes);
       for (const f of seedFiles(paths)) await sandbox.putFile(f.path, f.content);
     } catch (err) {
       throw new InfraError(`could not put the task files into the sandbox: ${errorMessage(err)}`, { cause: err });
@@ -157,6 +158,12 @@ export class RolloutSession {
 
   private imagePath(): string {
     return `${sessionPaths(this.sandbox!.workdir).workdir}/puzzle.${imageExtension(this.request.image.mime)}`;
+  }
+
+  /** The image after the first `index + 1` ones (a request with several): `puzzle-2.png`, ... */
+  private moreImagePath(index: number): string {
+    const img = this.request.moreImages![index];
+    return `${sessionPaths(this.sandbox!.workdir).workdir}/puzzle-${index + 2}.${imageExtension(img.mime)}`;
   }
 
   private async runOpenCode(): Promise<Collected> {
@@ -180,7 +187,7 @@ export class RolloutSession {
     const maxWaitMs = (this.request.pacing?.maxWaitS ?? 600) * 1000;
     let exec: ExecResult;
     try {
-      exec = await sandbox.exec(buildRunArgv(this.deps.bin, policy.modelName, rolloutId, this.imagePath()), {
+      exec = await sandbox.exec(buildRunArgv(this.deps.bin, policy.modelName, rolloutId, this.imagePath(), (this.request.moreImages ?? []).map((_, i) => this.moreImagePath(i))), {
         cwd: paths.workdir,
         env: buildOpenCodeEnv(paths, ocConfig, policy.maxOutputTokens, this.deps.runtimeHeapMib ?? null),
         stdin: task.prompt,

@@ -117,7 +117,7 @@ export function buildOpenCodeEnv(paths: SessionPaths, config: Record<string, unk
   };
 }
 
-/** `opencode run` argv: the prompt goes on stdin (pitfalls 1-3), `--title` avoids the title call. */
-export function buildRunArgv(bin: string, modelName: string, title: string, imagePath: string): string[] {
-  return [bin, 'run', '--format', 'json', '-m', `${PROVIDER_ID}/${modelName}`, '--title', title, '-f', imagePath];
+/** `opencode run` argv: the prompt goes on stdin (pitfalls 1-3), `--title` avoids the title call; one `-f` per image, in order. */
+export function buildRunArgv(bin: string, modelName: string, title: string, imagePath: string, moreImagePaths: readonly string[] = []): string[] {
+  return [bin, 'run', '--format', 'json', '-m', `${PROVIDER_ID}/${modelName}`, '--title', title, '-f', imagePath, ...moreImagePaths.flatMap((p) => ['-f', p])];
 }

@@ -66,6 +66,10 @@ export function buildTranscript(input: TranscriptInput): BuiltTranscript {
   const images = new Map<string, { mime: string; bytes: Buffer }>();
   const mimes: Record<string, string> = { [request.image.sha256]: request.image.mime };
   images.set(request.image.sha256, { mime: request.image.mime, bytes: request.image.bytes });
+  for (const img of request.moreImages ?? []) {
+    mimes[img.sha256] = img.mime;
+    images.set(img.sha256, { mime: img.mime, bytes: img.bytes });
+  }
   for (const [sha, img] of input.images) {
     mimes[sha] = img.mime;
     if (img.bytes) images.set(sha, { mime: img.mime, bytes: img.bytes });

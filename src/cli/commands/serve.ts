@@ -1,0 +1,96 @@
+/**
+ * `vcfleet serve`: the fleet as a rollout service speaking NeMo Gym's `POST /run`, for a trainer. One
+ * run per service (`--run-id` shares or resumes one), served by `vcfleet worker <role> --run-id` on
+ * any host, or by this process's own roles with `--with-workers`.
+ */
+import type { Command } from 'commander';
+import { ConfigError } from '../../shared/errors.ts';
+import { InFlightJobs } from '../../shared/in-flight-jobs.ts';
+import type { Redis } from '../../shared/redis.ts';
+import { Releasers } from '../../shared/releasers.ts';
+import { checkBind, hasCredentials, isLoopback } from '../../viewer/access.ts';
+import { createServiceRun } from '../../producer/produce.ts';
+import { RolloutService } from '../../serve/rollout-service.ts';
+import { startServeServer } from '../../serve/server.ts';
+import { startServeWorkers } from '../../serve/with-workers.ts';
+import type { Cli } from '../context.ts';
+import { connect, exitSoon, onShutdownSignals } from '../runtime.ts';
+
+interface ServeFlags {
+  config?: string;
+  host?: string;
+  port?: string;
+  runId?: string;
+  withWorkers?: boolean;
+}
+
+function flagsOf(opts: ServeFlags): Record<string, unknown> {
+  const port = opts.port === undefined ? undefined : Number(opts.port);
+  if (port !== undefined && !(Number.isInteger(port) && port >= 0 && port <= 65535)) {
+    throw new ConfigError(`--port must be a port number (0-65535), not "${opts.port}"`);
+  }
+  return { 'serve.host': opts.host, 'serve.port': port, run_id: opts.runId };
+}
+
+export function registerServe(program: Command, cli: Cli): void {
+  program
+    .command('serve')
+    .description("serve rollouts over HTTP as NeMo Gym's agent servers do: POST /run, GET and DELETE /rollouts/{id}")
+    .option('--config <path>', 'config YAML')
+    .option('--host <address>', 'address to bind (serve.host, default 127.0.0.1); any other address needs the dashboard credentials')
+    .option('--port <n>', 'port (serve.port, default 8088; 0 = any free port)')
+    .option('--run-id <id>', "the service's run: a new one by default; an id a serve made before shares or resumes it")
+    .option('--with-workers', "run this host's sandbox, judge and results roles in this process too")
+    .addHelpText(
+      'after',
+      '\nEnvironment: REDIS_URL; credentials VCFLEET_DASHBOARD_TOKEN (bearer) or VCFLEET_DASHBOARD_USER +\n' +
+        'VCFLEET_DASHBOARD_PASSWORD (basic auth), required beyond 127.0.0.1. Without --with-workers, start\n' +
+        '`vcfleet worker sandbox|judge|results --run-id <the run id printed>` on any host.',
+    )
+    .action(async (opts: ServeFlags) => {
+      const { config, logger } = cli.context(opts, flagsOf(opts));
+      const d = config.dashboard;
+      // Refuse an unprotected public bind before touching Redis or opening any port.
+      const credentials = { user: d.user, password: d.password, token: d.token };
+      if (!isLoopback(config.serve.host) && !hasCredentials(credentials)) {
+        throw new ConfigError(
+          `refusing to serve rollouts on ${config.serve.host} without credentials: set VCFLEET_DASHBOARD_TOKEN (bearer token) or ` +
+            'VCFLEET_DASHBOARD_USER and VCFLEET_DASHBOARD_PASSWORD (basic auth), the dashboard\'s, or bind 127.0.0.1',
+        );
+      }
+      checkBind(config.serve.host, credentials);
+      const releasers = new Releasers(logger);
+      const inFlight = new InFlightJobs();
+      let url: string;
+      let runId: string;
+      try {
+        const redis: Redis = await connect(config, logger, 'worker');
+        releasers.add('close the Redis connection', () => redis.disconnect());
+        const { run, created } = await createServiceRun({ config, redis, logger });
+        runId = run.run_id;
+        if (opts.withWorkers) {
+          const workers = await startServeWorkers({ config, logger, connection: redis, run, inFlight });
+          releasers.add('stop the roles of this process', () => workers.close());
+        }
+        const service = new RolloutService({ config, redis, run, logger });
+        releasers.add('close the rollout service', () => service.close());
+        const server = await startServeServer({ config, logger, service });
+        releasers.add('stop listening', () => server.close());
+        url = server.url;
+        logger.info({ url, run_id: runId, created, with_workers: Boolean(opts.withWorkers) }, 'serve started');
+      } catch (err) {
+        await releasers.release().catch(() => undefined);
+        throw err;
+      }
+      process.stdout.write(
+        `serve: ${url} (POST ${url}run) for run ${runId}` +
+          (opts.withWorkers ? ' with its workers in this process\n' : `\nworkers: vcfleet worker sandbox|judge|results --run-id ${runId}\n`),
+      );
+      const stopped = await new Promise<boolean>((resolve) => {
+        onShutdownSignals(logger, () => releasers.release().then(() => resolve(true), () => resolve(false)), { inFlight });
+      });
+      logger.info(stopped ? 'serve stopped' : 'serve stopped, but some of it could not be released (logged above)');
+      if (!stopped) process.exitCode = 1;
+      exitSoon();
+    });
+}

@@ -1,0 +1,45 @@
+/**
+ * The response of a `vcfleet serve` rollout: once its row is committed, the results consumer builds
+ * NeMo Gym's verify-response row (shared/output/gym-row.ts) from the row, the transcript and
+ * trajectory it just wrote, and the request's own fields (its task record), and leaves it in Redis
+ * for serve (gzipped, expiring; request-store.ts). Serve may run on another host: it never reads
+ * this host's files.
+ */
+import type { Logger } from '../../shared/logger.ts';
+import { gymRow, type GymRequestFields } from '../../shared/output/gym-row.ts';
+import type { RequestStore } from '../../shared/request-store.ts';
+import { CANCELLED_ERROR, echoedParams, type RequestTask } from '../../shared/request-task.ts';
+import type { Row } from '../../shared/rows.ts';
+import type { TranscriptRecord } from '../../shared/transcript.ts';
+import type { Trajectory } from '../../shared/trajectory.ts';
+
+/** The fields of the request the response repeats: `responses_create_params` as given, the gold, and the routing fields. */
+export function requestFields(request: RequestTask): GymRequestFields {
+  return { ...(request.echo.routing as Omit<GymRequestFields, 'responses_create_params'>), responses_create_params: echoedParams(request) as GymRequestFields['responses_create_params'] };
+}
+
+/** The verify-response row of a request's rollout; a cancelled one's failure is terminal (asking again gives the same). */
+export function requestResponse(row: Row, request: RequestTask, transcript: TranscriptRecord | null, trajectory: Trajectory | null): Record<string, unknown> {
+  return gymRow({ row, transcript, trajectory, request: requestFields(request), failureTerminal: row.error === CANCELLED_ERROR }) as unknown as Record<string, unknown>;
+}
+
+export async function deliverResponse(
+  requests: Pick<RequestStore, 'findTask' | 'putResponse'>,
+  committed: { row: Row; result: 'new' | 'duplicate' | 'replaced'; transcript: TranscriptRecord | null; trajectory: Trajectory | null },
+  logger: Logger,
+): Promise<void> {
+  const { row } = committed;
+  const request = await requests.findTask(row.run_id, row.rollout_id);
+  if (!request) {
+    logger.warn({ rollout_id: row.rollout_id }, 'no request is kept for this row of a serve run (expired, or made otherwise): no response is left for serve');
+    return;
+  }
+  const response = requestResponse(row, request, committed.transcript, committed.trajectory);
+  await requests.putResponse(
+    row.run_id,
+    { v: 1, rollout_id: row.rollout_id, ng_rollout_id: request.ng_rollout_id, response, finished_at: row.finished_at },
+    request.response_ttl_s,
+    // A row delivered again keeps the response there is; a new row (a rejudge of a masked one) replaces it.
+    committed.result === 'duplicate',
+  );
+}
