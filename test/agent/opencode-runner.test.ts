@@ -18,7 +18,17 @@ import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local/pr
 import type { ExecOptions, Sandbox, SandboxProvider, SandboxSpec } from '../../src/workers/sandbox/sandboxes/types.ts';
 import { encodePng } from '../helpers/fixture-images.ts';
 import { scripts, startScriptedPolicyServer, type Script, type ScriptedPolicyServer } from '../helpers/scripted-policy-server.ts';
-import { processesWith } from '../helpers/processes.ts';
+import { processesMatching, processesWith } from '../helpers/processes.ts';
+
+/** A process's state, parent and cgroups (for a failure message). */
+function statusOf(pid: number): string {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').filter((l) => /^(State|PPid|NSpid):/.test(l)).join('; ');
+    return `${status}; cgroup ${readFileSync(`/proc/${pid}/cgroup`, 'utf8').trim().replace(/\n/g, ' ')}`;
+  } catch {
+    return 'gone';
+  }
+}
 import { waitFor } from '../helpers/fleet.ts';
 import { passableTmpDir } from '../helpers/tmp.ts';
 
@@ -208,8 +218,11 @@ describe('OpenCode runner (real binary, local bwrap sandbox)', () => {
     const result = await runner.run(request({}, 40), new AbortController().signal);
     expect(result.outcome.stop_reason).toBe('timeout');
     expect(result.outcome.wall_s).toBeGreaterThanOrEqual(40);
-    // Killed with the sandbox; on a loaded host the kernel may take a moment to finish the kill.
-    await waitFor('the tool\'s process to be gone', () => processesWith('sleep 300').length === 0, 5000, 50);
+    // Killed with the sandbox; on a loaded host the kernel may take a moment to finish the kill
+    // (once, in CI with every suite running, more than 5 s): say which process is left if one is.
+    await waitFor('the tool\'s process to be gone', () => processesWith('sleep 300').length === 0, 15_000, 50).catch((err: Error) => {
+      throw new Error(`${err.message}: ${JSON.stringify(processesMatching('sleep 300').map((p) => ({ ...p, status: statusOf(p.pid) })))}`);
+    });
   });
 
   it('more tool calls than agent.max_tool_calls stop the session (stop reason timeout, said in error)', async () => {
