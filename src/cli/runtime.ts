@@ -1,10 +1,20 @@
-/** Process plumbing shared by the long-running commands: Redis from config, signals, stdout tables. */
+/** Process plumbing shared by the long-running commands: Redis from config, signals, stdout tables, the --port flag. */
+import { ConfigError } from '../shared/errors.ts';
 import type { Config } from '../shared/config.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { InFlightJobs } from '../shared/in-flight-jobs.ts';
 import type { Logger } from '../shared/logger.ts';
 import { checkRedisDeployment, checkRedisServer, createRedis, DEFAULT_REDIS_URL, resolveRedisEndpoint, waitForRedis, type ConnectionRole, type Redis } from '../shared/redis.ts';
 import { watchRedisHealth } from '../shared/redis-health.ts';
+
+/** A `--port` flag as a number (undefined when not given); anything but 0-65535 is a ConfigError naming it. */
+export function portFlag(raw: string | undefined): number | undefined {
+  const port = raw === undefined ? undefined : Number(raw);
+  if (port !== undefined && !(Number.isInteger(port) && port >= 0 && port <= 65535)) {
+    throw new ConfigError(`--port must be a port number (0-65535), not "${raw}"`);
+  }
+  return port;
+}
 
 export function redisUrl(config: Config): string {
   return config.redis_url ?? DEFAULT_REDIS_URL;

@@ -1,12 +1,11 @@
 /** `vcfleet dashboard`: the run overview, the rollout viewer over the runs in Redis and Bull Board, until stopped. */
 import type { Command } from 'commander';
-import { ConfigError } from '../../shared/errors.ts';
 import type { Redis } from '../../shared/redis.ts';
 import { checkBind } from '../../viewer/access.ts';
 import { startDashboard, BOARD_PATH, VIEWER_PATH } from '../../dashboard/server.ts';
 import { startRoleMetrics } from '../../ops/role-metrics.ts';
 import type { Cli } from '../context.ts';
-import { connect, onShutdownSignals } from '../runtime.ts';
+import { connect, portFlag, onShutdownSignals } from '../runtime.ts';
 
 interface DashboardFlags {
   config?: string;
@@ -16,11 +15,7 @@ interface DashboardFlags {
 }
 
 function flagsOf(opts: DashboardFlags): Record<string, unknown> {
-  const port = opts.port === undefined ? undefined : Number(opts.port);
-  if (port !== undefined && !(Number.isInteger(port) && port >= 0 && port <= 65535)) {
-    throw new ConfigError(`--port must be a port number (0-65535), not "${opts.port}"`);
-  }
-  return { 'dashboard.host': opts.host, 'dashboard.port': port, 'dashboard.read_only': opts.readOnly ? true : undefined };
+  return { 'dashboard.host': opts.host, 'dashboard.port': portFlag(opts.port), 'dashboard.read_only': opts.readOnly ? true : undefined };
 }
 
 export function registerDashboard(program: Command, cli: Cli): void {

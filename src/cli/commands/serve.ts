@@ -14,7 +14,7 @@ import { RolloutService } from '../../serve/rollout-service.ts';
 import { startServeServer } from '../../serve/server.ts';
 import { startServeWorkers } from '../../serve/with-workers.ts';
 import type { Cli } from '../context.ts';
-import { connect, exitSoon, onShutdownSignals } from '../runtime.ts';
+import { connect, portFlag, exitSoon, onShutdownSignals } from '../runtime.ts';
 
 interface ServeFlags {
   config?: string;
@@ -25,11 +25,7 @@ interface ServeFlags {
 }
 
 function flagsOf(opts: ServeFlags): Record<string, unknown> {
-  const port = opts.port === undefined ? undefined : Number(opts.port);
-  if (port !== undefined && !(Number.isInteger(port) && port >= 0 && port <= 65535)) {
-    throw new ConfigError(`--port must be a port number (0-65535), not "${opts.port}"`);
-  }
-  return { 'serve.host': opts.host, 'serve.port': port, run_id: opts.runId };
+  return { 'serve.host': opts.host, 'serve.port': portFlag(opts.port), run_id: opts.runId };
 }
 
 export function registerServe(program: Command, cli: Cli): void {
