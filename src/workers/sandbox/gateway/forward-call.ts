@@ -7,7 +7,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { Socket } from 'node:net';
-import { classifyUpstreamError, codedError, type UpstreamErrorKind } from './upstream-errors.ts';
+import { classifyUpstreamError, codedError, isStalePooledReset, type UpstreamErrorKind } from './upstream-errors.ts';
 import { ResponseReader, type AssembledResponse } from './response-reader.ts';
 import { askedWaitMs, isBackpressure, isQuotaGone } from './backpressure.ts';
 
@@ -247,9 +247,7 @@ class ForwardedCall {
     if (this.settled || upReq !== this.upReq) return;
     if (this.res.writableEnded || this.res.destroyed) return this.finish({ clientAborted: true });
     const { kind, reason } = classifyUpstreamError(err);
-    // A pooled connection the server closed while idle (keep-alive ran out as it was reused) fails
-    // before any answer: not the server failing; once, on a fresh connection.
-    if (kind === 'reset' && upReq.reusedSocket && this.status === null && !this.retried && this.send) {
+    if (isStalePooledReset(kind, upReq, this.status) && !this.retried && this.send) {
       this.retried = true;
       this.connected = false;
       clearTimeout(this.connectTimer);

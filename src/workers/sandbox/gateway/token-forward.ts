@@ -13,7 +13,7 @@ import type { ForwardResult, Upstream } from './forward-call.ts';
 import { ResponseReader } from './response-reader.ts';
 import { sseFromCompletion } from './sse-reply.ts';
 import { readTokenFields, withoutTokenFields, type TokenFields } from './token-fields.ts';
-import { classifyUpstreamError, codedError } from './upstream-errors.ts';
+import { classifyUpstreamError, codedError, isStalePooledReset } from './upstream-errors.ts';
 
 /** Largest answer read from the policy server, in bytes (token ids of a long prompt included). */
 export const MAX_TOKEN_ANSWER_BYTES = 64 * 1024 * 1024;
@@ -73,9 +73,7 @@ export function forwardForTokens(up: Upstream, payload: Buffer, clientStream: bo
       if (settled || failed !== upReq) return;
       if (res.writableEnded || res.destroyed) return finish({ clientAborted: true }, null);
       const { kind, reason } = classifyUpstreamError(err);
-      // A pooled connection the server closed while idle (keep-alive ran out as it was reused) fails
-      // before any answer: not the server failing; once, on a fresh connection (as forward-call.ts).
-      if (kind === 'reset' && failed.reusedSocket && status === null && !retried) {
+      if (isStalePooledReset(kind, failed, status) && !retried) {
         retried = true;
         connected = false;
         clearTimeout(connectTimer);

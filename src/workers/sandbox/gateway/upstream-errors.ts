@@ -20,6 +20,15 @@ export function classifyUpstreamError(err: unknown): { kind: UpstreamErrorKind; 
   return { kind, reason: code ? `${kind} (${code}): ${message}` : `${kind}: ${message}` };
 }
 
+/**
+ * A pooled connection the server closed while idle (keep-alive ran out as it was reused) fails
+ * before any answer: not the server failing. Such a call is sent again once, on a fresh connection
+ * (forward-call.ts, token-forward.ts).
+ */
+export function isStalePooledReset(kind: UpstreamErrorKind, req: { reusedSocket: boolean }, status: number | null): boolean {
+  return kind === 'reset' && req.reusedSocket && status === null;
+}
+
 /** An Error with a code, for the gateway's own timeouts. */
 export function codedError(code: string, message: string): NodeJS.ErrnoException {
   const err = new Error(message) as NodeJS.ErrnoException;
