@@ -20,25 +20,34 @@ export interface RunRedis {
   close(): Promise<void>;
 }
 
-export async function connectToRun(config: Config, logger: Logger, runId: string, role: ConnectionRole = 'client'): Promise<RunRedis> {
+/** The private Redis of this state folder, when no Redis is configured and it has data; connected (started if needed). */
+async function privateRedisOf(config: Config, logger: Logger, role: ConnectionRole): Promise<(RunRedis & { url: string; dir: string }) | null> {
   const dir = path.join(config.state_dir, 'redis');
-  const configured = config.redis_url || config.redis.sentinels.length > 0 || config.redis.cluster;
-  if (!configured && hasPrivateRedisData(dir)) {
-    const own: PrivateRedis = await openPrivateRedis({ dir, logger });
-    const redis = await connect({ ...config, redis_url: own.url }, logger, role).catch(async (err: unknown) => {
-      await own.stop();
-      throw err;
-    });
-    if (await new RunStore(redis, config.queues.prefix).getRun(runId)) {
-      logger.debug({ run_id: runId, dir }, 'the run is in the private Redis of this state folder');
-      return { redis, url: own.url, close: async () => { redis.disconnect(); await own.stop(); } };
-    }
-    redis.disconnect();
+  if (isConfigured(config) || !hasPrivateRedisData(dir)) return null;
+  const own: PrivateRedis = await openPrivateRedis({ dir, logger });
+  const redis = await connect({ ...config, redis_url: own.url }, logger, role).catch(async (err: unknown) => {
     await own.stop();
+    throw err;
+  });
+  return { redis, url: own.url, dir, close: async () => { redis.disconnect(); await own.stop(); } };
+}
+
+function isConfigured(config: Config): boolean {
+  return Boolean(config.redis_url || config.redis.sentinels.length > 0 || config.redis.cluster);
+}
+
+export async function connectToRun(config: Config, logger: Logger, runId: string, role: ConnectionRole = 'client'): Promise<RunRedis> {
+  const own = await privateRedisOf(config, logger, role);
+  if (own) {
+    if (await new RunStore(own.redis, config.queues.prefix).getRun(runId)) {
+      logger.debug({ run_id: runId, dir: own.dir }, 'the run is in the private Redis of this state folder');
+      return own;
+    }
+    await own.close();
   }
   const redis = await connect(config, logger, role);
   // Without a private Redis holding the run, the configured one (the default URL when none is).
-  return { redis, url: configured ? null : redisUrl(config), close: async () => void redis.disconnect() };
+  return { redis, url: isConfigured(config) ? null : redisUrl(config), close: async () => void redis.disconnect() };
 }
 
 /**
@@ -47,16 +56,8 @@ export async function connectToRun(config: Config, logger: Logger, runId: string
  * the default URL. `where` names it for the listing.
  */
 export async function connectToRuns(config: Config, logger: Logger): Promise<RunRedis & { where: string }> {
-  const dir = path.join(config.state_dir, 'redis');
-  const configured = config.redis_url || config.redis.sentinels.length > 0 || config.redis.cluster;
-  if (!configured && hasPrivateRedisData(dir)) {
-    const own = await openPrivateRedis({ dir, logger });
-    const redis = await connect({ ...config, redis_url: own.url }, logger, 'client').catch(async (err: unknown) => {
-      await own.stop();
-      throw err;
-    });
-    return { redis, url: own.url, where: `the private Redis of ${dir} (vcfleet run without REDIS_URL; set REDIS_URL to list another)`, close: async () => { redis.disconnect(); await own.stop(); } };
-  }
+  const own = await privateRedisOf(config, logger, 'client');
+  if (own) return { ...own, where: `the private Redis of ${own.dir} (vcfleet run without REDIS_URL; set REDIS_URL to list another)` };
   const redis = await connect(config, logger, 'client');
   return { redis, url: null, where: resolveRedisEndpoint(config).display, close: async () => void redis.disconnect() };
 }
