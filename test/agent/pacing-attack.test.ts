@@ -17,7 +17,7 @@ import { produceRun } from '../../src/producer/produce.ts';
 import { FIND_GATEWAY_TOKEN } from '../helpers/hostile-scripts.ts';
 import { opencodeRoBinds } from '../../src/workers/sandbox/opencode/binary.ts';
 import { createOpenCodeRunner } from '../../src/workers/sandbox/opencode/runner.ts';
-import { runRolloutStage } from '../../src/workers/sandbox/rollout-stage.ts';
+import { runRolloutStage, type RolloutStageDeps } from '../../src/workers/sandbox/rollout-stage.ts';
 import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local/provider.ts';
 import { makeFleetEnv, REDIS_URL, type FleetEnv } from '../helpers/fleet.ts';
 import { lastToolOutput, startScriptedPolicyServer, toolResults, type ScriptedPolicyServer, type ScriptReply } from '../helpers/scripted-policy-server.ts';
@@ -64,6 +64,17 @@ describe('the model cannot buy time with held calls', () => {
     rmSync(ROOT, { recursive: true, force: true });
   });
 
+  /** Produce run `runId` of the first task and run its rollout stage through the real OpenCode. */
+  async function rolloutOfOneTask(runId: string, pacing?: RolloutStageDeps['pacing']) {
+    const config = env.config([`++run_id=${runId}`]);
+    const bench = await loadPreparedBenchmark(config.data_dir, config.benchmark);
+    await produceRun({ config, redis, logger, tasks: bench.tasks.slice(0, 1), readImage: bench.readImage });
+    const task = bench.tasks[0];
+    const job = { v: 1 as const, run_id: runId, task_id: task.task_id, repeat: 0, rollout_id: rolloutId(runId, task.task_id, 0) };
+    const host = { policyBaseUrl: server.url, allowedBaseUrls: [], policyApiKey: KEY, captureRoot: path.join(ROOT, 'captures') };
+    return runRolloutStage(job, { store: new RunStore(redis, env.prefix), agent: runner, host, pacing }, new AbortController().signal);
+  }
+
   it("its own call's 429 comes back at once and earns no wait; OpenCode's own 429 is held and counted", async () => {
     let agentLimited = 0;
     server.setScript((body): ScriptReply => {
@@ -74,13 +85,7 @@ describe('the model cannot buy time with held calls', () => {
       if (agentLimited++ === 0) return { kind: 'error', status: 429, headers: { 'retry-after-ms': '300' } };
       return { kind: 'text', text: `The tool said:\n${lastToolOutput(body)}\nSo \\boxed{C}.` };
     });
-    const config = env.config(['++run_id=pace-attack']);
-    const bench = await loadPreparedBenchmark(config.data_dir, config.benchmark);
-    await produceRun({ config, redis, logger, tasks: bench.tasks.slice(0, 1), readImage: bench.readImage });
-    const task = bench.tasks[0];
-    const job = { v: 1 as const, run_id: 'pace-attack', task_id: task.task_id, repeat: 0, rollout_id: rolloutId('pace-attack', task.task_id, 0) };
-    const host = { policyBaseUrl: server.url, allowedBaseUrls: [], policyApiKey: KEY, captureRoot: path.join(ROOT, 'captures') };
-    const out = await runRolloutStage(job, { store: new RunStore(redis, env.prefix), agent: runner, host }, new AbortController().signal);
+    const out = await rolloutOfOneTask('pace-attack');
     expect(out.next).toBe('judge');
     if (out.next !== 'judge') return;
     const o = out.job.outcome;
@@ -103,15 +108,9 @@ describe('the model cannot buy time with held calls', () => {
       held++;
       return { kind: 'error', status: 429, headers: { 'retry-after-ms': '400' } };
     });
-    const config = env.config(['++run_id=pace-attack-wait']);
-    const bench = await loadPreparedBenchmark(config.data_dir, config.benchmark);
-    await produceRun({ config, redis, logger, tasks: bench.tasks.slice(0, 1), readImage: bench.readImage });
-    const task = bench.tasks[0];
-    const job = { v: 1 as const, run_id: 'pace-attack-wait', task_id: task.task_id, repeat: 0, rollout_id: rolloutId('pace-attack-wait', task.task_id, 0) };
-    const host = { policyBaseUrl: server.url, allowedBaseUrls: [], policyApiKey: KEY, captureRoot: path.join(ROOT, 'captures') };
     const pace = { acquire: async () => {}, done: () => {}, holding: () => {}, sessionStarted: () => {}, sessionEnded: () => {} };
     // A hand-back would throw PolicyWaitExceeded out of the stage; the model's own doing is a scored row.
-    const out = await runRolloutStage(job, { store: new RunStore(redis, env.prefix), agent: runner, host, pacing: () => ({ pace, maxWaitS: 2 }) }, new AbortController().signal);
+    const out = await rolloutOfOneTask('pace-attack-wait', () => ({ pace, maxWaitS: 2 }));
     // A timeout scores 0 without a judge call: straight to the results, a row that is not masked.
     expect(out.next).toBe('results');
     if (out.next !== 'results') return;
