@@ -149,7 +149,8 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     const own = options.metrics || roles.size === 0 ? null : await startRoleMetrics(config, logger, 'run');
     if (own) releasers.add('stop the metrics server', () => own.close());
     const fleet = roles.size === 0 ? await noRoles(connection, config.queues.prefix, existing!) : await startRun(options, config, client, connection, existing, roles, releasers, own?.metrics);
-    const run = fleet.run;
+    // A serve run's total is the rollouts it accepted (its record counts no task list).
+    const run = { ...fleet.run, total: await store.totalOf(fleet.run) };
     const watched = await watchRun({
       connection, prefix: config.queues.prefix, run, tally: fleet.tally, view: options.progress ?? createProgressView(), logger,
       signal: options.signal, policyUrl: stripCredentials(config.policy_base_url), stuckAfterMs: options.stuckAfterMs ?? 15_000,

@@ -110,7 +110,13 @@ describe('advice the CLI prints, followed as written', () => {
     const s = await runCli(status);
     expect(s.code, s.output).toBe(0);
     expect(s.stdout).toContain('masked: judge_failed 2');
-    const r = await runCli(rejudge);
+    // --no-wait's advice (who to start, or what finishes it) repeats them too, and works as printed.
+    const queued = await runCli([...rejudge, '--no-wait']);
+    expect(queued.code, queued.output).toBe(0);
+    const [finish] = advised(queued.stdout, /^sent 2 judge_failed row\(s\) of run adv3 back to the judge; no worker serves judge, results of this run: start one/);
+    expect(queued.stdout).toContain(`start one (${['vcfleet', 'run', '--run-id', 'adv3', '--config', file, ...onCommandLine].join(' ')})`);
+    expect(finish).toEqual(rejudge);
+    const r = await runCli(finish);
     expect(r.code, r.output).toBe(0);
     expect(r.stdout).toContain('complete: all 2 rollouts scored');
     expect(rows(env.output).map((row) => [row.failure_kind, row.reward])).toEqual([[null, 1], [null, 1]]);

@@ -18,7 +18,7 @@ import { describeServing, howToServe, servingOf, unservedText, type Serving } fr
 import type { Cli, CommandContext } from '../context.ts';
 import type { Redis } from '../../shared/redis.ts';
 import { connectToRun } from '../run-redis.ts';
-import { onShutdownSignals } from '../runtime.ts';
+import { onShutdownSignals, stopOnFatal } from '../runtime.ts';
 import { finish } from './run.ts';
 import { vcfleetCommand } from '../../shared/advice.ts';
 
@@ -84,8 +84,10 @@ async function requeueAndFinish(kind: Kind, opts: RequeueOpts, cli: Cli): Promis
       process.stdout.write(`${sent.text}; ${unservedText(run, serving)}\n`);
       return;
     }
+    // What finishes the work later, with this invocation's locating settings (the printed advice must work as written).
+    const finishWith = vcfleetCommand(`${kind} --run-id ${opts.runId}`);
     if (!opts.wait) {
-      const who = served && here.size === 0 ? `live workers pick them up now (${served})` : `no worker serves ${[...here].join(', ')} of this run: start one (${howToServe(run)}), or finish it with \`vcfleet ${kind} --run-id ${opts.runId}\``;
+      const who = served && here.size === 0 ? `live workers pick them up now (${served})` : `no worker serves ${[...here].join(', ')} of this run: start one (${howToServe(run)}), or finish it with \`${finishWith}\``;
       process.stdout.write(`${sent.text}; ${who}\n`);
       return;
     }
@@ -94,17 +96,17 @@ async function requeueAndFinish(kind: Kind, opts: RequeueOpts, cli: Cli): Promis
       : `${served ? `live workers serve part of it (${served}); ` : ''}no worker serves ${[...here].join(', ')}: doing it in this process (Ctrl-C hands it back to the queue)`;
     process.stdout.write(`${sent.text}; ${doing}\n`);
     const inFlight = new InFlightJobs();
-    const signal = onShutdownSignals(logger, async () => {}, { hint: () => `the work stays queued: finish it with vcfleet ${kind} --run-id ${opts.runId}`, inFlight });
+    const signal = onShutdownSignals(logger, async () => {}, { hint: () => `the work stays queued: finish it with ${finishWith}`, inFlight });
     const requeued = { roles: here };
     const runConfig = { ...config, redis_url: conn.url ?? config.redis_url, run_id: opts.runId };
     let result: RunAllResult;
     try {
-      result = await runAll({ config: runConfig, logger, signal, inFlight, requeued });
+      result = await runAll({ config: runConfig, logger, signal, inFlight, requeued, onFatalRedis: stopOnFatal });
     } catch (err) {
       if (!(err instanceof DemoRunToResume)) throw err;
       result = (await runDemo({ configPath: opts.config, overrides: cli.overrides, logger, signal, inFlight, runId: err.runId, requeued, redisUrl: conn.url ?? undefined })).result;
     }
-    const after = result.status === 'stopped' ? `the requeued work stays queued: finish it with \`vcfleet ${kind} --run-id ${opts.runId}\` or ${howToServe(run)}\n` : '';
+    const after = result.status === 'stopped' ? `the requeued work stays queued: finish it with \`${finishWith}\` or ${howToServe(run)}\n` : '';
     finish(result, after);
   } finally {
     await conn.close();
