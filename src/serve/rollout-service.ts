@@ -71,7 +71,11 @@ export class RolloutService {
     const enqueuedKey = this.store.keys.enqueued(run.run_id);
     if ((await this.deps.redis.sismember(enqueuedKey, rolloutId)) === 1) {
       await this.checkSame(rolloutId, ngRolloutId, parsed.fingerprint);
-      return { rolloutId, ngRolloutId, created: false };
+      // Accepted before, unless a lost Redis (a failover) kept its name but lost its record before it had a row: then it is accepted anew.
+      if ((await this.requests.hasTask(run.run_id, rolloutId)) || (await this.store.getRow(run.run_id, rolloutId))) return { rolloutId, ngRolloutId, created: false };
+      // A finished job kept under its id would make the add below a no-op.
+      const kept = await this.rollouts.getJob(rolloutId);
+      if (kept && ['completed', 'failed'].includes(await kept.getState())) await kept.remove().catch(() => undefined);
     }
     const record = requestRecord(parsed, { benchmark: run.benchmark, ngRolloutId, responseTtlS: config.serve.response_ttl_s, fetchedTtlS: config.serve.fetched_ttl_s });
     const created = await this.requests.putTask(run.run_id, rolloutId, record);

@@ -12,6 +12,8 @@ export interface ReconcileReport {
   restored_rows: number;
   /** Rollouts that had neither a row nor a job, produced again. */
   reproduced: number;
+  /** A serve run's accepted rollouts lost with their request's record (their clients must ask again); absent in older records. */
+  lost_requests?: number;
 }
 
 export async function recordReconcile(redis: Redis, prefix: string, report: ReconcileReport): Promise<void> {

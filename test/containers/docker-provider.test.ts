@@ -129,6 +129,29 @@ except OSError as e:
     expect(lines.slice(4)).toEqual(['unshare -1 EPERM', 'ptrace -1 EPERM', 'root fs EROFS']);
   });
 
+  it('the kernel\'s settings are read-only and the sandbox is never host uid 0 (no user namespace: its uid is the host\'s)', async () => {
+    const sb = await sandbox();
+    const r = await sb.exec(['python3', '-c', String.raw`
+import errno, os
+print('uid_map', ' '.join(open('/proc/self/uid_map').read().split()), 'uid', os.getuid(), os.geteuid())
+print('proc_sys_ro', any(l.split()[4] == '/proc/sys' and l.split()[5].startswith('ro') for l in open('/proc/self/mountinfo')))
+for p in ('/proc/sys/kernel/core_pattern', '/proc/sys/kernel/modprobe', '/proc/sys/vm/swappiness', '/proc/sysrq-trigger'):
+    try:
+        with open(p, 'w') as f:
+            f.write('1')
+        print(p, 'written')
+    except OSError as e:
+        print(p, 'refused', errno.errorcode[e.errno])
+`]);
+    expect(r.stderr).toBe('');
+    const lines = r.stdout.trim().split('\n');
+    // The initial user namespace (the whole id range maps to itself): uid 1000 inside is host uid 1000.
+    expect(lines[0]).toBe('uid_map 0 0 4294967295 uid 1000 1000');
+    expect(lines[1]).toBe('proc_sys_ro True');
+    for (const line of lines.slice(2)) expect(line).toMatch(/ refused (EROFS|EACCES|EPERM)$/);
+    expect(lines).toHaveLength(6);
+  });
+
   it('files go in and come out through the read-only root and the tmpfs mounts, binary and nested, and stdin reaches a command', async () => {
     const sb = await sandbox();
     const bytes = Buffer.from(Array.from({ length: 300_000 }, (_, i) => (i * 7) % 256));

@@ -2,7 +2,9 @@
  * After a lost Redis, a run is checked against what survived (real Redis, a prefix of this test's
  * own): a row the JSONL holds and Redis lost is put back from the file; a rollout with neither a row
  * nor a job is produced again under its own job id; a rollout whose judge job survived is left alone;
- * a second pass finds nothing to do; `vcfleet status` reads what was done.
+ * a second pass finds nothing to do; `vcfleet status` reads what was done. A `vcfleet serve` run's
+ * lost rollout is produced again from its request's record; one lost with its record is counted, and
+ * its client's POST of the same id is accepted anew (not taken for a rollout still under way).
  */
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -21,6 +23,11 @@ import { reconcileRun } from '../../src/workers/results/reconcile.ts';
 import { rolloutOutcome } from '../../src/shared/rollout-outcome.ts';
 import { runStatus } from '../../src/ops/run-status.ts';
 import { REDIS_URL } from '../helpers/fleet.ts';
+import { parseRunBody } from '../../src/serve/gym-request.ts';
+import { requestRecord, serveRolloutId } from '../../src/serve/request-record.ts';
+import { RolloutService } from '../../src/serve/rollout-service.ts';
+import { RequestStore } from '../../src/shared/request-store.ts';
+import { gymRow, pngUrl } from '../serve/helpers.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
 import { deletePrefix } from '../helpers/redis-keys.ts';
 
@@ -81,5 +88,42 @@ describe('reconciling a run after a lost Redis', () => {
 
     expect(await lastReconcile(redis, prefix, runId)).toMatchObject({ restored_rows: 0, reproduced: 0 });
     expect((await runStatus(redis, prefix, runId)).reconciled).toMatchObject({ run_id: runId, reason: 'redis back' });
+  });
+
+  it('a serve run: a lost rollout is produced again from its request\'s record; one lost with its record is counted and accepted anew when its client asks again', async () => {
+    const runId = 'rs';
+    const run: RunRecord = {
+      run_id: runId, benchmark: 'b', created_at: '2030-01-01T00:00:00.000Z', num_tasks: 0, num_repeats: 1, total: 0,
+      output_jsonl_fpath: 'unused.jsonl', policy_model: 'p', judge_model: 'j', settings: runSettingsFrom(config), queue_scope: runId, origin: 'serve', settings_changes: [],
+    };
+    await store.createRun(run);
+    const bounds = { maxImageBytes: 1024 * 1024, maxImages: 4, allowedBaseUrls: [] };
+    const parsed = (ng: string) => parseRunBody(gymRow(`Which? ${ng}`, 'B', { _ng_rollout_id: ng, _ng_rollout_index: 2 }, [pngUrl(1)]), bounds);
+    const [kept, lost] = [serveRolloutId(runId, 'kept'), serveRolloutId(runId, 'lost')];
+    // Both were accepted; the failover kept both names, but only one request's record, and neither job.
+    const requests = new RequestStore(redis, prefix);
+    await requests.putTask(runId, kept, requestRecord(parsed('kept'), { benchmark: 'b', ngRolloutId: 'kept', responseTtlS: 600, fetchedTtlS: 60 }));
+    await redis.sadd(store.keys.enqueued(runId), kept, lost);
+    const output = new RunOutput(run, path.join(createTmpDir(), 'out.jsonl'), store, logger);
+    await output.open();
+    const deps = { redis, config, store, logger, restoreRows: () => output.restoreFromFile() };
+    expect(await reconcileRun(deps, run, 'redis back')).toMatchObject({ restored_rows: 0, reproduced: 1, lost_requests: 1 });
+    const rollouts = openQueue('rollout', redis, prefix, { scope: runId });
+    const jobs = async () => (await rollouts.getJobs(['waiting', 'prioritized', 'delayed'])).map((j) => [j.id, j.data.task_source, j.data.repeat, j.data.task_id]);
+    expect(await jobs()).toEqual([[kept, 'request', 2, `request-kept`]]);
+    expect(await reconcileRun(deps, run, 'redis back')).toMatchObject({ reproduced: 0, lost_requests: 1 });
+
+    // The lost one's client asks again (POST of the same _ng_rollout_id): accepted anew, with a job.
+    const service = new RolloutService({ config, redis, run, logger });
+    try {
+      expect(await service.accept(parsed('lost'))).toMatchObject({ rolloutId: lost, created: true });
+      expect(await service.accept(parsed('kept'))).toMatchObject({ rolloutId: kept, created: false });
+    } finally {
+      await service.close();
+    }
+    expect((await jobs()).sort()).toEqual([[kept, 'request', 2, 'request-kept'], [lost, 'request', 2, 'request-lost']]);
+    expect(await reconcileRun(deps, run, 'redis back')).toMatchObject({ reproduced: 0, lost_requests: 0 });
+    await rollouts.close();
+    output.close();
   });
 });

@@ -36,7 +36,7 @@ function formatStatus(s: RunStatus): string {
 
 /** When the run was last reconciled after a lost Redis (a failover), and what that restored. */
 function reconcileLine(r: NonNullable<RunStatus['reconciled']>): string {
-  return `reconciled after a lost Redis at ${r.at}: ${r.restored_rows} row(s) put back from the output file, ${r.reproduced} lost rollout(s) produced again`;
+  return `reconciled after a lost Redis at ${r.at}: ${r.restored_rows} row(s) put back from the output file, ${r.reproduced} lost rollout(s) produced again${r.lost_requests ? `, ${r.lost_requests} accepted request(s) lost with their records (their clients POST them again)` : ''}`;
 }
 
 export function registerOps(program: Command, cli: Cli): void {

@@ -4,7 +4,10 @@
  * stored). The results consumer holds the run's JSONL, so it puts back the rows the file has and Redis
  * lacks, and produces again each rollout that has neither a row nor a job in any queue (its job id is
  * the rollout id, so producing twice adds it once; a rollout that runs twice still leaves one row,
- * `putRowIfAbsent`). What it did is recorded for `vcfleet status`.
+ * `putRowIfAbsent`). A `vcfleet serve` run has no task list: its rollouts are the ones it accepted,
+ * each produced again from its request's record when that survived; one whose record was lost too is
+ * counted, and its client's POST of the same `_ng_rollout_id` runs it again. What it did is recorded
+ * for `vcfleet status`.
  */
 import type { Redis } from 'ioredis';
 import type { Config } from '../../shared/config-schema.ts';
@@ -13,6 +16,7 @@ import { enqueueBulk, openQueue, rolloutId, type RolloutJob } from '../../shared
 import type { RunRecord, RunStore } from '../../shared/run-store.ts';
 import { forEachJob } from '../../ops/run-jobs.ts';
 import { recordReconcile, type ReconcileReport } from '../../shared/reconcile-record.ts';
+import { RequestStore } from '../../shared/request-store.ts';
 
 /** The rollout a job is part of, from its unparsed data (every stage's job carries it). */
 function rolloutOf(data: unknown): string | undefined {
@@ -43,13 +47,9 @@ export async function reconcileRun(deps: ReconcileDeps, run: RunRecord, reason: 
     if (id) live.add(id);
   }, { runId: run.run_id, scope: run.queue_scope, queues: ['rollout', 'judge', 'results'] });
   const rows = new Set(await redis.hkeys(store.keys.rows(run.run_id)));
-  const missing: RolloutJob[] = [];
-  for (const taskId of await store.taskIds(run.run_id)) {
-    for (let repeat = 0; repeat < run.num_repeats; repeat++) {
-      const id = rolloutId(run.run_id, taskId, repeat);
-      if (!rows.has(id) && !live.has(id)) missing.push({ v: 1, run_id: run.run_id, task_id: taskId, repeat, rollout_id: id });
-    }
-  }
+  const { missing, lostRequests } = run.origin === 'serve'
+    ? await lostServeRollouts(new RequestStore(redis, prefix), store, run, (id) => !rows.has(id) && !live.has(id))
+    : { missing: await lostTaskRollouts(store, run, (id) => !rows.has(id) && !live.has(id)), lostRequests: 0 };
   if (missing.length > 0) {
     const queue = openQueue('rollout', redis, prefix, { policy: config.queues, scope: run.queue_scope });
     try {
@@ -61,11 +61,41 @@ export async function reconcileRun(deps: ReconcileDeps, run: RunRecord, reason: 
       await queue.close();
     }
   }
-  const report: ReconcileReport = { run_id: run.run_id, at: new Date().toISOString(), reason, restored_rows: restored, reproduced: missing.length };
+  const report: ReconcileReport = { run_id: run.run_id, at: new Date().toISOString(), reason, restored_rows: restored, reproduced: missing.length, lost_requests: lostRequests };
   await recordReconcile(redis, prefix, report);
-  const line = restored || missing.length
-    ? `reconciled run ${run.run_id} with what survived in Redis: ${restored} row(s) put back from the output file, ${missing.length} lost rollout(s) produced again`
+  const lostText = lostRequests ? `, ${lostRequests} accepted request(s) lost with their records (their clients' POST /run of the same _ng_rollout_id runs them again)` : '';
+  const line = restored || missing.length || lostRequests
+    ? `reconciled run ${run.run_id} with what survived in Redis: ${restored} row(s) put back from the output file, ${missing.length} lost rollout(s) produced again${lostText}`
     : `reconciled run ${run.run_id} with what survived in Redis: nothing was lost`;
-  logger.info({ run_id: run.run_id, restored_rows: restored, reproduced: missing.length, reproduced_ids: missing.slice(0, 20).map((m) => m.rollout_id), reason }, line);
+  logger.info({ run_id: run.run_id, restored_rows: restored, reproduced: missing.length, lost_requests: lostRequests, reproduced_ids: missing.slice(0, 20).map((m) => m.rollout_id), reason }, line);
   return report;
+}
+
+/** The run's rollouts (tasks x repeats) that `isLost` says are gone. */
+async function lostTaskRollouts(store: RunStore, run: RunRecord, isLost: (id: string) => boolean): Promise<RolloutJob[]> {
+  const missing: RolloutJob[] = [];
+  for (const taskId of await store.taskIds(run.run_id)) {
+    for (let repeat = 0; repeat < run.num_repeats; repeat++) {
+      const id = rolloutId(run.run_id, taskId, repeat);
+      if (isLost(id)) missing.push({ v: 1, run_id: run.run_id, task_id: taskId, repeat, rollout_id: id });
+    }
+  }
+  return missing;
+}
+
+/** A serve run's accepted rollouts that are gone: produced again from their request's record, or counted when that is gone too. */
+async function lostServeRollouts(requests: RequestStore, store: RunStore, run: RunRecord, isLost: (id: string) => boolean): Promise<{ missing: RolloutJob[]; lostRequests: number }> {
+  const missing: RolloutJob[] = [];
+  let lostRequests = 0;
+  for (const id of await store.redis.smembers(store.keys.enqueued(run.run_id))) {
+    if (!isLost(id)) continue;
+    const record = await requests.findTask(run.run_id, id).catch(() => null);
+    if (!record) {
+      lostRequests++;
+      continue;
+    }
+    const index = record.echo.routing._ng_rollout_index;
+    missing.push({ v: 1, run_id: run.run_id, task_id: record.task.task_id, repeat: typeof index === 'number' ? index : 0, rollout_id: id, task_source: 'request' });
+  }
+  return { missing, lostRequests };
 }
