@@ -125,7 +125,7 @@ describe('vcfleet run: preflight, exit codes, its own run only, resume', () => {
     expect(status.stdout).toContain('workers: none running');
     const retry = await runCli(['retry', '--run-id', 'st', ...env.overrides]);
     const where = locatingOf(env.overrides);
-    expect(retry.stdout).toContain(`requeued 0 failed job(s) of run st (none); no worker serves sandbox, judge, results of this run: start one (vcfleet worker sandbox|judge|results, or vcfleet run --run-id st ${where})`);
-    expect(status.stdout).toContain(`2 job(s) queued; no worker serves sandbox, judge, results of this run: start one (vcfleet worker sandbox|judge|results, or vcfleet run --run-id st ${where})`);
+    expect(retry.stdout).toContain(`requeued 0 failed job(s) of run st (none); no worker serves sandbox, judge, results of this run: start one (vcfleet worker sandbox|judge|results ${where}, or vcfleet run --run-id st ${where})`);
+    expect(status.stdout).toContain(`2 job(s) queued; no worker serves sandbox, judge, results of this run: start one (vcfleet worker sandbox|judge|results ${where}, or vcfleet run --run-id st ${where})`);
   });
 });
