@@ -69,7 +69,10 @@ export class RolloutService {
     const ngRolloutId = parsed.ngRolloutId ?? randomUUID();
     const rolloutId = serveRolloutId(run.run_id, ngRolloutId);
     const enqueuedKey = this.store.keys.enqueued(run.run_id);
-    if ((await this.deps.redis.sismember(enqueuedKey, rolloutId)) === 1) {
+    // Its name first, then its record, then its job: Redis replicates in order, so a failover that keeps
+    // any of them keeps the name, and the results consumer's reconcile finds the rollout by it.
+    const named = (await this.deps.redis.sadd(enqueuedKey, rolloutId)) === 1;
+    if (!named) {
       await this.checkSame(rolloutId, ngRolloutId, parsed.fingerprint);
       // Accepted before, unless a lost Redis (a failover) kept its name but lost its record before it had a row: then it is accepted anew.
       if ((await this.requests.hasTask(run.run_id, rolloutId)) || (await this.store.getRow(run.run_id, rolloutId))) return { rolloutId, ngRolloutId, created: false };
@@ -77,17 +80,20 @@ export class RolloutService {
       const kept = await this.rollouts.getJob(rolloutId);
       if (kept && ['completed', 'failed'].includes(await kept.getState())) await kept.remove().catch(() => undefined);
     }
-    const record = requestRecord(parsed, { benchmark: run.benchmark, ngRolloutId, responseTtlS: config.serve.response_ttl_s, fetchedTtlS: config.serve.fetched_ttl_s });
-    const created = await this.requests.putTask(run.run_id, rolloutId, record);
-    if (!created) await this.checkSame(rolloutId, ngRolloutId, parsed.fingerprint);
-    const job: RolloutJob = { v: 1, run_id: run.run_id, task_id: record.task.task_id, repeat: parsed.body._ng_rollout_index ?? 0, rollout_id: rolloutId, task_source: 'request' };
+    let created = false;
     try {
+      const record = requestRecord(parsed, { benchmark: run.benchmark, ngRolloutId, responseTtlS: config.serve.response_ttl_s, fetchedTtlS: config.serve.fetched_ttl_s });
+      created = await this.requests.putTask(run.run_id, rolloutId, record);
+      if (!created) await this.checkSame(rolloutId, ngRolloutId, parsed.fingerprint);
+      const job: RolloutJob = { v: 1, run_id: run.run_id, task_id: record.task.task_id, repeat: parsed.body._ng_rollout_index ?? 0, rollout_id: rolloutId, task_source: 'request' };
       // Its job id is the rollout id: a request asked twice at once adds one job.
       await enqueue('rollout', this.rollouts, job);
-      await this.deps.redis.sadd(enqueuedKey, rolloutId);
     } catch (err) {
-      // Nothing half-made: a request that has no job has no record either.
+      // Nothing half-made: a request that has no job has no record, nor its name.
       if (created) await this.requests.deleteTask(run.run_id, rolloutId).catch(() => undefined);
+      // The name stays when another request of the same id made the record meanwhile.
+      const others = !created && (await this.requests.hasTask(run.run_id, rolloutId).catch(() => true));
+      if (named && !others) await this.deps.redis.srem(enqueuedKey, rolloutId).catch(() => undefined);
       throw err;
     }
     this.deps.logger.info({ rollout_id: rolloutId, ng_rollout_id: ngRolloutId, created }, created ? 'request accepted' : 'request asked again: its rollout runs once');
