@@ -47,9 +47,10 @@ export async function reconcileRun(deps: ReconcileDeps, run: RunRecord, reason: 
     if (id) live.add(id);
   }, { runId: run.run_id, scope: run.queue_scope, queues: ['rollout', 'judge', 'results'] });
   const rows = new Set(await redis.hkeys(store.keys.rows(run.run_id)));
+  const isLost = (id: string) => !rows.has(id) && !live.has(id);
   const { missing, lostRequests } = run.origin === 'serve'
-    ? await lostServeRollouts(new RequestStore(redis, prefix), store, run, (id) => !rows.has(id) && !live.has(id))
-    : { missing: await lostTaskRollouts(store, run, (id) => !rows.has(id) && !live.has(id)), lostRequests: 0 };
+    ? await lostServeRollouts(new RequestStore(redis, prefix), store, run, isLost)
+    : { missing: await lostTaskRollouts(store, run, isLost), lostRequests: 0 };
   if (missing.length > 0) {
     const queue = openQueue('rollout', redis, prefix, { policy: config.queues, scope: run.queue_scope });
     try {
