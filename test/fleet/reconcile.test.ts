@@ -50,13 +50,14 @@ describe('reconciling a run after a lost Redis', () => {
     removeTmpDirs();
   });
   afterAll(() => redis.disconnect());
+  const runRecord = (runId: string, own: Pick<RunRecord, 'num_tasks' | 'total' | 'queue_scope' | 'origin'>): RunRecord => ({
+    run_id: runId, benchmark: 'b', created_at: '2030-01-01T00:00:00.000Z', num_repeats: 1, output_jsonl_fpath: 'unused.jsonl',
+    policy_model: 'p', judge_model: 'j', settings: runSettingsFrom(config), settings_changes: [], ...own,
+  });
 
   it('puts back the file\'s lost rows, produces lost rollouts again once, and leaves live ones alone', async () => {
     const runId = 'rc';
-    const run: RunRecord = {
-      run_id: runId, benchmark: 'b', created_at: '2030-01-01T00:00:00.000Z', num_tasks: 3, num_repeats: 1, total: 3,
-      output_jsonl_fpath: 'unused.jsonl', policy_model: 'p', judge_model: 'j', settings: runSettingsFrom(config), queue_scope: null, origin: 'produce', settings_changes: [],
-    };
+    const run = runRecord(runId, { num_tasks: 3, total: 3, queue_scope: null, origin: 'produce' });
     await store.createRun(run);
     await redis.hset(store.keys.tasks(runId), 't1', '{}', 't2', '{}', 't3', '{}');
     const output = new RunOutput(run, path.join(createTmpDir(), 'out.jsonl'), store, logger);
@@ -92,10 +93,7 @@ describe('reconciling a run after a lost Redis', () => {
 
   it('a serve run: a lost rollout is produced again from its request\'s record; one lost with its record is counted and accepted anew when its client asks again', async () => {
     const runId = 'rs';
-    const run: RunRecord = {
-      run_id: runId, benchmark: 'b', created_at: '2030-01-01T00:00:00.000Z', num_tasks: 0, num_repeats: 1, total: 0,
-      output_jsonl_fpath: 'unused.jsonl', policy_model: 'p', judge_model: 'j', settings: runSettingsFrom(config), queue_scope: runId, origin: 'serve', settings_changes: [],
-    };
+    const run = runRecord(runId, { num_tasks: 0, total: 0, queue_scope: runId, origin: 'serve' });
     await store.createRun(run);
     const bounds = { maxImageBytes: 1024 * 1024, maxImages: 4, allowedBaseUrls: [] };
     const parsed = (ng: string) => parseRunBody(gymRow(`Which? ${ng}`, 'B', { _ng_rollout_id: ng, _ng_rollout_index: 2 }, [pngUrl(1)]), bounds);
