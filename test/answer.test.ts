@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { extractAllBoxed, extractBoxedAnswer, finalAnswer, MAX_ANSWER_CHARS } from '../src/shared/answer.ts';
+import { extractAllBoxed, extractAnswer, extractBoxedAnswer, MAX_ANSWER_CHARS, responseText } from '../src/shared/answer.ts';
+import { stringMatchReward } from '../src/shared/string-match.ts';
 
 describe('extractBoxedAnswer', () => {
   it('takes the last boxed value', () => {
@@ -51,10 +52,79 @@ describe('extractBoxedAnswer', () => {
   });
 });
 
-describe('finalAnswer', () => {
-  it('is the box of the last answer that has one, and says which', () => {
-    expect(finalAnswer(['A', null, 'C', null])).toEqual({ answer: 'C', index: 2 });
-    expect(finalAnswer([null, null])).toEqual({ answer: null, index: -1 });
-    expect(finalAnswer([])).toEqual({ answer: null, index: -1 });
+const answerOf = (...parts: string[]) => extractAnswer(parts)?.answer ?? null;
+
+describe('extractAnswer: the reference\'s rule', () => {
+  it('takes an Answer: line without a box', () => {
+    expect(answerOf('Looking at the picture, the second option fits.\nAnswer: B')).toBe('B');
+  });
+  it('prefers the last Final answer: line to an earlier box', () => {
+    expect(answerOf('I first thought \\boxed{5}.\nAfter measuring again, Final answer: 7.')).toBe('7');
+    // ... and to a later one: a line beats every box.
+    expect(answerOf('Answer: 7\nas a box: \\boxed{8}')).toBe('7');
+  });
+  it('matches any letter case and a full-width colon', () => {
+    expect(answerOf('FINAL ANSWER: C')).toBe('C');
+    expect(answerOf('final   answer : (4,7)')).toBe('(4,7)');
+    expect(answerOf('Answer\uff1a B')).toBe('B');
+  });
+  it('takes the rest of the line, trimmed, one trailing period dropped', () => {
+    expect(answerOf('Answer:   12 squares.  \nI counted twice.')).toBe('12 squares');
+    expect(answerOf('Answer: 3..')).toBe('3.');
+    expect(answerOf('Answer: 2.5')).toBe('2.5');
+  });
+  it('takes the last answer line of the text', () => {
+    expect(answerOf('Answer: A\nwait, no.\nAnswer: C')).toBe('C');
+  });
+  it('reads on to the next line with text when nothing follows the colon (the reference\'s pattern)', () => {
+    expect(answerOf('Final answer:\n\n  \\boxed{7}')).toBe('\\boxed{7}');
+  });
+  it('two answer lines on one line: the rest of the line from the first, as the reference\'s non-overlapping matches read it', () => {
+    expect(answerOf('Answer: B. Final answer: C')).toBe('B. Final answer: C');
+  });
+  it('falls back to the last box, then to nothing', () => {
+    expect(answerOf('so \\boxed{\\text{D}}')).toBe('D');
+    expect(answerOf('There are twelve squares in the grid.')).toBeNull();
+    expect(answerOf('')).toBeNull();
+    expect(extractAnswer([])).toBeNull();
+  });
+  it('an empty or over-long answer line is no answer: an earlier line or a box counts instead', () => {
+    expect(answerOf('Answer: B\nAnswer: .')).toBe('B');
+    expect(answerOf(`\\boxed{E}\nAnswer: ${'x'.repeat(MAX_ANSWER_CHARS + 1)}`)).toBe('E');
+    expect(answerOf(`Answer: ${'x'.repeat(MAX_ANSWER_CHARS)}`)).toHaveLength(MAX_ANSWER_CHARS);
+  });
+  it('says which part (policy call) the answer lies in: lines across the joined text, boxes within one part', () => {
+    expect(extractAnswer(['Let me measure. Answer: maybe A', '', 'The size is 40.'])).toEqual({ answer: 'maybe A', kind: 'line', part: 0 });
+    expect(extractAnswer(['\\boxed{A}', 'checking', 'so \\boxed{C} it is', 'done'])).toEqual({ answer: 'C', kind: 'boxed', part: 2 });
+    // A box opened in one answer and closed in another is no box.
+    expect(extractAnswer(['\\boxed{A', 'B}'])).toBeNull();
+  });
+  it('is linear on hostile text', () => {
+    const text = `${'answer'.repeat(200_000)}${' '.repeat(500_000)}${'Answer:\n'.repeat(100_000)}Answer: Z`;
+    expect(answerOf(text)).toBe('Z');
+  });
+});
+
+describe('responseText', () => {
+  it('is every text part in order, joined by a newline, trimmed', () => {
+    expect(responseText(['  Let me look.', '', 'Answer: B \n'])).toBe('Let me look.\nAnswer: B');
+  });
+});
+
+describe('stringMatchReward: the reference\'s string-match rules', () => {
+  it.each([
+    ['oven', 'oven', 1], ['oven', 'Oven', 1], ['oven', '  oven  ', 1], ['oven', 'stove', 0],
+    ['B', '\uff22', 1], // NFKC: a full-width letter
+    ['B', '"B"', 1], ['B', "'b'", 1], ['12', '12.', 1], ['yes', 'yes!?', 1],
+    ['7', '7.0', 1], ['0.5', '.5', 1], ['1000', '1,000', 1], ['1234567', '1,234,567', 1],
+    ['B', '\\text{B}', 1], ['12', '$12$', 1], ['(4,7)', '\\((4,7)\\)', 1], ['x', '\\boxed{\\mathrm{x}}', 1],
+    ['A, C', 'A and C', 1], ['A, C', 'A; C', 1], ['red or blue', 'red, blue', 1],
+    ['100', '100.5', 0.98], ['100', '99.2', 0.98], ['100', '102', 0], ['$100', '100.4', 0.98],
+    ['(4,7)', '(4,7)', 1], ['(4,7)', '(7,4)', 0], ['B', '(B)', 0], ['12', 'twelve', 0],
+  ])('gold %j, extracted %j -> %d', (gold, extracted, reward) => {
+    expect(stringMatchReward(gold, extracted)).toBe(reward);
+  });
+  it('nothing extracted is 0', () => {
+    expect(stringMatchReward('B', null)).toBe(0);
   });
 });

@@ -1,12 +1,18 @@
 /**
- * Final-answer extraction: the content of the last `\boxed{...}` in the model's text, with nested
- * braces kept, and a whole-value `\text{...}` (or `\textbf{...}`, `\mathrm{...}`) unwrapped.
+ * Final-answer extraction, the reference's rule (`extractAnswer`), one function for the stop reason,
+ * the row and rejudge alike:
  *
- * One rule decides which box counts, for the stop reason and the answer alike (`finalAnswer`): a box
- * lies within one answer of the model (one policy call's text); the last non-empty box of the last
- * answer that has one is the final answer. A box whose content is longer than MAX_ANSWER_CHARS is
- * not an answer (an answer is a letter, a number, a short phrase; a box opened early and closed at
- * the end is the whole response). Extraction is one linear pass, whatever the text holds.
+ * 1. the last `Final answer:` or `Answer:` (any letter case; an ASCII or a full-width colon) takes
+ *    the rest of its line (when nothing follows the colon on it, the next line with text, as the
+ *    reference's pattern reads it), trimmed, one trailing period dropped;
+ * 2. else the content of the last `\boxed{...}`, with nested braces kept and a whole-value
+ *    `\text{...}` (or `\textbf{...}`, `\mathrm{...}`) unwrapped; a box lies within one answer of the
+ *    model (one policy call's text), and the last non-empty box of the last answer that has one counts;
+ * 3. else nothing.
+ *
+ * An answer whose value is longer than MAX_ANSWER_CHARS is not an answer (an answer is a letter, a
+ * number, a short phrase; a box opened early and closed at the end is the whole response), and
+ * neither is an empty one. Extraction is linear in the text, whatever the text holds.
  */
 
 const BOX_COMMANDS = ['\\boxed', '\\fbox'];
@@ -99,10 +105,61 @@ export function extractBoxedAnswer(text: string): string | null {
 }
 
 /**
- * The final answer of a session from each answer's own box (`boxes[i]`: `extractBoxedAnswer` of
- * answer i, or null): the last answer that has one, and which answer it is (-1 when none).
+ * `Final answer: X` / `Answer: X` lines: the reference's pattern. `\s*` after the colon crosses line
+ * ends (so `Answer:` alone on its line takes the next line with text); the value is the rest of that
+ * line. Matches do not overlap: a line holding two takes the rest of the line from the first.
  */
-export function finalAnswer(boxes: ReadonlyArray<string | null>): { answer: string | null; index: number } {
-  for (let k = boxes.length - 1; k >= 0; k--) if (boxes[k] !== null) return { answer: boxes[k], index: k };
-  return { answer: null, index: -1 };
+const ANSWER_LINE = /(?:final\s+answer|answer)\s*[:\uff1a]\s*([^\n]+)/gi;
+
+/** The value of one answer line: trimmed, one trailing period dropped; null when empty or too long. */
+function lineValue(raw: string): string | null {
+  let value = raw.trim();
+  if (value.endsWith('.')) value = value.slice(0, -1).trim();
+  return value === '' || value.length > MAX_ANSWER_CHARS ? null : value;
+}
+
+/** Where an extracted answer came from: an answer line or a box, and which part (policy call) of the text holds it. */
+export interface ExtractedAnswer {
+  answer: string;
+  kind: 'line' | 'boxed';
+  /** Index into the parts given to `extractAnswer`. */
+  part: number;
+}
+
+/** The response text of a session: its assistant text parts in order, joined by a newline, trimmed. */
+export function responseText(parts: readonly string[]): string {
+  return parts.filter((t) => t !== '').join('\n').trim();
+}
+
+/** The last answer line of `text` that holds an answer, and where it starts; null when none does. */
+export function lastAnswerLine(text: string): { answer: string; at: number } | null {
+  let found: { answer: string; at: number } | null = null;
+  for (const m of text.matchAll(ANSWER_LINE)) {
+    const answer = lineValue(m[1]);
+    if (answer !== null) found = { answer, at: m.index };
+  }
+  return found;
+}
+
+/**
+ * The final answer of a session whose assistant text parts (one per answered policy call, in order)
+ * are `parts`: the reference's rule (see the header), and the part it lies in. A stored response text
+ * (rejudge) is one part.
+ */
+export function extractAnswer(parts: readonly string[]): ExtractedAnswer | null {
+  const kept = parts.map((text, part) => ({ text, part })).filter((p) => p.text !== '');
+  const joined = kept.map((p) => p.text).join('\n');
+  const line = lastAnswerLine(joined);
+  if (line) {
+    let start = 0;
+    for (const p of kept) {
+      if (line.at < start + p.text.length + 1) return { answer: line.answer, kind: 'line', part: p.part };
+      start += p.text.length + 1;
+    }
+  }
+  for (let k = kept.length - 1; k >= 0; k--) {
+    const boxed = extractBoxedAnswer(kept[k].text);
+    if (boxed !== null) return { answer: boxed, kind: 'boxed', part: kept[k].part };
+  }
+  return null;
 }
