@@ -17,8 +17,10 @@
  * answer equal to `[NO ANSWER WAS EXTRACTED]` (NO_EXTRACTED_ANSWER) means none. The verdict is
  * `equivalent` when the extracted answer and the gold answer are equal after normalising
  * (lower case, whitespace removed, one pair of surrounding parentheses and a trailing period
- * dropped: "(B)" = "b"), `different` otherwise or when nothing was extracted, and `unsure` when the
- * prompt has no gold answer.
+ * dropped: "(B)" = "b"), `different` otherwise, and `unsure` when the prompt has no gold answer.
+ * When nothing was extracted it reads the end of the response as the fleet's rules ask a judge to:
+ * `equivalent` when the last line with text states the gold answer (as a word of its own, or a
+ * number written as a word up to twenty: "twelve" = "12"), else `different`.
  */
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -28,8 +30,8 @@ import { NO_EXTRACTED_ANSWER, PROMPT_FIELDS } from '../workers/judge/prompt.ts';
 export type ScriptedJudgeReply =
   /** 200 with assistant content `{"verdict": ..., "reason": ...}` (any verdict string, even invalid). */
   | { verdict: string; reason?: string }
-  /** 200 with this assistant content, verbatim (prose, code fences, broken JSON...). */
-  | { content: string }
+  /** 200 with this assistant content, verbatim (prose, code fences, broken JSON...); `finishReason` default `stop` (`length`: cut at max_tokens). */
+  | { content: string; finishReason?: string }
   /** A raw HTTP response; `body` is sent as JSON unless a string; default body: an OpenAI error object. */
   | { status: number; headers?: Record<string, string>; body?: unknown }
   /** Never answer (the client must time out); the socket is released by close(). */
@@ -124,10 +126,26 @@ function normalise(answer: string): string {
   return s;
 }
 
+const NUMBER_WORDS = ['zero', 'one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten', 'eleven', 'twelve', 'thirteen', 'fourteen', 'fifteen', 'sixteen', 'seventeen', 'eighteen', 'nineteen', 'twenty'];
+
+/** Whether the last line with text of a response states `gold` (a word of its own, numbers also as words). */
+function statesGold(responseEnd: string, gold: string): boolean {
+  const last = responseEnd.split('\n').map((l) => l.trim()).filter(Boolean).pop() ?? '';
+  const words = last.toLowerCase().split(/[^\p{L}\p{N}.,()-]+/u).map((w) => w.replace(/[.,]$/, '')).map((w) => {
+    const n = NUMBER_WORDS.indexOf(w);
+    return n >= 0 ? String(n) : w;
+  });
+  return words.some((w) => w !== '' && normalise(w) === normalise(gold));
+}
+
 /** The default grader's verdict for a prompt. */
 export function defaultGrade(fields: PromptFields): { verdict: string; reason: string } {
   if (fields.gold === null) return { verdict: 'unsure', reason: 'no gold answer in the prompt' };
-  if (fields.extracted === null) return { verdict: 'different', reason: 'no answer was extracted' };
+  if (fields.extracted === null) {
+    return statesGold(fields.responseEnd ?? '', fields.gold)
+      ? { verdict: 'equivalent', reason: 'nothing was extracted, but the response ends stating the gold answer' }
+      : { verdict: 'different', reason: 'nothing was extracted and the response states no matching answer' };
+  }
   return normalise(fields.extracted) === normalise(fields.gold)
     ? { verdict: 'equivalent', reason: 'the answers match' }
     : { verdict: 'different', reason: 'the answers differ' };
@@ -142,27 +160,27 @@ function lastUserText(body: any): string {
   return '';
 }
 
-function completion(model: string, index: number, content: string): object {
+function completion(model: string, index: number, content: string, finishReason = 'stop'): object {
   return {
     id: `chatcmpl-scripted-${index}`,
     object: 'chat.completion',
     created: Math.floor(Date.now() / 1000),
     model,
-    choices: [{ index: 0, message: { role: 'assistant', content, refusal: null }, finish_reason: 'stop', logprobs: null }],
+    choices: [{ index: 0, message: { role: 'assistant', content, refusal: null }, finish_reason: finishReason, logprobs: null }],
     usage: { prompt_tokens: 100, completion_tokens: 20, total_tokens: 120 },
   };
 }
 
-function sendContent(res: http.ServerResponse, req: RecordedJudgeRequest, content: string): void {
+function sendContent(res: http.ServerResponse, req: RecordedJudgeRequest, content: string, finishReason = 'stop'): void {
   const model = String(req.body?.model ?? 'scripted-judge');
   if (req.body?.stream !== true) {
-    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(completion(model, req.index, content)));
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(completion(model, req.index, content, finishReason)));
     return;
   }
   const base = { id: `chatcmpl-scripted-${req.index}`, object: 'chat.completion.chunk', created: Math.floor(Date.now() / 1000), model };
   const chunks = [
     { ...base, choices: [{ index: 0, delta: { role: 'assistant', content }, finish_reason: null }] },
-    { ...base, choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] },
+    { ...base, choices: [{ index: 0, delta: {}, finish_reason: finishReason }] },
   ];
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
   for (const chunk of chunks) res.write(`data: ${JSON.stringify(chunk)}\n\n`);
@@ -177,7 +195,7 @@ function sendReply(res: http.ServerResponse, req: RecordedJudgeRequest, reply: S
     return;
   }
   if ('verdict' in reply) return sendContent(res, req, JSON.stringify({ verdict: reply.verdict, reason: reply.reason ?? 'scripted' }));
-  if ('content' in reply) return sendContent(res, req, reply.content);
+  if ('content' in reply) return sendContent(res, req, reply.content, reply.finishReason);
   const body = reply.body ?? { error: { message: `scripted status ${reply.status}`, type: 'scripted_error', code: null } };
   const text = typeof body === 'string' ? body : JSON.stringify(body);
   res.writeHead(reply.status, { 'content-type': 'application/json', ...reply.headers }).end(text);

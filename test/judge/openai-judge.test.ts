@@ -117,11 +117,23 @@ describe('verdicts', () => {
     expect(server.requests).toHaveLength(3);
   });
 
-  it('the default script grades by comparing the extracted answer with the gold', async () => {
+  it('the default script grades by comparing the extracted answer with the gold, or with what the text ends stating when nothing was extracted', async () => {
     const { judge } = makeJudge();
     expect(await judge.grade({ ...input, extractedAnswer: '(b)' })).toMatchObject({ verdict: 'equivalent' });
     expect(await judge.grade({ ...input, extractedAnswer: 'C' })).toMatchObject({ verdict: 'different' });
-    expect(await judge.grade({ ...input, extractedAnswer: null })).toMatchObject({ verdict: 'different' });
+    expect(await judge.grade({ ...input, extractedAnswer: null, responseText: 'I looked.\nIt is option B.' })).toMatchObject({ verdict: 'equivalent' });
+    expect(await judge.grade({ ...input, extractedAnswer: null, responseText: 'I cannot tell which.' })).toMatchObject({ verdict: 'different' });
+    expect(await judge.grade({ ...input, expectedAnswer: '12', extractedAnswer: null, responseText: 'There are twelve squares in the grid.' })).toMatchObject({ verdict: 'equivalent' });
+  });
+
+  it('sends the reference\'s request (temperature 0, top_p 1, max_tokens) and reads a reply cut at max_tokens as no verdict', async () => {
+    server.setScript([{ content: '{"verdict": "equivalent", "re', finishReason: 'length' }, { content: '{"verdict": "equivalent", "re', finishReason: 'length' }]);
+    const { judge } = makeJudge();
+    const before = server.requests.length;
+    expect(await judge.grade(input)).toMatchObject({ status: 'failed', kind: 'no_verdict', reason: expect.stringMatching(/cut at its max_tokens/) });
+    // Asked once more, as any reply without a verdict.
+    expect(server.requests.length - before).toBe(2);
+    expect(server.requests.at(-1)!.body).toMatchObject({ temperature: 0, top_p: 1 });
   });
 });
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { findJsonObjects, parseVerdict } from '../../src/workers/judge/verdict.ts';
+import { parseVerdict, replyObject } from '../../src/workers/judge/verdict.ts';
 
 describe('parseVerdict', () => {
   it.each(['equivalent', 'different', 'unsure'] as const)('reads a bare %s verdict', (verdict) => {
@@ -21,14 +21,21 @@ describe('parseVerdict', () => {
     expect(parseVerdict('{"Verdict": "UNSURE"}')).toEqual({ ok: true, verdict: 'unsure', reason: '' });
   });
 
-  it('skips braces in prose and strings', () => {
-    const text = 'The set {1, 2} vs {"verdict": "different", "reason": "a } inside a string"}';
-    expect(parseVerdict(text)).toEqual({ ok: true, verdict: 'different', reason: 'a } inside a string' });
+  it('reads the reply as the reference does: prose around one object, a verdict in upper case', () => {
+    expect(parseVerdict('Sure. {"verdict": "DIFFERENT", "reason": "x"}')).toEqual({ ok: true, verdict: 'different', reason: 'x' });
+    expect(parseVerdict('{"verdict": "equivalent", "confidence": 1, "reason": "same"}')).toEqual({ ok: true, verdict: 'equivalent', reason: 'same' });
+    expect(parseVerdict('{"verdict": "different", "reason": "a } inside a string"}')).toEqual({ ok: true, verdict: 'different', reason: 'a } inside a string' });
   });
 
-  it('uses the last object that carries a verdict', () => {
-    const text = 'Format: {"verdict": "unsure"}. Final: {"verdict": "equivalent", "reason": "r"}';
-    expect(parseVerdict(text)).toMatchObject({ ok: true, verdict: 'equivalent' });
+  it('takes the object from the first { to the last }: braces in the prose or two objects are no verdict', () => {
+    expect(parseVerdict('The set {1, 2} vs {"verdict": "different"}').ok).toBe(false);
+    expect(parseVerdict('Format: {"verdict": "unsure"}. Final: {"verdict": "equivalent", "reason": "r"}').ok).toBe(false);
+  });
+
+  it('unsure is a verdict; maybe and prose are not', () => {
+    expect(parseVerdict('{"verdict": "unsure", "reason": "cannot tell"}')).toMatchObject({ ok: true, verdict: 'unsure' });
+    expect(parseVerdict('{"verdict": "maybe"}')).toMatchObject({ ok: false, reason: expect.stringMatching(/unknown verdict "maybe"/) });
+    expect(parseVerdict('not json').ok).toBe(false);
   });
 
   it('fails on invalid JSON', () => {
@@ -54,8 +61,11 @@ describe('parseVerdict', () => {
   });
 });
 
-describe('findJsonObjects', () => {
-  it('finds nested objects as one top-level object', () => {
-    expect(findJsonObjects('a {"x": {"y": 1}} b {"z": 2}')).toEqual([{ x: { y: 1 } }, { z: 2 }]);
+describe('replyObject', () => {
+  it('is the JSON from the first { to the last }, nested objects included', () => {
+    expect(replyObject('a {"x": {"y": 1}} b')).toEqual({ x: { y: 1 } });
+    expect(replyObject('a {"x": 1} b {"z": 2}')).toBeUndefined();
+    expect(replyObject('} {')).toBeUndefined();
+    expect(replyObject('[1]')).toBeUndefined();
   });
 });

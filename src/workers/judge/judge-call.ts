@@ -61,6 +61,7 @@ export async function callJudge(ctx: JudgeCallContext, prompt: JudgePrompt, sign
           { role: 'user', content: prompt.user },
         ],
         temperature: ctx.settings.temperature,
+        top_p: 1,
         max_tokens: ctx.settings.max_tokens,
       },
       { signal },
@@ -91,6 +92,8 @@ export function toJudgeResult(result: CallResult, maxAttempts: number, clean: (s
     return { status: 'failed', reason: `judge call failed ${when}: ${failure.message}`, kind: 'unavailable' };
   }
   if (result.finishReason === 'content_filter') return { status: 'refused', reason: "the judge's content filter stopped its reply to the grading input" };
+  // A reply cut at max_tokens is no verdict, whatever its start says (the reference would score it 0).
+  if (result.finishReason === 'length') return { status: 'failed', reason: clean(`the judge's reply was cut at its max_tokens before it ended: "${result.text.slice(0, 200)}"`), kind: 'no_verdict' };
   const parsed = parseVerdict(result.text);
   if (!parsed.ok) return { status: 'failed', reason: clean(parsed.reason), kind: 'no_verdict' };
   return { status: 'scored', verdict: parsed.verdict, reason: clean(parsed.reason), reward: rewardFor(parsed.verdict), cached: false };

@@ -1,6 +1,7 @@
 /**
- * Reading the judge's reply: a JSON object with `verdict` and `reason`, possibly wrapped in prose or
- * code fences, keys and values in any letter case. A reply without a valid verdict is data
+ * Reading the judge's reply: its JSON object (from the first `{` to the last `}`, the reference's
+ * rule) with `verdict` and `reason`, possibly wrapped in prose or code fences, keys and values in any
+ * letter case. A reply without a valid verdict is data
  * (`ok: false` with the reason), never an exception.
  */
 import { VERDICTS, type Verdict } from '../../shared/judge.ts';
@@ -12,40 +13,16 @@ export const REASON_MAX_CHARS = 500;
 /** How much of a bad reply is quoted in the failure reason, in characters. */
 const QUOTE_CHARS = 200;
 
-/** The end index (exclusive) of the balanced `{...}` starting at `start`, honouring JSON strings; -1 if unbalanced. */
-export function matchBrace(text: string, start: number): number {
-  let depth = 0;
-  let inString = false;
-  for (let i = start; i < text.length; i++) {
-    const ch = text[i];
-    if (inString) {
-      if (ch === '\\') i++;
-      else if (ch === '"') inString = false;
-    } else if (ch === '"') inString = true;
-    else if (ch === '{') depth++;
-    else if (ch === '}' && --depth === 0) return i + 1;
-  }
-  return -1;
-}
-
-/** Every top-level JSON object found in `text` (prose, fences and broken candidates are skipped). */
-export function findJsonObjects(text: string): Record<string, unknown>[] {
-  const found: Record<string, unknown>[] = [];
-  let i = text.indexOf('{');
-  while (i !== -1) {
-    const end = matchBrace(text, i);
-    const parsed = end === -1 ? undefined : tryParseObject(text.slice(i, end));
-    if (parsed) {
-      found.push(parsed);
-      i = text.indexOf('{', end);
-    } else i = text.indexOf('{', i + 1);
-  }
-  return found;
-}
-
-function tryParseObject(candidate: string): Record<string, unknown> | undefined {
+/**
+ * The JSON object of a reply, as the reference reads it: from its first `{` to its last `}` (prose
+ * and code fences around it are fine; two objects, or braces in the prose, make it no object).
+ */
+export function replyObject(text: string): Record<string, unknown> | undefined {
+  const first = text.indexOf('{');
+  const last = text.lastIndexOf('}');
+  if (first < 0 || last < first) return undefined;
   try {
-    const value: unknown = JSON.parse(candidate);
+    const value: unknown = JSON.parse(text.slice(first, last + 1));
     return value && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
   } catch {
     return undefined;
@@ -63,11 +40,10 @@ function quote(text: string): string {
   return flat.length > QUOTE_CHARS ? `${flat.slice(0, QUOTE_CHARS)}...` : flat;
 }
 
-/** Parse a judge reply. The last JSON object that has a `verdict` key decides. */
+/** Parse a judge reply: the `verdict` (any letter case, trimmed) and `reason` of its JSON object. */
 export function parseVerdict(text: string): ParsedVerdict {
-  const withVerdict = findJsonObjects(text).filter((o) => getKeyAnyCase(o, 'verdict') !== undefined);
-  const chosen = withVerdict[withVerdict.length - 1];
-  if (!chosen) {
+  const chosen = replyObject(text);
+  if (!chosen || getKeyAnyCase(chosen, 'verdict') === undefined) {
     return { ok: false, reason: `judge reply has no JSON object with a "verdict" key: "${quote(text)}"` };
   }
   const raw = getKeyAnyCase(chosen, 'verdict');
