@@ -11,6 +11,7 @@
  */
 import { z } from 'zod';
 import { MAX_ANSWER_CHARS } from './answer.ts';
+import { SCORING_RULES } from './scoring.ts';
 import { STOP_REASONS } from './stop-reasons.ts';
 import { tailChars } from './text-cut.ts';
 import { TokenCaptureSummarySchema } from './token-capture.ts';
@@ -24,7 +25,7 @@ const Counts = z.record(z.string(), z.number().int().min(0));
 
 export const RolloutOutcomeSchema = z.object({
   stop_reason: z.enum(STOP_REASONS),
-  /** The final `\boxed{}` (shared/answer.ts), or null. */
+  /** The final answer (shared/answer.ts: the last `Answer:` line, else the last `\boxed{}`), or null. */
   extracted_answer: z.string().max(MAX_ANSWER_CHARS).nullable().default(null),
   /** The end of the model's text (RESPONSE_TAIL_CHARS code points at most: all the judge sees). */
   response_tail: z.string().default(''),
@@ -51,6 +52,11 @@ export const RolloutOutcomeSchema = z.object({
   policy_wait_s: z.number().min(0).default(0),
   /** With `policy.token_capture`: the calls, the chain and the trajectory's mask (token-capture.ts); null when off. */
   token_capture: TokenCaptureSummarySchema.nullable().default(null),
+  /**
+   * The scoring rules the answer was extracted by (scoring.ts): 1 before the reference's rules (an
+   * outcome stored or queued then, which parses with this default), SCORING_RULES for a new one.
+   */
+  scoring_rules: z.number().int().min(1).default(1),
 });
 export type RolloutOutcome = z.infer<typeof RolloutOutcomeSchema>;
 /** An outcome as a producer writes it: everything but the stop reason may be left to its default. */
@@ -65,7 +71,7 @@ export function responseTail(text: string): Pick<RolloutOutcome, 'response_tail'
   return { response_tail: tail.text, response_truncated: tail.truncated };
 }
 
-/** An outcome from what a producer knows, every default filled. */
+/** An outcome from what a producer knows, every default filled; made by today's scoring rules unless it says otherwise. */
 export function rolloutOutcome(input: RolloutOutcomeInput): RolloutOutcome {
-  return RolloutOutcomeSchema.parse(input);
+  return RolloutOutcomeSchema.parse({ scoring_rules: SCORING_RULES, ...input });
 }

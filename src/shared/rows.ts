@@ -8,6 +8,8 @@ import { z } from 'zod';
 import { OUTCOME_FIELDS_NOT_IN_ROWS, RolloutOutcomeSchema, STOP_REASONS, type RolloutOutcome } from './rollout-outcome.ts';
 import { isMasked } from './scored.ts';
 import { VERDICTS } from './judge.ts';
+import { ROW_FAILURE_REASONS, rowFailureReason, SCORING_RULES } from './scoring.ts';
+import { stringMatchReward } from './string-match.ts';
 
 export { isMasked, isScored } from './scored.ts';
 
@@ -59,17 +61,49 @@ const GradingSchema = z.object({
   transcript: z.string().nullable().default(null),
   /** The rollout's trajectory (trajectory.ts), relative to the JSONL's folder; null when none was kept. */
   trajectory: z.string().nullable().default(null),
+  /**
+   * The extracted answer graded against the gold by the reference's string-match rules
+   * (string-match.ts): 1, 0.98 (numbers within ~1%) or 0 (0 when nothing was extracted). A diagnostic
+   * beside `reward`, never the reward.
+   */
+  string_match_reward: z.number().min(0).max(1),
+  /** The reference's name for why the row is not a 1 (scoring.ts `rowFailureReason`); null for a 1. */
+  failure_reason: z.enum(ROW_FAILURE_REASONS).nullable(),
 });
 
-export const RowSchema = IdentitySchema.extend(RowOutcomeSchema.shape).extend(GradingSchema.shape);
-export type Row = z.infer<typeof RowSchema>;
+const RowObjectSchema = IdentitySchema.extend(RowOutcomeSchema.shape).extend(GradingSchema.shape);
+
+/**
+ * A row written before `string_match_reward` and `failure_reason` existed gets them as they are
+ * derived from its other fields (both are pure functions of them), so old rows still parse.
+ */
+function withDerivedFields(value: unknown): unknown {
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return value;
+  const row = value as Record<string, unknown>;
+  if ('string_match_reward' in row && 'failure_reason' in row) return value;
+  const text = (v: unknown) => (typeof v === 'string' ? v : null);
+  return {
+    string_match_reward: stringMatchReward(text(row.expected_answer) ?? '', text(row.extracted_answer)),
+    failure_reason: rowFailureReason({
+      reward: typeof row.reward === 'number' ? row.reward : null, failure_kind: text(row.failure_kind),
+      judge_verdict: text(row.judge_verdict), judge_failure: text(row.judge_failure),
+    }),
+    ...row,
+  };
+}
+
+export const RowSchema = z.preprocess(withDerivedFields, RowObjectSchema);
+export type Row = z.infer<typeof RowObjectSchema>;
 
 /**
  * Which of two rows for the same rollout stands: the first one, unless it is masked and the new one
- * differs (a rejudge or a retried rollout replaces its masked row). Duplicate deliveries of a scored
+ * differs (a rejudge or a retried rollout replaces its masked row), or the new one was graded by
+ * newer scoring rules (a rescore). Duplicate deliveries of a scored
  * row never change it, so every rollout ends with exactly one stable row.
  */
 export function shouldReplace(existing: Row, incoming: Row): boolean {
+  // A row graded again by newer scoring rules (`vcfleet rejudge --rescore`) replaces one of older rules.
+  if (incoming.scoring_rules > existing.scoring_rules) return true;
   if (!isMasked(existing)) return false;
   return JSON.stringify({ ...existing, finished_at: '' }) !== JSON.stringify({ ...incoming, finished_at: '' });
 }
@@ -87,7 +121,7 @@ export interface RowContext {
 
 export type Grading =
   | { kind: 'scored'; verdict: NonNullable<Row['judge_verdict']>; reason: string; reward: 0 | 1 }
-  /** The model stopped without a final answer: reward 0 without a judge call. */
+  /** 0 without a judge call: the run did not complete, or left no text (scoring.ts `gradingPlan`). */
   | { kind: 'unanswered' }
   /** The rollout's own content made the judge refuse to grade it (its context length, a content filter): 0, never masked. */
   | { kind: 'refused'; error: string }
@@ -104,6 +138,10 @@ function outcomePart(outcome: RolloutOutcome | null): z.input<typeof RowOutcomeS
 /** One row from what is known of a rollout: its identity, its outcome (null when none), and its grading. */
 export function buildRow(ctx: RowContext, outcome: RolloutOutcome | null, grading: Grading): Row {
   const judged = grading.kind === 'scored' || grading.kind === 'refused' || (grading.kind === 'masked' && grading.failure === 'judge_failed');
+  const reward = grading.kind === 'scored' ? grading.reward : grading.kind === 'masked' ? null : 0;
+  const failure_kind = grading.kind === 'masked' ? grading.failure : null;
+  const judge_verdict = grading.kind === 'scored' ? grading.verdict : null;
+  const judge_failure = grading.kind === 'refused' ? 'refused_input' : grading.kind === 'masked' ? (grading.judgeFailure ?? null) : null;
   return RowSchema.parse({
     run_id: ctx.runId,
     rollout_id: ctx.rolloutId,
@@ -116,13 +154,16 @@ export function buildRow(ctx: RowContext, outcome: RolloutOutcome | null, gradin
     expected_answer: ctx.task.gold,
     policy_model: ctx.policyModel,
     ...outcomePart(outcome),
+    scoring_rules: outcome?.scoring_rules ?? SCORING_RULES,
     wall_s: Math.round((outcome?.wall_s ?? 0) * 1000) / 1000,
-    reward: grading.kind === 'scored' ? grading.reward : grading.kind === 'masked' ? null : 0,
-    judge_verdict: grading.kind === 'scored' ? grading.verdict : null,
+    reward,
+    judge_verdict,
     judge_reason: grading.kind === 'scored' ? grading.reason : null,
     judge_model: judged ? ctx.judgeModel : null,
-    failure_kind: grading.kind === 'masked' ? grading.failure : null,
-    judge_failure: grading.kind === 'refused' ? 'refused_input' : grading.kind === 'masked' ? (grading.judgeFailure ?? null) : null,
+    failure_kind,
+    judge_failure,
+    string_match_reward: stringMatchReward(ctx.task.gold, outcome?.extracted_answer ?? null),
+    failure_reason: rowFailureReason({ reward, failure_kind, judge_verdict, judge_failure }),
     error: grading.kind === 'masked' || grading.kind === 'refused' ? grading.error : (outcome?.error ?? null),
     finished_at: new Date().toISOString(),
   });

@@ -257,7 +257,7 @@ describe('policy gateway', () => {
     expect((await post(sock, chat({ messages: [{ role: 'user', content: 'a question of my own' }] }))).status).toBe(200);
     expect(server.requests).toHaveLength(4);
     expect(gateway!.calls).toHaveLength(1);
-    expect(gateway!.calls[0]).toMatchObject({ origin: 'agent', answer: 'A', status: 200 });
+    expect(gateway!.calls[0]).toMatchObject({ origin: 'agent', status: 200, response: expect.objectContaining({ text: 'so \\boxed{A}' }) });
     expect(gateway!.stats()).toMatchObject({ forgedCalls: 3, calls: 1, answered: 1, retryableStatuses: 0, consecutiveFailures: 0, failingSince: null });
   });
 

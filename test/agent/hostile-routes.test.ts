@@ -253,8 +253,9 @@ describe.skipIf(!asRoot)('attacks on the score and the host, through the real Op
     const wide = `\\boxed{${'w'.repeat(700_000)}}`;
     server.setScript(() => ({ kind: 'text', text: `Let me think. ${wide}` }));
     const spanned = (await stage('routes-box-1')).out;
-    expect(spanned.next).toBe('results');
-    if (spanned.next === 'results') expect(spanned.row).toMatchObject({ stop_reason: 'no_answer', extracted_answer: null, reward: 0, failure_kind: null });
+    // Nothing is extracted; the text still goes to the judge, told so (the reference's rule for unboxed text).
+    expect(spanned.next).toBe('judge');
+    if (spanned.next === 'judge') expect(spanned.job.outcome).toMatchObject({ stop_reason: 'no_answer', extracted_answer: null });
     server.setScript(() => ({ kind: 'text', text: `\\boxed{C} is my answer. Now: \\boxed{ ${'w'.repeat(700_000)} }` }));
     const early = (await stage('routes-box-2')).out;
     expect(early.next).toBe('judge');

@@ -3,7 +3,6 @@
  * every infrastructure verdict, and the line between them (the model's first answer).
  */
 import { describe, expect, it } from 'vitest';
-import { extractBoxedAnswer } from '../../src/shared/answer.ts';
 import { decideSessionEnd, type SessionFacts } from '../../src/workers/sandbox/opencode/session-end.ts';
 import { emptyStats, recordCall, type GatewayCall, type GatewayStats } from '../../src/workers/sandbox/gateway/call-stats.ts';
 import { upstreamGiveUpReason } from '../../src/workers/sandbox/gateway/health.ts';
@@ -19,11 +18,11 @@ const failed = (status: number | null, more: Partial<GatewayCall> = {}, errorMes
 const refusedConn = (): Partial<GatewayCall> => failed(null, { connected: false, upstreamError: 'connection_refused (ECONNREFUSED): x', upstreamErrorKind: 'connection_refused' });
 const hung = (): Partial<GatewayCall> => failed(null, { connected: true, clientAborted: true });
 
-/** Calls as the gateway records them: each answer's own box read from its text (shared/answer.ts). */
+/** Calls as the gateway records them. */
 function callsOf(parts: Array<Partial<GatewayCall>>): GatewayCall[] {
   return parts.map((p, index) => ({
     index, startedAt: '', latencyMs: 1, stream: true, connected: true, status: 200, request: { toolResults: [], shownImages: [] }, origin: 'agent',
-    answer: p.response ? extractBoxedAnswer(p.response.text) : null, ...p,
+    ...p,
   }) as GatewayCall);
 }
 
@@ -42,6 +41,14 @@ describe('decideSessionEnd', () => {
   it('answered: the last \\boxed over the answers, in order', () => {
     expect(outcome([tool(), answer('So it is \\boxed{B}.')])).toMatchObject({ kind: 'result', stopReason: 'answered', extractedAnswer: 'B', error: null });
     expect(outcome([answer('\\boxed{A}'), tool(), answer('Wait, \\boxed{C}')])).toMatchObject({ stopReason: 'answered', extractedAnswer: 'C' });
+  });
+
+  it('answered by the reference\'s rule: an Answer: line over any box; the response text is every answer\'s text, the one beside a tool call too', () => {
+    expect(outcome([answer('Looking at it.\nAnswer: B')])).toMatchObject({ stopReason: 'answered', extractedAnswer: 'B', responseText: 'Looking at it.\nAnswer: B' });
+    expect(outcome([answer('\\boxed{5}'), tool(), answer('Final answer: 7.')])).toMatchObject({ extractedAnswer: '7', responseText: '\\boxed{5}\nLet me look.\nFinal answer: 7.' });
+    // An answer line in the text beside a tool call, then a cut call: the cap came after the answer.
+    expect(outcome([answer('Answer: C', { toolCalls: [{ id: 'c1', name: 'bash', arguments: '{}' }], finishReason: 'tool_calls' }), answer('Let me', { finishReason: 'length' })]))
+      .toMatchObject({ stopReason: 'output_cap', extractedAnswer: 'C' });
   });
 
   it('no_answer, output_cap, context_limit', () => {

@@ -109,7 +109,9 @@ describe('gymRow', () => {
   it('says why a row earned 0: the stop reason, a wrong answer, or a judge that refused the input', () => {
     const timeout = row({ stop_reason: 'timeout', turns: 3 }, { kind: 'unanswered' });
     expect(gymRow({ row: timeout, request: REQUEST })).toMatchObject({ reward: 0, failure_reason: 'timeout', finished_naturally: false, mask_sample: false });
-    expect(failureReason(row({ stop_reason: 'no_answer' }, { kind: 'unanswered' }))).toBe('no_answer');
+    // A finished run not judged left no text (today's rules); under the first rules it had no box.
+    expect(failureReason(row({ stop_reason: 'no_answer' }, { kind: 'unanswered' }))).toBe('no_response');
+    expect(failureReason({ ...row({ stop_reason: 'no_answer' }, { kind: 'unanswered' }), scoring_rules: 1 })).toBe('no_answer');
     expect(failureReason(row({ stop_reason: 'answered', extracted_answer: 'A' }, { kind: 'scored', verdict: 'different', reason: 'no', reward: 0 }))).toBe('incorrect_answer');
     expect(failureReason(row({ stop_reason: 'answered', extracted_answer: 'A' }, { kind: 'refused', error: 'context length' }))).toBe('judge_error');
     const capped = gymRow({ row: row({ stop_reason: 'output_cap' }, { kind: 'unanswered' }), request: REQUEST });

@@ -47,7 +47,7 @@ describe('vcfleet run (in-process fleet)', () => {
     const script = {
       '*': { answer: '@gold', turns: 3, tool_calls: 2, input_tokens: 100, output_tokens: 10 },
       [t0.task_id]: { answer: 'definitely wrong' },
-      [t1.task_id]: { answer: null },
+      [t1.task_id]: { answer: null, text: '' },
       [t2.task_id]: { stop_reason: 'timeout' as const, answer: null },
     };
     const config = env.config(['++run_id=r1']);
@@ -68,7 +68,7 @@ describe('vcfleet run (in-process fleet)', () => {
     expect(byTask(t0.task_id)).toMatchObject({ reward: 0, judge_verdict: 'different', stop_reason: 'answered' });
     expect(byTask(t1.task_id)).toMatchObject({ reward: 0, judge_verdict: null, stop_reason: 'no_answer', judge_model: null });
     expect(byTask(t2.task_id)).toMatchObject({ reward: 0, judge_verdict: null, stop_reason: 'timeout' });
-    // Unanswered rollouts never reach the judge: 12 rollouts, 4 without an answer (t1 and t2, twice).
+    // Rollouts without text or that did not complete never reach the judge: 12 rollouts, 4 of them (t1 and t2, twice).
     // The judge heard of the 4 answered tasks only (each repeat's identical prompt is a cache hit).
     const askedAbout = new Set(judge.requests.map((r) => r.fields.question!.split('\n')[0]));
     const answered = env.fixture.expected.filter((t) => t !== t1 && t !== t2).map((t) => t.question.trim());

@@ -45,7 +45,7 @@ describe('stages', () => {
   let taskIds: string[];
 
   beforeAll(async () => {
-    env = await makeFleetEnv({ rows: 3, judgeUrl: 'http://127.0.0.1:9/v1', overrides: ['++run_id=st', '++visual_coding_opencode_judge_model_name=run-judge', '++judge.max_tokens=77'] });
+    env = await makeFleetEnv({ rows: 4, judgeUrl: 'http://127.0.0.1:9/v1', overrides: ['++run_id=st', '++visual_coding_opencode_judge_model_name=run-judge', '++judge.max_tokens=77'] });
     client = createRedis(REDIS_URL, 'client');
     worker = createRedis(REDIS_URL, 'worker');
     store = new RunStore(client, env.prefix);
@@ -69,14 +69,19 @@ describe('stages', () => {
   });
   const never = new AbortController().signal;
 
-  it('rollout stage: an answer goes to the judge, anything else to the results with reward 0; the transcript waits in Redis', async () => {
-    const agent = createScriptedAgent({ [taskIds[0]]: { answer: '@gold' }, [taskIds[1]]: { answer: null }, [taskIds[2]]: { answer: null, stop_reason: 'timeout' } });
+  it('rollout stage: a finished run with text goes to the judge (an answer extracted or not), anything else to the results with reward 0; the transcript waits in Redis', async () => {
+    const agent = createScriptedAgent({
+      [taskIds[0]]: { answer: '@gold' }, [taskIds[1]]: { answer: null, text: '' }, [taskIds[2]]: { answer: null, stop_reason: 'timeout' },
+      [taskIds[3]]: { answer: null, text: 'There are twelve squares.' },
+    });
     const answered = await runRolloutStage(job(0), { store, agent, host: HOST }, never);
     expect(answered).toMatchObject({ next: 'judge', job: { rollout_id: job(0).rollout_id, outcome: { stop_reason: 'answered' } } });
     expect(await store.getOutcome('st', job(0).rollout_id)).toMatchObject({ stop_reason: 'answered' });
     expect((await store.getTranscriptParts('st', job(0).rollout_id)).record).not.toBeNull();
     const silent = await runRolloutStage(job(1), { store, agent, host: HOST }, never);
-    expect(silent).toMatchObject({ next: 'results', row: { stop_reason: 'no_answer', reward: 0, failure_kind: null, judge_verdict: null } });
+    expect(silent).toMatchObject({ next: 'results', row: { stop_reason: 'no_answer', reward: 0, failure_kind: null, judge_verdict: null, failure_reason: 'no_response' } });
+    const stated = await runRolloutStage(job(3), { store, agent, host: HOST }, never);
+    expect(stated).toMatchObject({ next: 'judge', job: { outcome: { stop_reason: 'no_answer', extracted_answer: null, response_tail: 'There are twelve squares.' } } });
     const late = await runRolloutStage(job(2), { store, agent, host: HOST }, never);
     expect(late).toMatchObject({ next: 'results', row: { stop_reason: 'timeout', reward: 0 } });
   });

@@ -25,9 +25,12 @@
  *   an `infra_failed` rollout can succeed once its infrastructure is back.
  * - `failure_reason`: null for reward 1; `incorrect_answer` when judged and not `equivalent`;
  *   `judge_error` when the judge gave no verdict (masked `judge_failed`, or `judge_failure:
- *   refused_input`, scored 0); `infra_error` for `infra_failed`; otherwise the stop reason of a
- *   rollout that ended before a final answer (`no_answer`, `timeout`, `output_cap`, `context_limit`,
- *   `agent_error`; 0 without a judge call).
+ *   refused_input`, scored 0); `infra_error` for `infra_failed`; the stop reason of a rollout that
+ *   did not complete (`timeout`, `output_cap`, `context_limit`, `agent_error`; 0 without a judge
+ *   call); `no_response` for a finished run that left no text (0 without a judge call; `no_answer`
+ *   for a row of the first scoring rules, which did not judge unboxed text). The fleet's row has the
+ *   reference's narrower `failure_reason` (scoring.ts); this is the wider set the export always had.
+ * - `string_match_reward`: the row's (the reference's string-match grade, a diagnostic).
  * - `finished_naturally`: the session ended by the model's own last message (stop reason `answered`
  *   or `no_answer`), not by a timeout, a cap, the context limit, an agent error or the infrastructure.
  * - `turns_used`: the row's `turns` (answered policy calls of the agent's conversation).
@@ -53,6 +56,7 @@
  * The fleet's own ids ride along as `run_id` and `rollout_id` (NeMo Gym keeps unknown fields).
  */
 import { isMasked, type FailureKind, type Row } from '../rows.ts';
+import { finishedNaturally as endedByModel } from '../scoring.ts';
 import type { TranscriptRecord, TranscriptTurn } from '../transcript.ts';
 import type { MaskReason, Trajectory } from '../trajectory.ts';
 
@@ -253,21 +257,23 @@ export function responseOutput(transcript: Pick<TranscriptRecord, 'turns'> | nul
 
 // ---------------------------------------------------------------- the row
 
-export const FAILURE_REASONS = ['incorrect_answer', 'judge_error', 'infra_error', 'no_answer', 'timeout', 'output_cap', 'context_limit', 'agent_error'] as const;
+export const FAILURE_REASONS = ['incorrect_answer', 'judge_error', 'infra_error', 'no_response', 'no_answer', 'timeout', 'output_cap', 'context_limit', 'agent_error'] as const;
 export type FailureReason = (typeof FAILURE_REASONS)[number];
 
 /** Why the row did not earn reward 1 (see the header), or null when it did. */
-export function failureReason(row: Pick<Row, 'reward' | 'failure_kind' | 'judge_failure' | 'judge_verdict' | 'stop_reason'>): FailureReason | null {
+export function failureReason(row: Pick<Row, 'reward' | 'failure_kind' | 'judge_failure' | 'judge_verdict' | 'stop_reason' | 'scoring_rules'>): FailureReason | null {
   if (row.failure_kind === 'infra_failed') return 'infra_error';
   if (row.failure_kind === 'judge_failed' || row.judge_failure !== null) return 'judge_error';
   if (row.reward === 1) return null;
   if (row.judge_verdict !== null) return 'incorrect_answer';
-  return row.stop_reason === null || row.stop_reason === 'answered' ? 'no_answer' : row.stop_reason;
+  if (row.stop_reason !== null && row.stop_reason !== 'answered' && row.stop_reason !== 'no_answer') return row.stop_reason;
+  // A finished run that was not judged: no text (today's rules), or no box (the first rules').
+  return row.scoring_rules >= 2 ? 'no_response' : 'no_answer';
 }
 
 /** The session ended by the model's own last message. */
 export function finishedNaturally(row: Pick<Row, 'stop_reason'>): boolean {
-  return row.stop_reason === 'answered' || row.stop_reason === 'no_answer';
+  return endedByModel(row.stop_reason);
 }
 
 /** NeMo Gym's verify-response row of one rollout (see the header for each field's rule). */
@@ -278,6 +284,8 @@ export interface GymRow extends GymRoutingFields {
   expected_answer: string;
   question?: string;
   extracted_answer: string | null;
+  /** The reference's string-match grade of `extracted_answer` (a diagnostic, never the reward). */
+  string_match_reward: number;
   judge_verdict: Row['judge_verdict'];
   judge_reason: string | null;
   failure_reason: FailureReason | null;
@@ -339,6 +347,7 @@ export function gymRow(input: GymRowInput): GymRow {
     reward: row.reward === 1 && !masked ? 1.0 : 0.0,
     expected_answer: request.expected_answer ?? row.expected_answer,
     extracted_answer: row.extracted_answer,
+    string_match_reward: row.string_match_reward,
     judge_verdict: row.judge_verdict,
     judge_reason: row.judge_reason,
     failure_reason: failureReason(row),

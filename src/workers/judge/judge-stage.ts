@@ -11,6 +11,7 @@ import type { PreparedTask } from '../../shared/task.ts';
 import { buildJudgePrompt } from './prompt.ts';
 import { rolloutTask, type RequestStore } from '../../shared/request-store.ts';
 import { CANCELLED_ERROR } from '../../shared/request-task.ts';
+import { currentOutcome, gradingPlan } from '../../shared/scoring.ts';
 
 export interface JudgeStageDeps {
   store: Pick<RunStore, 'requireRun' | 'getTask' | 'putTranscriptJudge'>;
@@ -36,7 +37,7 @@ export async function judgeRowContext(
 export async function judgeFailedRow(
   job: JudgeJob, store: Pick<RunStore, 'requireRun' | 'getTask'>, reason: string, judgeFailure: 'no_verdict' | 'unavailable' = 'unavailable', requests?: Pick<RequestStore, 'getTask'>,
 ): Promise<Row> {
-  return buildRow(await judgeRowContext(job, store, requests), job.outcome, { kind: 'masked', failure: 'judge_failed', error: reason, judgeFailure });
+  return buildRow(await judgeRowContext(job, store, requests), currentOutcome(job.outcome), { kind: 'masked', failure: 'judge_failed', error: reason, judgeFailure });
 }
 
 /** The messages a judge that does not say what it sent would have been sent (judge/prompt.ts). */
@@ -47,17 +48,21 @@ function promptOf(input: JudgeInput): { system: string; user: string } {
 
 export async function runJudgeStage(job: JudgeJob, deps: JudgeStageDeps, signal?: AbortSignal): Promise<Row> {
   const ctx = await judgeRowContext(job, deps.store, deps.requests);
+  // An outcome of older scoring rules (a queued job, a rescore) is graded by today's (scoring.ts).
+  const outcome = currentOutcome(job.outcome);
   // A request rollout its client cancelled is not graded: its row says so (masked, never scored).
   if (job.task_source === 'request' && (await deps.requests?.isCancelled(job.run_id, job.rollout_id))) {
-    return buildRow(ctx, job.outcome, { kind: 'masked', failure: 'infra_failed', error: CANCELLED_ERROR });
+    return buildRow(ctx, outcome, { kind: 'masked', failure: 'infra_failed', error: CANCELLED_ERROR });
   }
+  // Not complete, or no text: 0 without a judge call, whoever sent it here (a rescore sends every row).
+  if (gradingPlan(outcome).kind !== 'judge') return buildRow(ctx, outcome, { kind: 'unanswered' });
   const task = ctx.task;
   const input: JudgeInput = {
     question: task.question,
     expectedAnswer: task.gold,
-    extractedAnswer: job.outcome.extracted_answer,
-    responseText: job.outcome.response_tail,
-    responseTruncated: job.outcome.response_truncated,
+    extractedAnswer: outcome.extracted_answer,
+    responseText: outcome.response_tail,
+    responseTruncated: outcome.response_truncated,
     rolloutId: job.rollout_id,
     run: ctx.judge,
   };
@@ -70,7 +75,7 @@ export async function runJudgeStage(job: JudgeJob, deps: JudgeStageDeps, signal?
   await deps.store.putTranscriptJudge(job.run_id, job.rollout_id, {
     model: asked.model, verdict: scored ? grading.verdict : null, reason: grading.reason, prompt: asked.prompt, cached: scored && grading.cached,
   });
-  if (grading.status === 'refused') return buildRow(ctx, job.outcome, { kind: 'refused', error: grading.reason });
-  if (grading.status === 'failed') return judgeFailedRow(job, deps.store, grading.reason, grading.kind ?? 'unavailable');
-  return buildRow(ctx, job.outcome, { kind: 'scored', verdict: grading.verdict, reason: grading.reason, reward: grading.reward });
+  if (grading.status === 'refused') return buildRow(ctx, outcome, { kind: 'refused', error: grading.reason });
+  if (grading.status === 'failed') return buildRow(ctx, outcome, { kind: 'masked', failure: 'judge_failed', error: grading.reason, judgeFailure: grading.kind ?? 'unavailable' });
+  return buildRow(ctx, outcome, { kind: 'scored', verdict: grading.verdict, reason: grading.reason, reward: grading.reward });
 }

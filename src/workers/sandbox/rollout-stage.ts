@@ -1,7 +1,8 @@
 /**
  * The rollout stage: load the task and its image, run the agent against the policy endpoint this
- * host allows, keep the transcript for the results host, and route the rollout by its summary. A final answer goes
- * to the judge; a model that stopped without one gets its row (reward 0) with no judge call.
+ * host allows, keep the transcript for the results host, and route the rollout by its summary. A
+ * session the model finished with text goes to the judge (an answer extracted or not); one that did
+ * not complete, or left no text, gets its row (reward 0) with no judge call (shared/scoring.ts).
  * Infrastructure errors propagate as exceptions so that the adapter retries them.
  */
 import path from 'node:path';
@@ -9,6 +10,7 @@ import type { AgentResult, AgentRunner, PolicyEndpoint, PolicyPace } from '../..
 import { InfraError } from '../../shared/errors.ts';
 import type { JudgeJob, RolloutJob } from '../../shared/queues.ts';
 import { buildRow, type Row, type RowContext } from '../../shared/rows.ts';
+import { gradingPlan } from '../../shared/scoring.ts';
 import { runSettings, type RunRecord, type RunStore } from '../../shared/run-store.ts';
 import { stripCredentials, type RunSettings } from '../../shared/run-settings.ts';
 import type { PreparedTask } from '../../shared/task.ts';
@@ -145,7 +147,8 @@ export async function runRolloutStage(job: RolloutJob, deps: RolloutStageDeps, s
   await keepTrajectory(deps, run, job, result, puzzleSha);
   const { outcome } = result;
   await deps.store.putOutcome(run.run_id, job.rollout_id, outcome);
-  if (outcome.stop_reason === 'answered' && outcome.extracted_answer !== null) {
+  // A finished run with text goes to the judge, answer extracted or not; the rest score 0 without a call (scoring.ts).
+  if (gradingPlan(outcome).kind === 'judge') {
     const judge: JudgeJob = { v: 1, run_id: run.run_id, task_id: task.task_id, repeat: job.repeat, rollout_id: job.rollout_id, outcome };
     if (job.task_source) judge.task_source = job.task_source;
     return { next: 'judge', job: judge };

@@ -5,7 +5,8 @@
  *   { "answer": "B" | "@gold", "stop_reason": "answered", "text": "...", "delay_ms": 200,
  *     "infra_fail_attempts": 2, "turns": 3, "tool_calls": 2, "input_tokens": 100, "output_tokens": 20 }
  *
- * `@gold` answers the task's gold answer. `infra_fail_attempts: n` throws InfraError on the first n
+ * `@gold` answers the task's gold answer. The text (default `The answer is \boxed{<answer>}.`) is the
+ * response; its answer is extracted from it as a real session's is. `infra_fail_attempts: n` throws InfraError on the first n
  * attempts of a rollout (n >= the attempt budget makes it fail for good).
  */
 import { readFileSync } from 'node:fs';
@@ -14,6 +15,8 @@ import { z } from 'zod';
 import { STOP_REASONS, type AgentResult, type AgentRunner, type RolloutRequest, type RolloutTranscript } from '../../shared/agent.ts';
 import { responseTail, rolloutOutcome, type RolloutOutcome } from '../../shared/rollout-outcome.ts';
 import { TRANSCRIPT_VERSION } from '../../shared/transcript.ts';
+import { extractAnswer } from '../../shared/answer.ts';
+import { finishedNaturally } from '../../shared/scoring.ts';
 import { ConfigError, InfraError } from '../../shared/errors.ts';
 
 const EntrySchema = z
@@ -81,10 +84,12 @@ export function createScriptedAgent(input: z.input<typeof AgentScriptSchema>): A
       }
       const answer = entry.answer === '@gold' ? request.task.gold : entry.answer;
       const text = entry.text ?? (answer === null ? 'I could not decide.' : `The answer is \\boxed{${answer}}.`);
-      const stopReason = entry.stop_reason ?? (answer === null ? 'no_answer' : 'answered');
+      // The answer is read from the text by the one rule (shared/answer.ts), as a real session's is.
+      const found = extractAnswer([text])?.answer ?? null;
+      const stopReason = entry.stop_reason ?? (found === null ? 'no_answer' : 'answered');
       const outcome = rolloutOutcome({
         stop_reason: stopReason,
-        extracted_answer: stopReason === 'answered' ? answer : null,
+        extracted_answer: finishedNaturally(stopReason) ? found : null,
         ...responseTail(text),
         turns: entry.turns,
         tool_calls: entry.tool_calls,

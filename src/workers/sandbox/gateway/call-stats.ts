@@ -17,8 +17,6 @@ export interface GatewayCall extends Omit<ForwardResult, 'chunks'> {
   request: RequestView;
   /** Who made the call's connection, as the provider told it. */
   origin: CallOrigin;
-  /** The final `\boxed{}` of this answer (shared/answer.ts), read from the whole answer before any of it was cut; null when none. */
-  answer: string | null;
 }
 
 export interface GatewayStats {

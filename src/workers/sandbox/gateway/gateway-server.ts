@@ -2,7 +2,6 @@
 import http from 'node:http';
 import { rm } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
-import { extractBoxedAnswer } from '../../../shared/answer.ts';
 import { errorMessage } from '../../../shared/errors.ts';
 import { createCallCapture, type CallCapture } from './call-capture.ts';
 import { enforceChatPolicy, parseChatRequest, type ChatRequest } from './chat-request.ts';
@@ -284,10 +283,9 @@ export class GatewayServer implements PolicyGateway {
     } else res.destroy();
   }
 
-  /** The agent call as kept: its answer's box read from the whole text, then the text within the rollout's budget. */
+  /** The agent call as kept: its text within the rollout's budget (an answer lies at the end of a text, which is kept). */
   private agentCall(index: number, started: number, body: ChatRequest, result: ForwardResult, request: GatewayCall['request'], origin: CallOrigin): GatewayCall {
     const r = result.response;
-    const answer = extractBoxedAnswer(r.text);
     const response = {
       ...r,
       text: this.kept.keep(r.text, ANSWER_TAIL_CHARS),
@@ -296,7 +294,7 @@ export class GatewayServer implements PolicyGateway {
     };
     return {
       index, startedAt: new Date(started).toISOString(), latencyMs: Date.now() - started, stream: body.stream === true,
-      connected: result.connected, status: result.status, response, request, origin, answer,
+      connected: result.connected, status: result.status, response, request, origin,
       ...(result.upstreamError !== undefined ? { upstreamError: result.upstreamError, upstreamErrorKind: result.upstreamErrorKind } : {}),
       ...(result.clientAborted ? { clientAborted: true } : {}),
       ...(result.clientStalled ? { clientStalled: true } : {}),

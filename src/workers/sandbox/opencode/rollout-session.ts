@@ -17,8 +17,7 @@ import type { ExecResult, LimitHits, Sandbox, SandboxProvider } from '../sandbox
 import { upstreamGiveUpReason, type UpstreamFailureLimits } from '../gateway/health.ts';
 import { probePolicyServer, type ProbeResult } from '../gateway/probe.ts';
 import { isAnswered } from '../gateway/call-stats.ts';
-import { finalAnswer } from '../../../shared/answer.ts';
-import { decideSessionEnd, type SessionEnd, type StopCause } from './session-end.ts';
+import { decideSessionEnd, sessionAnswer, type SessionEnd, type StopCause } from './session-end.ts';
 import { buildOpenCodeConfig, buildOpenCodeEnv, buildRunArgv, seedFiles, sessionPaths } from './session-config.ts';
 import { openSessionGateway, type SessionGateway, type SessionGatewayOptions } from './session-gateway.ts';
 import { buildTranscript } from './transcript-builder.ts';
@@ -233,10 +232,9 @@ export class RolloutSession {
     if (outcome.kind !== 'infra' || stats.answered === 0) return outcome;
     const probe = await (this.deps.probe ?? probePolicyServer)(policy.baseUrl, policy.apiKey, policy.modelName);
     if (!probe.ok) return { kind: 'infra', message: `${outcome.message}; ${probe.reason}`, policy: true };
-    const answered = gateway.calls.filter(isAnswered);
-    const text = answered.map((c) => c.response.text).filter((t) => t !== '').join('\n\n');
+    const { text, answer } = sessionAnswer(gateway.calls.filter(isAnswered));
     return {
-      kind: 'result', stopReason: 'agent_error', responseText: text, extractedAnswer: finalAnswer(answered.map((c) => c.answer)).answer,
+      kind: 'result', stopReason: 'agent_error', responseText: text, extractedAnswer: answer,
       error: `${outcome.message}; the policy server answered the gateway's own probe, so the failures were this conversation's (scored 0, not masked)`,
     };
   }

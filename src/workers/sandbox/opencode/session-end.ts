@@ -13,10 +13,11 @@
  * - context_limit: the policy server refused a call for its context length.
  * - agent_error: OpenCode ended abnormally after the model acted (killed, a limit of its box, a
  *   rejected call), named in `error`.
- * - output_cap / answered / no_answer: from the finish reasons and the `\boxed{}` in the answers.
+ * - output_cap / answered / no_answer: from the finish reasons and the answer extracted from the
+ *   answers' text (shared/answer.ts: an `Answer:` line, else a `\boxed{}`).
  */
 import type { StopReason } from '../../../shared/agent.ts';
-import { finalAnswer } from '../../../shared/answer.ts';
+import { extractAnswer, responseText } from '../../../shared/answer.ts';
 import { isAnswered, isServerFailure, type GatewayCall, type GatewayStats } from '../gateway/call-stats.ts';
 import { describeFailures } from '../gateway/health.ts';
 
@@ -108,16 +109,25 @@ function beforeFirstAnswer(input: SessionFacts): SessionEnd {
 }
 
 /**
+ * The response text of the answered calls (every assistant text, the text beside tool calls too, in
+ * order, joined by a newline, trimmed) and its answer by the one rule of shared/answer.ts, with the
+ * index of the answer (call) it lies in (-1 when none).
+ */
+export function sessionAnswer(answered: readonly Pick<GatewayCall, 'response'>[]): { text: string; answer: string | null; index: number } {
+  const parts = answered.map((c) => c.response.text);
+  const final = extractAnswer(parts);
+  return { text: responseText(parts), answer: final?.answer ?? null, index: final?.part ?? -1 };
+}
+
+/**
  * After the model acted: it may have caused anything from here on, so nothing is masked here (an
  * infrastructure end still needs the gateway's own probe of the server, rollout-session.ts). The
- * answer follows the one rule of shared/answer.ts, for the stop reason and the extraction alike:
- * each answer's own last box (read by the gateway from the whole answer), the last one counts.
+ * answer follows the one rule of shared/answer.ts, for the stop reason and the extraction alike.
  */
 function afterAnswers(input: SessionFacts, answered: readonly GatewayCall[]): SessionEnd {
   const { calls, exec, stoppedBy } = input;
-  const text = answered.map((c) => c.response.text).filter((t) => t !== '').join('\n\n');
-  const final = finalAnswer(answered.map((c) => c.answer));
-  const answer = final.answer;
+  const final = sessionAnswer(answered);
+  const { text, answer } = final;
   if (exec.timedOut) return result('timeout', text, `the task timeout (${input.taskTimeoutS} s) was reached before the session ended`, answer);
   if (stoppedBy) return result('timeout', text, stoppedBy.message, answer);
   const last = calls[calls.length - 1];
