@@ -19,6 +19,11 @@ function counts(map: Record<string, number>): string {
   return Object.entries(map).map(([k, v]) => `${k} ${v}`).join(', ');
 }
 
+function disagreement(m: AggregateMetrics): string {
+  const by = m.judge_string_match_disagreements_by;
+  return by && (by.judge_only || by.string_match_only) ? `: judge only ${by.judge_only}, string match only ${by.string_match_only}` : '';
+}
+
 /** The lines that come from the metrics: means, scored / masked, stop reasons, then accuracy per type. */
 export function metricsRows(m: AggregateMetrics): TableRow[] {
   const ci = m['mean/reward_ci95'];
@@ -26,6 +31,8 @@ export function metricsRows(m: AggregateMetrics): TableRow[] {
   const rows: TableRow[] = [
     ['mean/reward', `${percent(m['mean/reward'])}${ci ? `  [95% CI ${percent(ci[0])} - ${percent(ci[1])}]` : ''}`],
     ['strict/reward', percent(m['strict/reward'])],
+    // Old metrics files lack these.
+    ...(m['mean/string_match_reward'] !== undefined ? [['string match', `${percent(m['mean/string_match_reward'])}  (judge and string match disagree on ${m.judge_string_match_disagreements ?? 0}${disagreement(m)})`]] : []),
     ['scored / masked', `${m.num_scored} / ${m.num_masked}${masked}`],
     ['stop reasons', counts(m.stop_reasons) || '-'],
   ];

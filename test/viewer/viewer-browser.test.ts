@@ -120,6 +120,10 @@ describe('the rollout viewer in a browser', () => {
     await loaded(`.tool-call[data-tool="read"] img[data-sha="${f.cropSha}"]`);
     await loaded(`.puzzle img[data-sha="${f.puzzles['101']}"]`);
     expect(await page.locator('[data-field="refused_requests"]').textContent()).toBe('path 1');
+    // Both grades side by side: the judge's reward and the reference's string match.
+    expect(await page.locator('[data-grade="judge"]').textContent()).toBe('judge: 0');
+    expect(await page.locator('[data-grade="string_match"]').textContent()).toBe('string match: 0');
+    expect(await page.locator('[data-field="failure_reason"]').textContent()).toBe('incorrect_answer');
 
     // Previous/next follow the filter: unfiltered, the next rollout would be r1-102-0.
     expect(await page.locator('.position').textContent()).toBe('1 of 5 in the current filter');

@@ -5,6 +5,10 @@
  * - `strict/reward`: masked rows counted as 0, comparable with leaderboards.
  * - `mean/reward_ci95`: 95% percentile bootstrap interval of `mean/reward`, read exactly off the
  *   binomial distribution that resampling 0/1 rewards follows.
+ * - `mean/string_match_reward`: the mean `string_match_reward` over the same rows as `mean/reward`
+ *   (the reference's judge-free grade, a diagnostic); `judge_string_match_disagreements`: scored rows
+ *   that one grade gives 1 and the other 0 (by direction in `..._by`): a judge that the model's text
+ *   persuaded shows up as `judge_only`.
  * - with repeats > 1: `repeats/mean` and `repeats/std` (population std of the per-repeat means, as
  *   the official scorer's numpy default) and `pass@k` (unbiased estimator, per task over its scored rows).
  */
@@ -13,12 +17,12 @@ import { isMasked, isScored, type Row } from '../rows.ts';
 export type MetricRow = Pick<
   Row,
   'task_id' | 'repeat' | 'type' | 'subtype' | 'reward' | 'failure_kind' | 'stop_reason' | 'turns' | 'tool_calls' | 'input_tokens' | 'output_tokens' | 'wall_s'
-> & Partial<Pick<Row, 'judge_failure' | 'forged_calls'>>;
+> & Partial<Pick<Row, 'judge_failure' | 'forged_calls' | 'string_match_reward'>>;
 
 /** The fields of a row the metrics count, and nothing else (what a tally keeps of each rollout). */
 export function metricRowOf(row: MetricRow): MetricRow {
-  const { task_id, repeat, type, subtype, reward, failure_kind, stop_reason, turns, tool_calls, input_tokens, output_tokens, wall_s, judge_failure, forged_calls } = row;
-  return { task_id, repeat, type, subtype, reward, failure_kind, stop_reason, turns, tool_calls, input_tokens, output_tokens, wall_s, judge_failure, forged_calls };
+  const { task_id, repeat, type, subtype, reward, failure_kind, stop_reason, turns, tool_calls, input_tokens, output_tokens, wall_s, judge_failure, forged_calls, string_match_reward } = row;
+  return { task_id, repeat, type, subtype, reward, failure_kind, stop_reason, turns, tool_calls, input_tokens, output_tokens, wall_s, judge_failure, forged_calls, string_match_reward };
 }
 
 export interface GroupAccuracy {
@@ -31,6 +35,12 @@ export interface AggregateMetrics {
   'mean/reward': number | null;
   'strict/reward': number | null;
   'mean/reward_ci95': [number, number] | null;
+  /** Mean string-match grade over the scored rows (null when none); absent in metrics of older versions. */
+  'mean/string_match_reward'?: number | null;
+  /** Scored rows one grade gives 1 and the other 0; absent in metrics of older versions. */
+  judge_string_match_disagreements?: number;
+  /** The disagreements by direction: `judge_only` (judge 1, string match 0), `string_match_only` (the reverse). */
+  judge_string_match_disagreements_by?: { judge_only: number; string_match_only: number };
   num_rollouts: number;
   num_scored: number;
   num_masked: number;
@@ -166,6 +176,7 @@ export class MetricsAccumulator {
   private readonly sums = { turns: 0, tool_calls: 0, input_tokens: 0, output_tokens: 0, wall_s: 0 };
   private silentTimeouts = 0;
   private answeredCalls = 0;
+  private stringMatch = { sum: 0, judgeOnly: 0, stringOnly: 0 };
 
   add(row: MetricRow): void {
     this.apply(row, 1);
@@ -181,6 +192,10 @@ export class MetricsAccumulator {
     if (isScored(row)) {
       this.all.scored += sign;
       if (row.reward === 1) this.all.correct += sign;
+      const sm = row.string_match_reward ?? 0;
+      this.stringMatch.sum += sign * sm;
+      if (row.reward === 1 && sm === 0) this.stringMatch.judgeOnly += sign;
+      if (row.reward === 0 && sm === 1) this.stringMatch.stringOnly += sign;
     }
     count(this.masked, row.failure_kind, sign);
     count(this.judgeFailures, row.judge_failure, sign);
@@ -217,6 +232,9 @@ export class MetricsAccumulator {
       'mean/reward': round(ratio(this.all.correct, this.all.scored)),
       'strict/reward': round(ratio(this.all.correct, n)),
       'mean/reward_ci95': binomialCi95(this.all.scored, this.all.correct),
+      'mean/string_match_reward': round(ratio(this.stringMatch.sum, this.all.scored)),
+      judge_string_match_disagreements: this.stringMatch.judgeOnly + this.stringMatch.stringOnly,
+      judge_string_match_disagreements_by: { judge_only: this.stringMatch.judgeOnly, string_match_only: this.stringMatch.stringOnly },
       num_rollouts: n,
       num_scored: this.all.scored,
       num_masked: n - this.all.scored,

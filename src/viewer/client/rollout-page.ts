@@ -19,6 +19,11 @@ function counts(c: Record<string, number>): string {
   return parts.length ? parts.join(', ') : 'none';
 }
 
+/** One grade gives 1 and the other 0 (a scored row). */
+function gradesDisagree(row: Row): boolean {
+  return !isMasked(row) && ((row.reward === 1 && row.string_match_reward === 0) || (row.reward === 0 && row.string_match_reward === 1));
+}
+
 function fact(key: string, label: string, value: Child): HTMLElement[] {
   return [h('dt', null, label), h('dd', { 'data-field': key }, value)];
 }
@@ -69,7 +74,12 @@ function outcome(row: Row, record: TranscriptRecord | null): HTMLElement {
       ...fact('limit_hits', 'limit hits', counts(row.limit_hits)),
       ...fact('refused_requests', 'refused requests', counts(row.refused_requests)),
       ...fact('judge_verdict', 'verdict', `${row.judge_verdict ?? '— (not judged)'}${judge?.cached ? ' (from the verdict cache)' : ''}`),
+      ...fact('grades', 'grades', h('span', { class: 'grades' },
+        h('span', { class: 'grade', 'data-grade': 'judge' }, `judge: ${rewardText(row)}`), ' · ',
+        h('span', { class: 'grade', 'data-grade': 'string_match' }, `string match: ${row.string_match_reward}`),
+        gradesDisagree(row) ? h('strong', { class: 'disagree' }, ' (they disagree)') : '')),
       ...fact('reward', 'reward', rewardText(row)),
+      ...fact('failure_reason', 'failure reason', row.failure_reason ?? '—'),
       ...fact('judge_model', 'judge', row.judge_model ?? '—'),
     ),
     row.judge_reason !== null ? h('div', { class: 'judge-reason' }, h('div', { class: 'label' }, "judge's reason"), h('pre', { class: 'text' }, row.judge_reason)) : '',

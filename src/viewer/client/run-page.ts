@@ -25,6 +25,10 @@ function headline(m: AggregateMetrics): HTMLElement {
   const cards = [
     card('mean/reward', 'mean/reward', pct(m['mean/reward']), ci ? `95% CI ${pct(ci[0])} – ${pct(ci[1])}` : 'no scored rollouts', h('br'), 'masked rows left out'),
     card('strict/reward', 'strict/reward', pct(m['strict/reward']), 'masked rows counted as 0'),
+    ...(m['mean/string_match_reward'] !== undefined
+      ? [card('mean/string_match_reward', 'string match', pct(m['mean/string_match_reward'] ?? null), 'the judge-free grade (a diagnostic)', h('br'),
+        `disagrees with the judge on ${num(m.judge_string_match_disagreements ?? 0)}`)]
+      : []),
     card('rollouts', 'rollouts', num(m.num_rollouts), `scored ${num(m.num_scored)}`),
     card('masked', 'masked', num(m.num_masked), kinds(m.masked_by_kind)),
   ];
