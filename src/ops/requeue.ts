@@ -4,6 +4,8 @@ import type { Redis } from 'ioredis';
 import type { Logger } from '../shared/logger.ts';
 import { enqueueBulk, openQueue, type JobData, type QueueName, type QueuePolicy } from '../shared/queues.ts';
 import { RunStore } from '../shared/run-store.ts';
+import type { Row } from '../shared/rows.ts';
+import { SCORING_RULES } from '../shared/scoring.ts';
 import { forEachJob } from './run-jobs.ts';
 
 /** How many jobs a retry requeued, by stage. */
@@ -27,15 +29,37 @@ export async function retryFailed(redis: Redis, prefix: string, runId: string, s
   return n;
 }
 
+/** What rejudge sends back: `judge_failed` rows always; with `rescore`, every row graded by older scoring rules too. */
+export interface RejudgeOptions {
+  rescore?: boolean;
+}
+
+export interface RejudgeSent {
+  sent: number;
+  /** Of `sent`: rows graded by older scoring rules (`rescore`). */
+  rescored: number;
+  /** Rows that would have gone back but had no kept agent outcome. */
+  missing: number;
+}
+
+/** Whether rejudge sends a row back (infrastructure failures have no agent outcome: `vcfleet retry` runs them again). */
+export function rejudgeReason(row: Row, options: RejudgeOptions): 'judge_failed' | 'rescore' | null {
+  if (row.failure_kind === 'judge_failed') return 'judge_failed';
+  if (options.rescore && row.failure_kind === null && row.scoring_rules < SCORING_RULES) return 'rescore';
+  return null;
+}
+
 /**
- * Send every `judge_failed` row of a run back to the judge, from the agent outcome kept for it; the
- * new grading replaces the masked row. Returns how many were sent and how many had no outcome.
+ * Send every `judge_failed` row of a run back to the judge (and with `rescore`, every row graded by
+ * older scoring rules), from the agent outcome kept for it; the judge stage grades it by today's
+ * rules and the new row replaces the old one. Returns how many were sent and how many had no outcome.
  */
-export async function rejudge(redis: Redis, prefix: string, runId: string, logger: Logger, policy: QueuePolicy): Promise<{ sent: number; missing: number }> {
+export async function rejudge(redis: Redis, prefix: string, runId: string, logger: Logger, policy: QueuePolicy, options: RejudgeOptions = {}): Promise<RejudgeSent> {
   const store = new RunStore(redis, prefix);
   const run = await store.requireRun(runId);
   const judge = openQueue('judge', redis, prefix, { policy, scope: run.queue_scope });
   let sent = 0;
+  let rescored = 0;
   let missing = 0;
   // Sent in batches: the judge starts on the first while the rest are read.
   let batch: JobData<'judge'>[] = [];
@@ -46,7 +70,8 @@ export async function rejudge(redis: Redis, prefix: string, runId: string, logge
   };
   try {
     for await (const row of store.scanRows(runId)) {
-      if (row.failure_kind !== 'judge_failed') continue;
+      const why = rejudgeReason(row, options);
+      if (why === null) continue;
       const outcome = await store.getOutcome(runId, row.rollout_id);
       if (!outcome) {
         missing++;
@@ -56,6 +81,7 @@ export async function rejudge(redis: Redis, prefix: string, runId: string, logge
       // A `vcfleet serve` run's tasks are its requests' (kept until their responses expire).
       const job: JobData<'judge'> = { v: 1, run_id: runId, task_id: row.task_id, repeat: row.repeat, rollout_id: row.rollout_id, outcome };
       if (run.origin === 'serve') job.task_source = 'request';
+      if (why === 'rescore') rescored++;
       batch.push(job);
       if (batch.length >= 100) await send();
     }
@@ -63,5 +89,5 @@ export async function rejudge(redis: Redis, prefix: string, runId: string, logge
   } finally {
     await judge.close();
   }
-  return { sent, missing };
+  return { sent, rescored, missing };
 }

@@ -30,6 +30,8 @@ interface RequeueOpts {
   stage?: string;
   /** commander's `--no-wait`: false when given. */
   wait: boolean;
+  /** rejudge: also grade again every row graded by older scoring rules. */
+  rescore?: boolean;
 }
 
 /** The roles that finish requeued jobs: a rollout goes on to the judge and the results, a grading to the results. */
@@ -47,15 +49,17 @@ function jobsText(jobs: RequeuedJobs): string {
 }
 
 /** Send the work back; what was sent, for the first line, and the jobs by stage. */
-async function sendBack(kind: Kind, runId: string, { config, logger }: CommandContext, redis: Redis, stages: QueueName[]): Promise<{ text: string; jobs: RequeuedJobs }> {
+async function sendBack(kind: Kind, opts: RequeueOpts, { config, logger }: CommandContext, redis: Redis, stages: QueueName[]): Promise<{ text: string; jobs: RequeuedJobs }> {
+  const runId = opts.runId;
   if (kind === 'retry') {
     const jobs = await retryFailed(redis, config.queues.prefix, runId, stages, logger);
     const total = jobs.rollout + jobs.judge + jobs.results;
     return { text: `requeued ${total} failed job(s) of run ${runId} (${jobsText(jobs)})`, jobs };
   }
-  const { sent, missing } = await rejudge(redis, config.queues.prefix, runId, logger, config.queues);
+  const { sent, rescored, missing } = await rejudge(redis, config.queues.prefix, runId, logger, config.queues, { rescore: opts.rescore });
   const note = missing ? `; ${missing} had no kept outcome (retry them with \`${vcfleetCommand(`retry --run-id ${runId} --stage rollout`)}\`)` : '';
-  return { text: `sent ${sent} judge_failed row(s) of run ${runId} back to the judge${note}`, jobs: { rollout: 0, judge: sent, results: 0 } };
+  const what = opts.rescore ? `${sent} row(s) (${sent - rescored} judge_failed, ${rescored} graded by older scoring rules)` : `${sent} judge_failed row(s)`;
+  return { text: `sent ${what} of run ${runId} back to the judge${note}`, jobs: { rollout: 0, judge: sent, results: 0 } };
 }
 
 async function requeueAndFinish(kind: Kind, opts: RequeueOpts, cli: Cli): Promise<void> {
@@ -72,7 +76,7 @@ async function requeueAndFinish(kind: Kind, opts: RequeueOpts, cli: Cli): Promis
     let serving: Serving;
     try {
       run = await new RunStore(conn.redis, config.queues.prefix).requireRun(opts.runId);
-      sent = await sendBack(kind, opts.runId, context, conn.redis, stages);
+      sent = await sendBack(kind, opts, context, conn.redis, stages);
       const needed = rolesFor(sent.jobs);
       serving = await servingOf(conn.redis, config.queues.prefix, run);
       here = new Set(WORKER_ROLES.filter((r) => needed.has(r) && !serving.byRole.has(r)));
@@ -85,7 +89,7 @@ async function requeueAndFinish(kind: Kind, opts: RequeueOpts, cli: Cli): Promis
       return;
     }
     // What finishes the work later, with this invocation's locating settings (the printed advice must work as written).
-    const finishWith = vcfleetCommand(`${kind} --run-id ${opts.runId}`);
+    const finishWith = vcfleetCommand(`${kind} --run-id ${opts.runId}${opts.rescore ? ' --rescore' : ''}`);
     if (!opts.wait) {
       const who = served && here.size === 0 ? `live workers pick them up now (${served})` : `no worker serves ${[...here].join(', ')} of this run: start one (${howToServe(run)}), or finish it with \`${finishWith}\``;
       process.stdout.write(`${sent.text}; ${who}\n`);
@@ -129,6 +133,7 @@ export function registerRequeue(program: Command, cli: Cli): void {
     .command('rejudge')
     .description('send the judge_failed rows of a run back to the judge (the agent is not run again) and wait for the new gradings')
     .requiredOption('--run-id <id>', 'the run')
+    .option('--rescore', "also grade again, by today's scoring rules, every row graded by older ones (from the kept response text)")
     .option('--no-wait', 'only enqueue; do not wait for the rows or run any role here')
     .option('--config <path>', 'config YAML')
     .addHelpText('after', exitCodes)
