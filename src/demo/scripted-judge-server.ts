@@ -19,8 +19,8 @@
  * (lower case, whitespace removed, one pair of surrounding parentheses and a trailing period
  * dropped: "(B)" = "b"), `different` otherwise, and `unsure` when the prompt has no gold answer.
  * When nothing was extracted it reads the end of the response as the fleet's rules ask a judge to:
- * `equivalent` when the last line with text states the gold answer (as a word of its own, or a
- * number written as a word up to twenty: "twelve" = "12"), else `different`.
+ * `equivalent` when the last line with text states the gold answer (`is X`, `are X`, `answer X`,
+ * `option X`; a number also as a word up to twenty: "there are twelve" = 12), else `different`.
  */
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -128,14 +128,18 @@ function normalise(answer: string): string {
 
 const NUMBER_WORDS = ['zero', 'one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten', 'eleven', 'twelve', 'thirteen', 'fourteen', 'fifteen', 'sixteen', 'seventeen', 'eighteen', 'nineteen', 'twenty'];
 
-/** Whether the last line with text of a response states `gold` (a word of its own, numbers also as words). */
+/**
+ * Whether the last line with text of a response states `gold` as its answer: `is X`, `are X`,
+ * `answer X` or `option X` (numbers also as words up to twenty: "there are twelve" = 12).
+ */
 function statesGold(responseEnd: string, gold: string): boolean {
-  const last = responseEnd.split('\n').map((l) => l.trim()).filter(Boolean).pop() ?? '';
-  const words = last.toLowerCase().split(/[^\p{L}\p{N}.,()-]+/u).map((w) => w.replace(/[.,]$/, '')).map((w) => {
-    const n = NUMBER_WORDS.indexOf(w);
-    return n >= 0 ? String(n) : w;
-  });
-  return words.some((w) => w !== '' && normalise(w) === normalise(gold));
+  const last = (responseEnd.split('\n').map((l) => l.trim()).filter(Boolean).pop() ?? '').toLowerCase();
+  for (const m of last.matchAll(/\b(?:is|are|answer|option)\s+(?:option\s+)?\(?([\p{L}\p{N}.-]+)\)?/gu)) {
+    const word = m[1].replace(/\.$/, '');
+    const n = NUMBER_WORDS.indexOf(word);
+    if (normalise(n >= 0 ? String(n) : word) === normalise(gold)) return true;
+  }
+  return false;
 }
 
 /** The default grader's verdict for a prompt. */

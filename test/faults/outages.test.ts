@@ -23,7 +23,7 @@ const quiet = { update() {}, stop() {} };
 describe('judge and sandbox-provider outages, poison jobs', () => {
   const f = faultFleet();
 
-  const script = { '*': { answer: '@gold' }, 'bv-002': { answer: 'Q' }, 'bv-004': { answer: null } };
+  const script = { '*': { answer: '@gold' }, 'bv-002': { answer: 'Q' }, 'bv-004': { answer: null, text: '' } };
 
   it('judge answering 500 and 429 (Retry-After) for 2.5 s: retried, every row scored, none masked', async () => {
     const env = await f.env({ rows: 6, script, overrides: ['++judge.max_retries=4', '++judge.backoff_base_ms=400', '++judge.backoff_max_ms=2000'] });
