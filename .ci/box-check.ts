@@ -7,7 +7,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { loadConfig } from '../src/shared/config.ts';
 import { createLogger } from '../src/shared/logger.ts';
-import { createSandboxProvider } from '../src/workers/sandbox/sandboxes/index.ts';
+import { createSandboxProvider } from '../src/sandboxes/index.ts';
 
 const MARKER = `vcfleet-box-check-${process.pid}`;
 const PROBE = `

@@ -12,10 +12,10 @@
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { unenforced } from '../src/workers/sandbox/sandboxes/box-report.ts';
-import { DEFAULT_RESOURCES, LocalBwrapProvider } from '../src/workers/sandbox/sandboxes/local/provider.ts';
-import { DockerProvider } from '../src/workers/sandbox/sandboxes/docker/provider.ts';
-import type { SandboxProvider } from '../src/workers/sandbox/sandboxes/types.ts';
+import { unenforced } from '../src/sandboxes/box-report.ts';
+import { DEFAULT_RESOURCES, LocalBwrapProvider } from '../src/sandboxes/local/provider.ts';
+import { DockerProvider } from '../src/sandboxes/docker/provider.ts';
+import type { SandboxProvider } from '../src/sandboxes/types.ts';
 import Docker from 'dockerode';
 import { startScriptedPolicyServer } from '../src/demo/scripted-policy-server.ts';
 import { scripts } from '../src/demo/scripted-policy-scripts.ts';

@@ -18,7 +18,7 @@ import { openQueue, rolloutId } from '../src/shared/queues.ts';
 import { createRedis } from '../src/shared/redis.ts';
 import { startJudgeWorker } from '../src/workers/judge/worker.ts';
 import { startResultsWorker } from '../src/workers/results/worker.ts';
-import { createScriptedAgent } from '../src/workers/sandbox/scripted-agent.ts';
+import { createScriptedAgent } from '../src/agent/scripted-agent.ts';
 import { startSandboxWorker } from '../src/workers/sandbox/worker.ts';
 import { benchConfig, benchPrefix, deferred, deletePrefix, discardLogger, noopJudge, readBenchImage, syntheticTasks } from './lib/fleet.ts';
 import type { BenchRow } from './lib/report.ts';

@@ -1,8 +1,10 @@
 /**
  * The layout rules the code keeps, checked on every `npm test`: no import circles anywhere in src
- * (type-only imports count too: a circle of types is a circle of concepts), `src/shared` imports no
- * role and nothing outside itself, and the roles (producer, sandbox, judge, results) never import
- * each other.
+ * (type-only imports count too: a circle of types is a circle of concepts), none between the
+ * top-level folders of src either, `src/shared` imports no role and nothing outside itself, the
+ * roles (producer, sandbox, judge, results) never import each other, the subsystems the roles use
+ * (gateway, sandboxes, agent, pacing) import no role, no source file is deeper than `src/A/B/file`,
+ * and none is over 300 lines.
  */
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -10,11 +12,14 @@ import { describe, expect, it } from 'vitest';
 
 const SRC = path.resolve(import.meta.dirname, '../src');
 const ROLES = ['producer', 'workers/sandbox', 'workers/judge', 'workers/results'];
+const SUBSYSTEMS = ['gateway', 'sandboxes', 'agent', 'pacing'];
+/** Longest source file, in lines. */
+const MAX_LINES = 300;
 
-function files(dir: string): string[] {
+function files(dir: string, ext = /\.ts$/): string[] {
   return readdirSync(dir).flatMap((name) => {
     const p = path.join(dir, name);
-    return statSync(p).isDirectory() ? files(p) : p.endsWith('.ts') ? [p] : [];
+    return statSync(p).isDirectory() ? files(p, ext) : ext.test(p) ? [p] : [];
   });
 }
 
@@ -72,8 +77,8 @@ describe('the layout of src', () => {
     expect(circles(graph)).toEqual([]);
   });
 
-  it('has no circle between the folders of src either (a folder imports another only one way)', () => {
-    const folder = (f: string) => (f.startsWith('workers/') ? f.split('/').slice(0, 2).join('/') : f.split('/')[0]).replace(/\.ts$/, '');
+  it('has no circle between the top-level folders of src either (a folder imports another only one way)', () => {
+    const folder = (f: string) => f.split('/')[0].replace(/\.ts$/, '');
     const folders = new Map<string, string[]>();
     for (const [from, to] of graph) {
       const edges = folders.get(folder(from)) ?? [];
@@ -95,5 +100,24 @@ describe('the layout of src', () => {
       return mine ? to.filter((t) => roleOf(t) !== undefined && roleOf(t) !== mine).map((t) => `${from} -> ${t}`) : [];
     });
     expect(crossings).toEqual([]);
+  });
+
+  it('keeps the subsystems below the roles: gateway, sandboxes, agent and pacing import no role', () => {
+    const roleOf = (f: string) => ROLES.find((r) => f === `${r}.ts` || f.startsWith(`${r}/`));
+    const up = [...graph].flatMap(([from, to]) => (SUBSYSTEMS.includes(from.split('/')[0]) ? to.filter((t) => roleOf(t) !== undefined || t.startsWith('workers/')).map((t) => `${from} -> ${t}`) : []));
+    expect(up).toEqual([]);
+  });
+
+  it('has no source file deeper than src/A/B/file', () => {
+    const deep = files(SRC, /\.(ts|py)$/).map((f) => path.relative(SRC, f)).filter((f) => f.split('/').length > 3);
+    expect(deep).toEqual([]);
+  });
+
+  it(`has no source file over ${MAX_LINES} lines`, () => {
+    const long = files(SRC, /\.(ts|py)$/)
+      .map((f) => ({ file: path.relative(SRC, f), lines: readFileSync(f, 'utf8').split('\n').length - 1 }))
+      .filter((f) => f.lines > MAX_LINES)
+      .map((f) => `${f.file}: ${f.lines}`);
+    expect(long).toEqual([]);
   });
 });

@@ -13,11 +13,11 @@ import type { AgentResult, RolloutRequest } from '../../src/shared/agent.ts';
 import { loadConfig, type Config } from '../../src/shared/config.ts';
 import type { ScriptedPolicyServer } from '../../src/demo/scripted-policy-server.ts';
 import { encodePng } from '../../src/demo/png.ts';
-import { opencodeBinaryPath, opencodeRoBinds } from '../../src/workers/sandbox/opencode/binary.ts';
-import { createOpenCodeRunner } from '../../src/workers/sandbox/opencode/runner.ts';
-import { buildOpenCodeConfig, buildOpenCodeEnv, buildRunArgv, seedFiles, sessionPaths } from '../../src/workers/sandbox/opencode/session-config.ts';
-import { createSandboxProvider, type Sandbox, type SandboxProvider } from '../../src/workers/sandbox/sandboxes/index.ts';
-import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local/provider.ts';
+import { opencodeBinaryPath, opencodeRoBinds } from '../../src/sandboxes/local/opencode-binary.ts';
+import { createOpenCodeRunner } from '../../src/agent/runner.ts';
+import { buildOpenCodeConfig, buildOpenCodeEnv, buildRunArgv, seedFiles, sessionPaths } from '../../src/agent/session-config.ts';
+import { createSandboxProvider, type Sandbox, type SandboxProvider } from '../../src/sandboxes/index.ts';
+import { LocalBwrapProvider } from '../../src/sandboxes/local/provider.ts';
 import { discardLogger } from './fleet.ts';
 
 export const MODEL = 'scripted-vlm';

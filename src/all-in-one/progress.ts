@@ -4,7 +4,7 @@
  */
 import cliProgress from 'cli-progress';
 import { accuracyOf, type TallyCounts } from '../shared/output/tally.ts';
-import type { PaceState } from '../workers/sandbox/pacing/fleet-pace.ts';
+import type { PaceState } from '../shared/telemetry.ts';
 
 /** What the progress line shows: the run's row tally, its size, and the rollouts running now. */
 export interface ProgressCounts extends Pick<TallyCounts, 'done' | 'scored' | 'correct' | 'masked'> {

@@ -12,13 +12,13 @@ import { openQueue } from '../shared/queues.ts';
 import type { Redis } from '../shared/redis.ts';
 import { RowTally } from '../shared/output/tally.ts';
 import { RunStore, type RunRecord } from '../shared/run-store.ts';
-import type { FleetMetrics } from '../ops/prom-metrics.ts';
+import type { FleetMetrics } from '../shared/telemetry.ts';
 import type { Releasers } from '../shared/releasers.ts';
 import type { WorkerPresence } from '../shared/worker-registry.ts';
 import { startJudgeRole, startResultsRole, startSandboxRole, WORKER_ROLES, type WorkerRole } from '../workers/roles.ts';
 import type { InFlightJobs } from '../shared/in-flight-jobs.ts';
 import { PolicyFailures } from './run-watch.ts';
-import type { PaceState } from '../workers/sandbox/pacing/fleet-pace.ts';
+import type { PaceState } from '../shared/telemetry.ts';
 
 export interface RunRoles {
   tally: RowTally;

@@ -13,9 +13,9 @@ import { openQueue, QUEUE_NAMES, type JobData, type QueueName } from '../shared/
 import type { Redis } from '../shared/redis.ts';
 import { policySilenceWarning, type RowTally } from '../shared/output/tally.ts';
 import type { RunRecord } from '../shared/run-store.ts';
-import { openJobs, readRunJobs } from '../ops/run-jobs.ts';
+import { openJobs, readRunJobs } from '../shared/run-jobs.ts';
 import type { ProgressView } from './progress.ts';
-import type { PaceState } from '../workers/sandbox/pacing/fleet-pace.ts';
+import type { JobEnd, PaceState } from '../shared/telemetry.ts';
 
 export type WatchStatus = 'complete' | 'stopped' | 'stuck' | 'paused';
 
@@ -76,7 +76,7 @@ export class PolicyFailures {
   quotaGone: string | null = null;
 
   /** Feed every rollout job's end (the sandbox-worker's onJobEnd): a failure coded `policy_server` (or `policy_quota`) counts. */
-  record(outcome: 'completed' | 'failed' | 'requeued', error?: unknown): void {
+  record(outcome: JobEnd, error?: unknown): void {
     if (outcome !== 'failed' || !(error instanceof InfraError)) return;
     if (error.code === 'policy_quota') this.quotaGone ??= errorMessage(error);
     else if (error.code !== 'policy_server') return;

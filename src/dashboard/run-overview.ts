@@ -6,7 +6,7 @@
 import type { Redis } from 'ioredis';
 import type { QueueName } from '../shared/queues.ts';
 import { RunStore, type OutputLocation } from '../shared/run-store.ts';
-import { emptyJobCounts, readRunJobs, type JobState } from '../ops/run-jobs.ts';
+import { emptyJobCounts, readRunJobs, type JobState } from '../shared/run-jobs.ts';
 import { tallyRows } from '../ops/run-status.ts';
 import { unservedNotice } from '../ops/serving.ts';
 

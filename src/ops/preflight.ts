@@ -11,8 +11,7 @@ import type { Config } from '../shared/config.ts';
 import { ConfigError, errorMessage } from '../shared/errors.ts';
 import { redisPersists, type Redis } from '../shared/redis.ts';
 import { stripCredentials } from '../shared/run-settings.ts';
-import { readTokenFields } from '../workers/sandbox/gateway/token-fields.ts';
-import { TOKEN_FIELDS } from '../workers/sandbox/gateway/token-request.ts';
+import { readTokenFields, TOKEN_FIELDS } from '../shared/token-fields.ts';
 
 export interface PreflightFailure {
   check: 'policy' | 'judge' | 'sandbox' | 'redis' | 'output';

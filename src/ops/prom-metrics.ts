@@ -24,38 +24,8 @@
  * - `vcfleet_policy_wait_share`: share of the last minute's session time spent waiting on the endpoint (0..1).
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { Redis } from 'ioredis';
-import type { AgentRunner } from '../shared/agent.ts';
-import type { AdmissionState } from '../workers/sandbox/admission.ts';
-import type { PaceState } from '../workers/sandbox/pacing/fleet-pace.ts';
-import type { Judge } from '../shared/judge.ts';
-import type { Row } from '../shared/rows.ts';
-import type { QueueName } from '../shared/queues.ts';
+import type { AdmissionState, FleetMetrics, PaceState } from '../shared/telemetry.ts';
 import { createQueueDepthGauge, type QueueDepthSource } from './queue-depth.ts';
-
-export type JobEnd = 'completed' | 'failed' | 'requeued';
-export type JobEndHook = (outcome: JobEnd, durationMs: number, error?: unknown) => void;
-
-/** The hooks a process wires into its stages; every method is cheap and never throws. */
-export interface FleetMetrics {
-  readonly registry: Registry;
-  /** The `onJobEnd` hook for the stage worker of `queue`. */
-  jobEnd(queue: QueueName): JobEndHook;
-  /** The `onCommit` hook of the results consumer (`result`: new | replaced | duplicate). */
-  rowCommitted(row: Row, result: string): void;
-  /** The agent runner, counting running rollouts and their stop reasons. */
-  wrapAgent(agent: AgentRunner): AgentRunner;
-  /** The judge, counting gradings by outcome and verdict. */
-  wrapJudge(judge: Judge): Judge;
-  /** The sandbox-worker's admission state (its slots, and whether it holds off for lack of memory). */
-  admission(state: AdmissionState): void;
-  /** The sandbox-worker's pace against its policy endpoint (sessions at once, push-backs, wait share). */
-  pace(state: PaceState): void;
-  /** Report the depth of every queue under `prefix` on scrape, read through `redis`. */
-  watchQueues(redis: Redis, prefix: string): void;
-  /** Release what `watchQueues` opened (the connection stays with its owner). Safe to call twice. */
-  close(): Promise<void>;
-}
 
 export interface FleetMetricsOptions {
   /** Added to every series as `role` (sandbox, judge, results, run, dashboard). */

@@ -6,7 +6,7 @@ import { enqueueBulk, openQueue, type JobData, type QueueName, type QueuePolicy 
 import { RunStore } from '../shared/run-store.ts';
 import type { Row } from '../shared/rows.ts';
 import { SCORING_RULES } from '../shared/scoring.ts';
-import { forEachJob } from './run-jobs.ts';
+import { forEachJob } from '../shared/run-jobs.ts';
 
 /** How many jobs a retry requeued, by stage. */
 export type RequeuedJobs = Record<QueueName, number>;

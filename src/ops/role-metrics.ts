@@ -5,7 +5,8 @@
 import type { Config } from '../shared/config.ts';
 import type { Logger } from '../shared/logger.ts';
 import { listenMetrics, type MetricsServer } from './metrics-server.ts';
-import { createFleetMetrics, type FleetMetrics } from './prom-metrics.ts';
+import { createFleetMetrics } from './prom-metrics.ts';
+import type { FleetMetrics } from '../shared/telemetry.ts';
 
 export interface RoleMetrics {
   metrics: FleetMetrics;

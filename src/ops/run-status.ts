@@ -5,8 +5,8 @@ import { RunStore, type OutputLocation, type RunRecord } from '../shared/run-sto
 import { accuracyOf, policySilenceWarning, RowTally, type TallyCounts } from '../shared/output/tally.ts';
 import { lastReconcile, type ReconcileReport } from '../shared/reconcile-record.ts';
 import { listWorkers, type WorkerRecord } from '../shared/worker-registry.ts';
-import { emptyJobCounts, openJobs, readRunJobs, type JobState } from './run-jobs.ts';
-import { readPolicyPace, type EndpointPace } from './policy-pace.ts';
+import { emptyJobCounts, openJobs, readRunJobs, type JobState } from '../shared/run-jobs.ts';
+import { readPolicyPace, type EndpointPace } from '../pacing/policy-pace.ts';
 
 export interface RunStatus {
   run: RunRecord;

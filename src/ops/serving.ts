@@ -8,7 +8,7 @@
 import type { Redis } from 'ioredis';
 import type { RunRecord } from '../shared/run-store.ts';
 import { listWorkers, WORKER_ROLES, type WorkerRecord, type WorkerRole } from '../shared/worker-registry.ts';
-import { readRunJobs } from './run-jobs.ts';
+import { readRunJobs } from '../shared/run-jobs.ts';
 import { vcfleetCommand } from '../shared/advice.ts';
 
 /** The roles a worker record's role serves. */

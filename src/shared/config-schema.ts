@@ -59,7 +59,7 @@ export const ConfigSchema = z
     visual_coding_opencode_judge_model_name: z.string().min(1).default('gpt-4o-mini'),
     judge: JudgeSchema.prefault({}),
     transcripts: TranscriptsSchema.prefault({}),
-    /** Where sandboxes run: a provider of workers/sandbox/sandboxes (`local`, `opensandbox`); checked when a worker builds it. */
+    /** Where sandboxes run: a provider of src/sandboxes (`local`, `docker`, `opensandbox`); checked when a worker builds it. */
     sandbox_provider: z.string().regex(/^[a-z][a-z0-9_-]*$/, 'a provider name such as local, docker or opensandbox').default('local'),
     sandbox_config: SandboxConfigSchema.prefault({}),
     sandbox_workdir: z.string().startsWith('/').default('/workspace'),

@@ -7,6 +7,7 @@ import { DelayedError, UnrecoverableError, Worker, type Job, type WorkerOptions 
 import type { Redis } from 'ioredis';
 import { errorMessage, HandBackError, isRetryable } from './errors.ts';
 import type { Logger } from './logger.ts';
+import type { JobEndHook } from './telemetry.ts';
 import type { Config } from './config-schema.ts';
 import { bullQueueName, parseJob, type JobData, type QueueName, type QueueScope } from './queues.ts';
 import { InFlightJobs } from './in-flight-jobs.ts';
@@ -43,7 +44,7 @@ export interface StageWorkerOptions<N extends QueueName> {
   /** Called once when a job fails for good (last attempt, or not retryable), before it moves to failed. */
   onFinalFailure?(data: JobData<N>, error: unknown, ctx: StageContext): Promise<void>;
   /** Called for every job that ended (for metrics). */
-  onJobEnd?(outcome: 'completed' | 'failed' | 'requeued', durationMs: number, error?: unknown): void;
+  onJobEnd?: JobEndHook;
 }
 
 /** What every role's worker is started with. */

@@ -11,13 +11,13 @@ import type { Row } from '../shared/rows.ts';
 import type { QueueName } from '../shared/queues.ts';
 import type { RoleDeps } from '../shared/stage-worker.ts';
 import { publishNotice, type WorkerPresence, type WorkerRole } from '../shared/worker-registry.ts';
-import type { FleetMetrics } from '../ops/prom-metrics.ts';
+import type { FleetMetrics, JobEndHook } from '../shared/telemetry.ts';
 import { createFleetJudge } from './judge/judge-factory.ts';
 import { startJudgeWorker } from './judge/worker.ts';
 import type { CommitResult } from './results/run-output.ts';
 import { startResultsWorker, type ResultsWorker } from './results/worker.ts';
-import { createAgentRunner } from './sandbox/agent-factory.ts';
-import { unenforcedNotice } from './sandbox/box-check.ts';
+import { createAgentRunner } from '../agent/agent-factory.ts';
+import { unenforcedNotice } from '../sandboxes/box-check.ts';
 import { startSandboxWorker, type SandboxWorker } from './sandbox/worker.ts';
 import type { StageWorker } from '../shared/stage-worker.ts';
 
@@ -33,7 +33,7 @@ export interface RoleParts extends Omit<RoleDeps<QueueName>, 'onJobEnd'> {
 export async function startSandboxRole(
   parts: RoleParts,
   releasers: Releasers,
-  extra: { agent?: AgentRunner; onJobEnd?: (outcome: 'completed' | 'failed' | 'requeued', ms: number, err?: unknown) => void } = {},
+  extra: { agent?: AgentRunner; onJobEnd?: JobEndHook } = {},
 ): Promise<SandboxWorker> {
   parts = { ...parts, logger: parts.logger.child({ role: 'sandbox' }) };
   const { metrics, presence } = parts;

@@ -4,9 +4,9 @@
  * and which image URLs it forwards (data URLs of real images only).
  */
 import { describe, expect, it } from 'vitest';
-import { imageUrlProblem, type ChatMessage } from '../../src/workers/sandbox/gateway/chat-request.ts';
-import { ConversationReader, ConversationTracker, ImageStore, MAX_IMAGES } from '../../src/workers/sandbox/gateway/conversation.ts';
-import { KeptText } from '../../src/workers/sandbox/gateway/kept-text.ts';
+import { imageUrlProblem, type ChatMessage } from '../../src/gateway/chat-request.ts';
+import { ConversationReader, ConversationTracker, ImageStore, MAX_IMAGES } from '../../src/gateway/conversation.ts';
+import { KeptText } from '../../src/gateway/kept-text.ts';
 import { encodePng } from '../helpers/fixture-images.ts';
 
 const sys: ChatMessage = { role: 'system', content: 'You are OpenCode.' };

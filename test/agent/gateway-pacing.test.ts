@@ -9,12 +9,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } from '../../src/workers/sandbox/gateway/policy-gateway.ts';
-import { askedWaitMs, holdDelayMs, isBackpressure, isQuotaGone } from '../../src/workers/sandbox/gateway/backpressure.ts';
-import { WaitClock } from '../../src/workers/sandbox/gateway/held-calls.ts';
-import { upstreamGiveUpReason } from '../../src/workers/sandbox/gateway/health.ts';
-import { AdaptiveConcurrency } from '../../src/workers/sandbox/pacing/adaptive-concurrency.ts';
-import { ModelClock } from '../../src/workers/sandbox/opencode/model-clock.ts';
+import { startPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } from '../../src/gateway/policy-gateway.ts';
+import { askedWaitMs, holdDelayMs, isBackpressure, isQuotaGone } from '../../src/pacing/backpressure.ts';
+import { WaitClock } from '../../src/pacing/held-calls.ts';
+import { upstreamGiveUpReason } from '../../src/gateway/health.ts';
+import { AdaptiveConcurrency } from '../../src/pacing/adaptive-concurrency.ts';
+import { ModelClock } from '../../src/agent/model-clock.ts';
 import { scripts, startScriptedPolicyServer, type ScriptedPolicyServer, type ScriptReply } from '../helpers/scripted-policy-server.ts';
 import { waitFor } from '../helpers/wait.ts';
 

@@ -10,9 +10,9 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { opencodeBinaryPath } from '../../src/workers/sandbox/opencode/binary.ts';
-import { buildOpenCodeConfig, buildOpenCodeEnv, buildRunArgv, seedFiles, sessionPaths } from '../../src/workers/sandbox/opencode/session-config.ts';
-import { startPolicyGateway } from '../../src/workers/sandbox/gateway/policy-gateway.ts';
+import { opencodeBinaryPath } from '../../src/sandboxes/local/opencode-binary.ts';
+import { buildOpenCodeConfig, buildOpenCodeEnv, buildRunArgv, seedFiles, sessionPaths } from '../../src/agent/session-config.ts';
+import { startPolicyGateway } from '../../src/gateway/policy-gateway.ts';
 import { encodePng } from '../helpers/fixture-images.ts';
 import { scripts, startScriptedPolicyServer } from '../helpers/scripted-policy-server.ts';
 

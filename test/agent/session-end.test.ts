@@ -3,10 +3,10 @@
  * every infrastructure verdict, and the line between them (the model's first answer).
  */
 import { describe, expect, it } from 'vitest';
-import { decideSessionEnd, type SessionFacts } from '../../src/workers/sandbox/opencode/session-end.ts';
-import { emptyStats, recordCall, type GatewayCall, type GatewayStats } from '../../src/workers/sandbox/gateway/call-stats.ts';
-import { upstreamGiveUpReason } from '../../src/workers/sandbox/gateway/health.ts';
-import { buildOpenCodeConfig, buildOpenCodeEnv, sessionPaths } from '../../src/workers/sandbox/opencode/session-config.ts';
+import { decideSessionEnd, type SessionFacts } from '../../src/agent/session-end.ts';
+import { emptyStats, recordCall, type GatewayCall, type GatewayStats } from '../../src/gateway/call-stats.ts';
+import { upstreamGiveUpReason } from '../../src/gateway/health.ts';
+import { buildOpenCodeConfig, buildOpenCodeEnv, sessionPaths } from '../../src/agent/session-config.ts';
 
 const answer = (text: string, more: Partial<GatewayCall['response']> = {}): Partial<GatewayCall> => ({
   status: 200, connected: true, response: { text, reasoning: null, toolCalls: [], finishReason: 'stop', promptTokens: 10, completionTokens: 5, errorMessage: null, errorCode: null, truncated: false, ...more },

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runAll } from '../../src/all-in-one/run-all.ts';
 import { openQueue } from '../../src/shared/queues.ts';
-import { createScriptedAgent } from '../../src/workers/sandbox/scripted-agent.ts';
+import { createScriptedAgent } from '../../src/agent/scripted-agent.ts';
 import { QUESTION_MAX_CHARS, RESPONSE_TAIL_CHARS } from '../../src/workers/judge/prompt.ts';
 import { writeFixtureParquet } from '../helpers/fixture-parquet.ts';
 import { FAKE_JUDGE_KEY, REDIS_URL, runCli, startCli, waitFor } from '../helpers/fleet.ts';

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { expect } from 'vitest';
 import { Redis } from 'ioredis';
 import type { Row } from '../../src/shared/rows.ts';
-import type { AgentScriptSchema } from '../../src/workers/sandbox/scripted-agent.ts';
+import type { AgentScriptSchema } from '../../src/agent/scripted-agent.ts';
 import type { Fixture } from '../helpers/fixture-parquet.ts';
 import { waitFor, type CliProcess } from '../helpers/fleet.ts';
 import type { z } from 'zod';

@@ -7,9 +7,9 @@
 import { describe, expect, it } from 'vitest';
 import { runAll } from '../../src/all-in-one/run-all.ts';
 import { openQueue } from '../../src/shared/queues.ts';
-import { createOpenCodeRunner } from '../../src/workers/sandbox/opencode/runner.ts';
-import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local/provider.ts';
-import { createScriptedAgent } from '../../src/workers/sandbox/scripted-agent.ts';
+import { createOpenCodeRunner } from '../../src/agent/runner.ts';
+import { LocalBwrapProvider } from '../../src/sandboxes/local/provider.ts';
+import { createScriptedAgent } from '../../src/agent/scripted-agent.ts';
 import { runCli } from '../helpers/fleet.ts';
 import { createTmpDir } from '../helpers/tmp.ts';
 import { expectedRewards, expectOneRowEach, expectRewards, readJsonl } from './fault-helpers.ts';

@@ -8,7 +8,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { runAll } from '../../src/all-in-one/run-all.ts';
-import { createScriptedAgent } from '../../src/workers/sandbox/scripted-agent.ts';
+import { createScriptedAgent } from '../../src/agent/scripted-agent.ts';
 import { RowSchema, type Row } from '../../src/shared/rows.ts';
 import { RunStore } from '../../src/shared/run-store.ts';
 import { metricsPathFor } from '../../src/shared/output/metrics.ts';

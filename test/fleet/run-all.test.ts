@@ -8,7 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { runAll } from '../../src/all-in-one/run-all.ts';
-import { createScriptedAgent } from '../../src/workers/sandbox/scripted-agent.ts';
+import { createScriptedAgent } from '../../src/agent/scripted-agent.ts';
 import { rejudge, retryFailed } from '../../src/ops/requeue.ts';
 import { openQueue } from '../../src/shared/queues.ts';
 import { RowSchema, type Row } from '../../src/shared/rows.ts';

@@ -12,7 +12,7 @@ import { loadPreparedBenchmark } from '../../src/prepare/load-prepared.ts';
 import { openQueue } from '../../src/shared/queues.ts';
 import { createRedis, type Redis } from '../../src/shared/redis.ts';
 import { RunStore } from '../../src/shared/run-store.ts';
-import { createScriptedAgent } from '../../src/workers/sandbox/scripted-agent.ts';
+import { createScriptedAgent } from '../../src/agent/scripted-agent.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
 import { startScriptedPolicyServer, type ScriptedPolicyServer } from '../helpers/scripted-policy-server.ts';
 import { locatingOf, makeFleetEnv, REDIS_URL, runCli, type FleetEnv } from '../helpers/fleet.ts';

@@ -26,7 +26,7 @@ import { RunOutput } from '../../src/workers/results/run-output.ts';
 import { TranscriptWriter } from '../../src/workers/results/transcript-writer.ts';
 import { commitRow } from '../../src/workers/results/worker.ts';
 import { rowContext, runRolloutStage, type SandboxHostSettings } from '../../src/workers/sandbox/rollout-stage.ts';
-import { createScriptedAgent } from '../../src/workers/sandbox/scripted-agent.ts';
+import { createScriptedAgent } from '../../src/agent/scripted-agent.ts';
 import { makeFleetEnv, REDIS_URL, waitFor, type FleetEnv } from '../helpers/fleet.ts';
 import { removeTmpDirs } from '../helpers/tmp.ts';
 

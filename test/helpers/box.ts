@@ -6,11 +6,11 @@
 import { existsSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { expect, type TestContext } from 'vitest';
-import { unenforced } from '../../src/workers/sandbox/sandboxes/box-report.ts';
-import { detectCgroupLayout } from '../../src/workers/sandbox/host/cgroup-layout.ts';
-import { LocalBwrapProvider, type LocalBwrapOptions } from '../../src/workers/sandbox/sandboxes/local/provider.ts';
-import { cgroupName } from '../../src/workers/sandbox/sandboxes/local/sandbox-cgroup.ts';
-import type { BoxReport, Sandbox, SandboxResources } from '../../src/workers/sandbox/sandboxes/types.ts';
+import { unenforced } from '../../src/sandboxes/box-report.ts';
+import { detectCgroupLayout } from '../../src/sandboxes/local/cgroup-layout.ts';
+import { LocalBwrapProvider, type LocalBwrapOptions } from '../../src/sandboxes/local/provider.ts';
+import { cgroupName } from '../../src/sandboxes/local/sandbox-cgroup.ts';
+import type { BoxReport, Sandbox, SandboxResources } from '../../src/sandboxes/types.ts';
 import { passableTmpDir } from './tmp.ts';
 
 export const BOX_LIMITS: SandboxResources = { cpu: 1, memory_mib: 128, pids: 64, disk_mib: 32 };

@@ -19,7 +19,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { buildBwrapArgs } from '../../src/workers/sandbox/sandboxes/local/bwrap-policy.ts';
+import { buildBwrapArgs } from '../../src/sandboxes/local/bwrap-policy.ts';
 
 export interface RecordedRequest {
   method: string;

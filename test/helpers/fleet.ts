@@ -11,7 +11,7 @@ import { Redis } from 'ioredis';
 import { loadConfig, type Config } from '../../src/shared/config.ts';
 import { createLogger, type Logger } from '../../src/shared/logger.ts';
 import { prepareBenchmark } from '../../src/prepare/prepare.ts';
-import type { AgentScriptSchema } from '../../src/workers/sandbox/scripted-agent.ts';
+import type { AgentScriptSchema } from '../../src/agent/scripted-agent.ts';
 import type { z } from 'zod';
 type AgentScript = z.input<typeof AgentScriptSchema>;
 import { writeFixtureParquet, type Fixture, type FixtureOptions } from './fixture-parquet.ts';

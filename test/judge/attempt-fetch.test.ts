@@ -2,7 +2,7 @@
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { createAttemptFetch, type Fetch } from '../../src/workers/judge/attempt-fetch.ts';
-import { RETRY_AFTER_CAP_MS } from '../../src/shared/backoff.ts';
+import { RETRY_AFTER_CAP_MS } from '../../src/pacing/backoff.ts';
 
 const SECRET = 'sk-attempt-SECRET-9';
 

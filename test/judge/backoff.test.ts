@@ -2,7 +2,7 @@ import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortEr
 import { describe, expect, it } from 'vitest';
 import { ConfigSchema } from '../../src/shared/config.ts';
 import { ConfigError } from '../../src/shared/errors.ts';
-import { backoffMs, retryAfterMs, RETRY_AFTER_CAP_MS } from '../../src/shared/backoff.ts';
+import { backoffMs, retryAfterMs, RETRY_AFTER_CAP_MS } from '../../src/pacing/backoff.ts';
 import { describeCallError } from '../../src/workers/judge/call-errors.ts';
 import { judgeLimiter, limiterForRate } from '../../src/workers/judge/limiter.ts';
 import { resolveJudgeApiKey, PLACEHOLDER_API_KEY } from '../../src/workers/judge/openai-judge.ts';

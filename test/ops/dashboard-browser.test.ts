@@ -12,7 +12,7 @@ import { openQueue } from '../../src/shared/queues.ts';
 import { announceWorker } from '../../src/shared/worker-registry.ts';
 import type { Row } from '../../src/shared/rows.ts';
 import { readRowsStrict } from '../../src/shared/output/row-file.ts';
-import { createScriptedAgent } from '../../src/workers/sandbox/scripted-agent.ts';
+import { createScriptedAgent } from '../../src/agent/scripted-agent.ts';
 import { launchBrowser } from '../helpers/browser.ts';
 import { startInProcessFleet, type InProcessFleet } from '../helpers/in-process-fleet.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';

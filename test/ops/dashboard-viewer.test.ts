@@ -13,7 +13,7 @@ import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDashboard, type Dashboard } from '../../src/dashboard/server.ts';
 import { RowSchema, type Row } from '../../src/shared/rows.ts';
-import { createScriptedAgent } from '../../src/workers/sandbox/scripted-agent.ts';
+import { createScriptedAgent } from '../../src/agent/scripted-agent.ts';
 import { launchBrowser, openPage, viewerReady } from '../helpers/browser.ts';
 import { startInProcessFleet, type InProcessFleet } from '../helpers/in-process-fleet.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';

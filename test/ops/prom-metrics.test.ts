@@ -14,7 +14,7 @@ import { freePort } from '../../src/all-in-one/private-redis.ts';
 import type { AgentRunner } from '../../src/shared/agent.ts';
 import type { Judge } from '../../src/shared/judge.ts';
 import { createRedis } from '../../src/shared/redis.ts';
-import { createScriptedAgent } from '../../src/workers/sandbox/scripted-agent.ts';
+import { createScriptedAgent } from '../../src/agent/scripted-agent.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
 import { makeFleetEnv, REDIS_URL, startCli, waitFor, type CliProcess, type FleetEnv } from '../helpers/fleet.ts';
 import { removeTmpDirs } from '../helpers/tmp.ts';

@@ -9,7 +9,7 @@ import { produceRun } from '../../src/producer/produce.ts';
 import { loadPreparedBenchmark } from '../../src/prepare/load-prepared.ts';
 import { createRedis, type Redis } from '../../src/shared/redis.ts';
 import { announceWorker, listWorkers, STALE_AFTER_MS } from '../../src/shared/worker-registry.ts';
-import { createScriptedAgent } from '../../src/workers/sandbox/scripted-agent.ts';
+import { createScriptedAgent } from '../../src/agent/scripted-agent.ts';
 import { startSandboxWorker } from '../../src/workers/sandbox/worker.ts';
 import { makeFleetEnv, REDIS_URL, waitFor, type FleetEnv } from '../helpers/fleet.ts';
 import { removeTmpDirs } from '../helpers/tmp.ts';

@@ -13,12 +13,12 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ConfigSchema } from '../../src/shared/config.ts';
 import { ConfigError } from '../../src/shared/errors.ts';
 import { createLogger } from '../../src/shared/logger.ts';
-import { createAgentRunner } from '../../src/workers/sandbox/agent-factory.ts';
-import { describeLimitHit, unenforced } from '../../src/workers/sandbox/sandboxes/box-report.ts';
-import type { CgroupPaths } from '../../src/workers/sandbox/host/cgroup-layout.ts';
-import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local/provider.ts';
-import { OpenSandboxProvider } from '../../src/workers/sandbox/sandboxes/opensandbox/provider.ts';
-import type { BoxReport } from '../../src/workers/sandbox/sandboxes/types.ts';
+import { createAgentRunner } from '../../src/agent/agent-factory.ts';
+import { describeLimitHit, unenforced } from '../../src/sandboxes/box-report.ts';
+import type { CgroupPaths } from '../../src/sandboxes/local/cgroup-layout.ts';
+import { LocalBwrapProvider } from '../../src/sandboxes/local/provider.ts';
+import { OpenSandboxProvider } from '../../src/sandboxes/opensandbox/provider.ts';
+import type { BoxReport } from '../../src/sandboxes/types.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
 
 const readOnlyMounts: string[] = [];

@@ -8,9 +8,9 @@
 import { readFileSync, readdirSync, rmdirSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { describeLimitHit } from '../../src/workers/sandbox/sandboxes/box-report.ts';
-import { detectCgroupLayout } from '../../src/workers/sandbox/host/cgroup-layout.ts';
-import { cgroupName } from '../../src/workers/sandbox/sandboxes/local/sandbox-cgroup.ts';
+import { describeLimitHit } from '../../src/sandboxes/box-report.ts';
+import { detectCgroupLayout } from '../../src/sandboxes/local/cgroup-layout.ts';
+import { cgroupName } from '../../src/sandboxes/local/sandbox-cgroup.ts';
 import { BOX_LIMITS, boxTestEnv, cgroupFile, type BoxTestEnv } from '../helpers/box.ts';
 
 const LIMITS = BOX_LIMITS;

@@ -13,12 +13,12 @@ import { PassThrough } from 'node:stream';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/shared/logger.ts';
-import { unenforced } from '../../src/workers/sandbox/sandboxes/box-report.ts';
-import { detectCgroupLayout } from '../../src/workers/sandbox/host/cgroup-layout.ts';
-import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local/provider.ts';
-import { bootId } from '../../src/workers/sandbox/sandboxes/proc-tree.ts';
-import { cgroupName } from '../../src/workers/sandbox/sandboxes/local/sandbox-cgroup.ts';
-import { mountDisk } from '../../src/workers/sandbox/sandboxes/local/sandbox-disk.ts';
+import { unenforced } from '../../src/sandboxes/box-report.ts';
+import { detectCgroupLayout } from '../../src/sandboxes/local/cgroup-layout.ts';
+import { LocalBwrapProvider } from '../../src/sandboxes/local/provider.ts';
+import { bootId } from '../../src/sandboxes/proc-tree.ts';
+import { cgroupName } from '../../src/sandboxes/local/sandbox-cgroup.ts';
+import { mountDisk } from '../../src/sandboxes/local/sandbox-disk.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { passableTmpDir } from '../helpers/tmp.ts';
 
@@ -68,7 +68,7 @@ describe('teardown the sandboxed code cannot block', () => {
     const script = path.join(dir, 'worker.mts');
     writeFileSync(
       script,
-      `import { LocalBwrapProvider } from ${JSON.stringify(path.join(REPO, 'src/workers/sandbox/sandboxes/local/provider.ts'))};\n` +
+      `import { LocalBwrapProvider } from ${JSON.stringify(path.join(REPO, 'src/sandboxes/local/provider.ts'))};\n` +
         `const p = new LocalBwrapProvider({ workdir: '/workspace', rootDir: ${JSON.stringify(path.join(dir, 'sandboxes'))} });\n` +
         `const report = await p.probe();\n` +
         `const sb = await p.create({ label: 'rootless', gateway: { port: 1 } });\n` +

@@ -8,7 +8,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { WORKER_LEAF, detectCgroupLayout } from '../../src/workers/sandbox/host/cgroup-layout.ts';
+import { WORKER_LEAF, detectCgroupLayout } from '../../src/sandboxes/local/cgroup-layout.ts';
 import { fakeHost, OTHER_MOUNTS, V2_ROOT_MOUNT, v1Mount } from '../helpers/fake-cgroup.ts';
 import { removeTmpDirs } from '../helpers/tmp.ts';
 

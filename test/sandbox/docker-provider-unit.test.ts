@@ -7,12 +7,12 @@ import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/shared/config.ts';
 import { createLogger } from '../../src/shared/logger.ts';
-import { diskSplit, IMAGE_OPENCODE } from '../../src/workers/sandbox/sandboxes/docker/provider.ts';
-import { parseLimitReading } from '../../src/workers/sandbox/sandboxes/docker/limits.ts';
-import { createSandboxProvider } from '../../src/workers/sandbox/sandboxes/index.ts';
-import { dockerSandboxSeccompProfile, SECCOMP_PYTHON } from '../../src/workers/sandbox/sandboxes/local/seccomp-filter.ts';
+import { diskSplit, IMAGE_OPENCODE } from '../../src/sandboxes/docker/provider.ts';
+import { parseLimitReading } from '../../src/sandboxes/docker/limits.ts';
+import { createSandboxProvider } from '../../src/sandboxes/index.ts';
+import { dockerSandboxSeccompProfile, SECCOMP_PYTHON } from '../../src/sandboxes/local/seccomp-filter.ts';
 
-const PROFILE = new URL('../../src/workers/sandbox/sandboxes/docker/sandbox-seccomp.json', import.meta.url);
+const PROFILE = new URL('../../src/sandboxes/docker/sandbox-seccomp.json', import.meta.url);
 
 describe('the docker provider, its pure parts', () => {
   it('ships the local sandboxes\' filter as a Docker profile, as seccomp-filter.py generates it: namespaces, mounts and ptrace refused', async (ctx) => {

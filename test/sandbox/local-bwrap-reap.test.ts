@@ -9,9 +9,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { detectCgroupLayout } from '../../src/workers/sandbox/host/cgroup-layout.ts';
-import { LocalBwrapProvider } from '../../src/workers/sandbox/sandboxes/local/provider.ts';
-import { bootId, identityOf } from '../../src/workers/sandbox/sandboxes/proc-tree.ts';
+import { detectCgroupLayout } from '../../src/sandboxes/local/cgroup-layout.ts';
+import { LocalBwrapProvider } from '../../src/sandboxes/local/provider.ts';
+import { bootId, identityOf } from '../../src/sandboxes/proc-tree.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { processesWith } from '../helpers/processes.ts';
 import { passableTmpDir } from '../helpers/tmp.ts';
@@ -23,7 +23,7 @@ const SANDBOXES = path.join(ROOT, 'sandboxes');
 /** A worker process that creates a sandbox, runs a long command in it, and says READY. */
 function startWorker(marker: string): ReturnType<typeof spawn> {
   const script = path.join(ROOT, 'worker.mts');
-  const provider = path.join(REPO, 'src/workers/sandbox/sandboxes/local/provider.ts');
+  const provider = path.join(REPO, 'src/sandboxes/local/provider.ts');
   writeFileSync(
     script,
     `import { LocalBwrapProvider } from ${JSON.stringify(provider)};\n` +

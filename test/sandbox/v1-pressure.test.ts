@@ -10,7 +10,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/shared/logger.ts';
-import { pressureShare, watchV1Pressure, type PressureWatch } from '../../src/workers/sandbox/host/v1-pressure.ts';
+import { pressureShare, watchV1Pressure, type PressureWatch } from '../../src/workers/sandbox/v1-pressure.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 const V1 = '/sys/fs/cgroup/memory';

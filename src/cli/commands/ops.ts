@@ -7,8 +7,8 @@ import { table } from '../runtime.ts';
 import { servingOf, unservedText } from '../../ops/serving.ts';
 import { WORKER_ROLES } from '../../workers/roles.ts';
 import { runStatus, type RunStatus } from '../../ops/run-status.ts';
-import { JOB_STATES } from '../../ops/run-jobs.ts';
-import { paceLines } from '../../ops/policy-pace.ts';
+import { JOB_STATES } from '../../shared/run-jobs.ts';
+import { paceLines } from '../../pacing/policy-pace.ts';
 import { vcfleetCommand } from '../../shared/advice.ts';
 
 function formatStatus(s: RunStatus): string {

@@ -5,7 +5,7 @@
  * so a server asking for an hour would otherwise hold a judge worker for an hour.
  */
 import type { Logger } from '../../shared/logger.ts';
-import { retryAfterMs, RETRY_AFTER_CAP_MS } from '../../shared/backoff.ts';
+import { retryAfterMs, RETRY_AFTER_CAP_MS } from '../../pacing/backoff.ts';
 import { withCause } from './call-errors.ts';
 
 /** The fetch signature the openai client takes. */

@@ -8,7 +8,7 @@
 import OpenAI from 'openai';
 import type { Config } from '../../shared/config.ts';
 import type { Fetch } from './attempt-fetch.ts';
-import { backoffMs } from '../../shared/backoff.ts';
+import { backoffMs } from '../../pacing/backoff.ts';
 
 /** The openai client method that picks the wait before a retry without Retry-After. */
 const RETRY_WAIT_METHOD = 'calculateDefaultRetryTimeoutMillis';

@@ -7,7 +7,7 @@ import { ConfigError } from '../../shared/errors.ts';
 import { rewardFor, type Judge, type JudgeInput, type JudgeResult } from '../../shared/judge.ts';
 import { scrub, type Logger } from '../../shared/logger.ts';
 import type { Fetch } from './attempt-fetch.ts';
-import { RETRY_AFTER_CAP_MS } from '../../shared/backoff.ts';
+import { RETRY_AFTER_CAP_MS } from '../../pacing/backoff.ts';
 import { assertRetryWaitHook, createJudgeClient } from './judge-client.ts';
 import { callJudge, toJudgeResult, type JudgeCallContext } from './judge-call.ts';
 import { judgeCacheKey, type JudgeCache } from './judge-cache.ts';

@@ -14,7 +14,7 @@ import type { Config } from '../../shared/config-schema.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { enqueueBulk, openQueue, rolloutId, type RolloutJob } from '../../shared/queues.ts';
 import type { RunRecord, RunStore } from '../../shared/run-store.ts';
-import { forEachJob } from '../../ops/run-jobs.ts';
+import { forEachJob } from '../../shared/run-jobs.ts';
 import { recordReconcile, type ReconcileReport } from '../../shared/reconcile-record.ts';
 import { RequestStore } from '../../shared/request-store.ts';
 

@@ -11,17 +11,10 @@
 import type { Config } from '../../shared/config-schema.ts';
 import { ConfigError } from '../../shared/errors.ts';
 import type { Logger } from '../../shared/logger.ts';
-import { readHostMemory, type HostMemory } from './host/host-memory.ts';
-import { watchV1Pressure, type PressureWatch } from './host/v1-pressure.ts';
+import { readHostMemory, type HostMemory } from './host-memory.ts';
+import { watchV1Pressure, type PressureWatch } from './v1-pressure.ts';
 
-export interface AdmissionState {
-  /** Rollouts this worker runs at once (its BullMQ concurrency). */
-  slots: number;
-  /** Why the worker takes no rollouts now; null while it takes them. */
-  held: string | null;
-  /** Times the worker held off since it started. */
-  holds: number;
-}
+import type { AdmissionState } from '../../shared/telemetry.ts';
 
 /** What the worker is paused and resumed through (a BullMQ Worker). */
 export interface Pausable {
