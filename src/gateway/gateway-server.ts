@@ -10,6 +10,7 @@ import { ConversationReader, ConversationTracker, ImageStore, type CallOrigin, t
 import { createUpstream, forwardChat, type ForwardResult, type Upstream } from './forward-call.ts';
 import { listen, receiveBody, refuse } from './http-io.ts';
 import { KeptText } from './kept-text.ts';
+import { busyRefusal, keptAgentCall } from './kept-call.ts';
 import { sendHeld, WaitClock, type HoldEnd } from '../pacing/held-calls.ts';
 import { checkRequest, isRefusal, type Refusal } from './request-check.ts';
 import type { PolicyGateway, PolicyGatewayOptions } from './gateway-options.ts';
@@ -20,8 +21,6 @@ import { upstreamBody } from './token-request.ts';
 
 /** Largest body of a call that is known not to be the agent's (it may still be forwarded, within this). */
 const OTHER_MAX_BODY_BYTES = 16 * 1024 * 1024;
-/** Of each answer the transcript keeps at least its end: the judge reads the last 4,000 characters. */
-const ANSWER_TAIL_CHARS = 8_000;
 /** Tokens a first call is taken to cost against a tokens-per-minute limit, at most (later calls: the previous call's). */
 const FIRST_CALL_TOKENS_MAX = 32_768;
 
@@ -165,16 +164,8 @@ export class GatewayServer implements PolicyGateway {
     res.end(JSON.stringify({ object: 'list', data: [{ id: this.options.model, object: 'model', owned_by: 'policy' }] }));
   }
 
-  /** A 429 when the calls at once are spent (the agent always keeps one slot the others cannot take). */
-  private busy(origin: CallOrigin): Refusal | null {
-    const max = this.options.limits.maxConcurrentCalls;
-    const othersMax = Math.max(1, max - 1);
-    if (this.inFlight < max && (origin !== 'other' || this.otherInFlight < othersMax)) return null;
-    return { reason: 'busy', status: 429, message: `policy gateway: at most ${max} calls at once` };
-  }
-
   private async chat(req: http.IncomingMessage, res: http.ServerResponse, origin: CallOrigin): Promise<void> {
-    const busy = this.busy(origin);
+    const busy = busyRefusal(this.options.limits.maxConcurrentCalls, this.inFlight, this.otherInFlight, origin);
     if (busy) return this.refused(res, busy, { 'retry-after': '1' });
     this.inFlight++;
     if (origin === 'other') this.otherInFlight++;
@@ -242,7 +233,7 @@ export class GatewayServer implements PolicyGateway {
       throw err;
     }
     if (typeof result === 'string') return this.holdEnded(result, res);
-    const call = this.agentCall(index, started, body, result, request, origin);
+    const call = keptAgentCall(this.kept, { index, started, stream: body.stream === true, result, request, origin });
     this.tracker.ended(isAnswered(call) ? call.response.toolCalls.map((t) => t.id) : null);
     if (isAnswered(call)) this.lastTokens = (call.response.promptTokens ?? 0) + (call.response.completionTokens ?? 0) || this.lastTokens;
     this.calls_.push(call);
@@ -281,25 +272,6 @@ export class GatewayServer implements PolicyGateway {
       res.writeHead(503, { 'content-type': 'application/json', 'retry-after': '5' });
       res.end(JSON.stringify({ error: { message: 'policy gateway: the policy server asks to wait longer than policy.max_wait_s', type: 'policy_wait' } }));
     } else res.destroy();
-  }
-
-  /** The agent call as kept: its text within the rollout's budget (an answer lies at the end of a text, which is kept). */
-  private agentCall(index: number, started: number, body: ChatRequest, result: ForwardResult, request: GatewayCall['request'], origin: CallOrigin): GatewayCall {
-    const r = result.response;
-    const response = {
-      ...r,
-      text: this.kept.keep(r.text, ANSWER_TAIL_CHARS),
-      reasoning: r.reasoning === null ? null : this.kept.keep(r.reasoning),
-      toolCalls: r.toolCalls.map((t) => ({ ...t, arguments: this.kept.keep(t.arguments) })),
-    };
-    return {
-      index, startedAt: new Date(started).toISOString(), latencyMs: Date.now() - started, stream: body.stream === true,
-      connected: result.connected, status: result.status, response, request, origin,
-      ...(result.upstreamError !== undefined ? { upstreamError: result.upstreamError, upstreamErrorKind: result.upstreamErrorKind } : {}),
-      ...(result.clientAborted ? { clientAborted: true } : {}),
-      ...(result.clientStalled ? { clientStalled: true } : {}),
-      ...(result.freshRetry ? { freshRetry: true } : {}),
-    };
   }
 
   /** A call that is not the agent's: forwarded as any other, counted, and nothing of it kept. */

@@ -25,29 +25,12 @@ import { bootId, identityOf, isAlive } from '../proc-tree.ts';
 import type { BoxReport, Sandbox, SandboxCapabilities, SandboxProvider, SandboxResources, SandboxSpec } from '../types.ts';
 import { runDockerExec } from './exec.ts';
 import { DockerSandbox, type DockerSandboxOptions } from './sandbox.ts';
+import { containerOptions, DEFAULT_FLEET_LABEL, diskSplit, GATEWAY_SOCKET, HELPER_USER, IMAGE_OPENCODE, LABELS, labelValue, MIB } from './container-config.ts';
+
 
 /** The entry script of `local` sandboxes, whose `--gateway` bridge a container runs too. */
 const ENTRY_SCRIPT_URL = new URL('../local/sandbox-entry.py', import.meta.url);
 const SECCOMP_PROFILE_URL = new URL('./sandbox-seccomp.json', import.meta.url);
-/** Where the gateway's socket appears inside a container. */
-const GATEWAY_SOCKET = '/run/vcfleet/gateway.sock';
-/** Runs the bridge and the limit watcher: a user the sandboxed code cannot signal. */
-const HELPER_USER = '65534:65534';
-const NOFILE = 4096;
-/** Where sandbox_image/Dockerfile installs OpenCode. */
-export const IMAGE_OPENCODE = '/opt/opencode/bin/opencode';
-const MIB = 1024 * 1024;
-
-export const LABELS = {
-  fleet: 'vcfleet.fleet',
-  host: 'vcfleet.host',
-  pid: 'vcfleet.owner-pid',
-  start: 'vcfleet.owner-start',
-  boot: 'vcfleet.boot',
-  label: 'vcfleet.label',
-} as const;
-export const DEFAULT_FLEET_LABEL = 'visual-coding-fleet';
-
 export interface DockerProviderOptions {
   /** The sandbox image (`sandbox_config.image`): OpenCode on its PATH, python3, a USER that is not root. */
   image: string;
@@ -67,18 +50,6 @@ export interface DockerProviderOptions {
   /** Where this host's gateways put their sockets (reaped with the containers); default the OS temp folder. */
   gatewaySocketDir?: string;
   logger?: Logger;
-}
-
-/** The tmpfs sizes, in MiB, that add up to `disk_mib`: the workdir most, /tmp a quarter, /dev/shm at most 64. */
-export function diskSplit(diskMib: number): { workdir: number; tmp: number; shm: number } {
-  const shm = Math.max(1, Math.min(64, Math.floor(diskMib / 8)));
-  const tmp = Math.max(1, Math.floor(diskMib / 4));
-  return { workdir: Math.max(1, diskMib - tmp - shm), tmp, shm };
-}
-
-/** A label value Docker and a reader both take: printable, bounded. */
-function labelValue(v: string): string {
-  return v.replace(/[^A-Za-z0-9._-]/g, '-').slice(0, 63) || 'x';
 }
 
 interface Ready {
@@ -147,8 +118,6 @@ export class DockerProvider implements SandboxProvider {
     signal?.throwIfAborted();
     const ready = await this.ensureReady();
     const r = this.opts.resources;
-    const disk = diskSplit(r.disk_mib);
-    const tmpfs = (mib: number) => `rw,exec,nosuid,nodev,size=${mib}m`;
     const socket = spec.gateway.socketPath;
     if (socket) {
       // The container's helper user connects to it; its folder on this host stays the worker's alone.
@@ -161,37 +130,7 @@ export class DockerProvider implements SandboxProvider {
       : ['sleep', 'infinity'];
     const name = `vcfleet-${labelValue(spec.label).slice(0, 40)}-${randomBytes(4).toString('hex')}`;
     const container = await this.docker
-      .createContainer({
-        name,
-        Image: this.opts.image,
-        Entrypoint: [],
-        Cmd: cmd,
-        User: HELPER_USER,
-        WorkingDir: '/',
-        Labels: this.labels(spec),
-        HostConfig: {
-          NetworkMode: 'none',
-          ReadonlyRootfs: true,
-          CapDrop: ['ALL'],
-          SecurityOpt: ['no-new-privileges:true', `seccomp=${ready.seccomp}`],
-          Init: true,
-          Memory: r.memory_mib * MIB,
-          MemorySwap: r.memory_mib * MIB,
-          PidsLimit: r.pids,
-          NanoCpus: Math.round(r.cpu * 1e9),
-          Tmpfs: { [this.opts.workdir]: tmpfs(disk.workdir), '/tmp': tmpfs(disk.tmp) },
-          ShmSize: disk.shm * MIB,
-          IpcMode: 'private',
-          Ulimits: [
-            { Name: 'nofile', Soft: NOFILE, Hard: NOFILE },
-            { Name: 'fsize', Soft: r.disk_mib * MIB, Hard: r.disk_mib * MIB },
-            { Name: 'core', Soft: 0, Hard: 0 },
-          ],
-          Binds: socket ? [`${socket}:${GATEWAY_SOCKET}:ro`] : [],
-          LogConfig: { Type: 'none', Config: {} },
-          RestartPolicy: { Name: 'no' },
-        },
-      })
+      .createContainer(containerOptions({ name, image: this.opts.image, workdir: this.opts.workdir, resources: r, cmd, labels: this.labels(spec), seccomp: ready.seccomp, socket }))
       .catch((err: unknown) => {
         throw new InfraError(`docker: could not create a sandbox container from ${this.opts.image}: ${errorMessage(err)}`, { cause: err });
       });

@@ -21,29 +21,40 @@ fact the sandbox cannot forge. The helper dies with the sandbox: it watches bwra
 as soon as bwrap has (PR_SET_PDEATHSIG would not do: the kernel sends it with the dying parent's
 credentials, which may not signal a root process), and the cgroup kill at teardown. It records itself as RECORD_DIR/<launcher pid>.bridge.json (pid,
 start time, boot id, host), so that the worker can wait for it to be gone, and a later worker kill it.
+The bridge itself (telling the connections apart, forwarding them) is sandbox-bridge.py beside this
+script, loaded by its path.
 
 Failures before BWRAP runs print "M <what failed>" on stderr and exit 125, which the worker reports
 as an infrastructure error.
 """
 import ctypes
 import fcntl
+import importlib.util
 import os
-import select
 import socket
 import struct
 import sys
-import threading
 
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 SIOCGIFFLAGS = 0x8913
 SIOCSIFFLAGS = 0x8914
 IFF_UP = 0x1
-CHUNK = 65536
-# Connections served at once; more are closed at once (a sandbox cannot exhaust the helper's threads).
-MAX_CONNECTIONS = 64
 
 libc = ctypes.CDLL(None, use_errno=True)
+
+
+def load_beside(name):
+    """A module of this script's own folder, by its path: -I leaves that folder off sys.path."""
+    path = os.path.join(os.path.dirname(os.path.realpath(__file__)), name)
+    spec = importlib.util.spec_from_file_location(name.replace("-", "_").removesuffix(".py"), path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# The gateway bridge the helper serves (which process made each connection, and where it goes).
+BRIDGE = load_beside("sandbox-bridge.py")
 
 
 class LaunchError(Exception):
@@ -87,136 +98,6 @@ def write_maps(pid, uid):
         f.write("deny")
     with open("/proc/%d/gid_map" % pid, "w") as f:
         f.write("0 %d 1\n" % uid)
-
-
-def hex_address(ip, port):
-    return "%08X:%04X" % (struct.unpack("<I", socket.inet_aton(ip))[0], port)
-
-
-def socket_inode(peer, port):
-    """The inode of the client's end of a connection to 127.0.0.1:port (this network namespace)."""
-    local, remote = hex_address(peer[0], peer[1]), hex_address("127.0.0.1", port)
-    with open("/proc/net/tcp") as f:
-        for line in f.readlines()[1:]:
-            fields = line.split()
-            if len(fields) > 9 and fields[1] == local and fields[2] == remote:
-                return fields[9]
-    return None
-
-
-def descendants(root, skip):
-    found, stack = [], [root]
-    while stack:
-        pid = stack.pop()
-        try:
-            tasks = os.listdir("/proc/%d/task" % pid)
-        except OSError:
-            continue
-        for tid in tasks:
-            try:
-                with open("/proc/%d/task/%s/children" % (pid, tid)) as f:
-                    kids = [int(k) for k in f.read().split()]
-            except OSError:
-                continue
-            for kid in kids:
-                if kid != skip and kid not in found:
-                    found.append(kid)
-                    stack.append(kid)
-    return found
-
-
-def holds(pid, target):
-    try:
-        names = os.listdir("/proc/%d/fd" % pid)
-    except OSError:
-        return False
-    for name in names:
-        try:
-            if os.readlink("/proc/%d/fd/%s" % (pid, name)) == target:
-                return True
-        except OSError:
-            continue
-    return False
-
-
-def namespace_pid(pid):
-    """The pid of `pid` in its innermost PID namespace, and how deep that namespace is."""
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith("NSpid:"):
-                    ids = line.split()[1:]
-                    return int(ids[-1]), len(ids)
-    except OSError:
-        pass
-    return None, 0
-
-
-def made_by_command(peer, port, root):
-    """Whether the sandbox's command (ns pid 2) alone holds the client's socket of this connection."""
-    inode = socket_inode(peer, port)
-    if inode is None:
-        return False
-    target = "socket:[%s]" % inode
-    owners = [pid for pid in descendants(root, os.getpid()) if holds(pid, target)]
-    if len(owners) != 1:
-        return False
-    ns_pid, depth = namespace_pid(owners[0])
-    return ns_pid == 2 and depth >= 2
-
-
-def pump(src, dst):
-    try:
-        while True:
-            data = src.recv(CHUNK)
-            if not data:
-                break
-            dst.sendall(data)
-    except OSError:
-        pass
-    finally:
-        try:
-            dst.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
-
-
-def handle(client, peer, bridge, root, slots):
-    port, agent_socket, other_socket = bridge[:3]
-    upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        target = agent_socket if made_by_command(peer, port, root) else other_socket
-        upstream.connect(target)
-        back = threading.Thread(target=pump, args=(upstream, client), daemon=True)
-        back.start()
-        pump(client, upstream)
-        back.join()
-    except OSError:
-        pass
-    finally:
-        client.close()
-        upstream.close()
-        slots.release()
-
-
-def serve(listener, bridge, root):
-    slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-    while True:
-        try:
-            client, peer = listener.accept()
-        except OSError:
-            continue
-        if not slots.acquire(blocking=False):
-            client.close()
-            continue
-        threading.Thread(target=handle, args=(client, peer, bridge, root, slots), daemon=True).start()
-
-
-def serve_until_gone(listener, bridge, root, parent_fd):
-    """Serve in a thread until bwrap (the parent) has exited: its pidfd becomes readable then."""
-    threading.Thread(target=serve, args=(listener, bridge, root), daemon=True).start()
-    select.select([parent_fd], [], [])
-    os._exit(0)
 
 
 def record(folder, parent):
@@ -274,7 +155,7 @@ def helper(opts, parent, from_parent, to_parent):
                     os.close(n)
                 except OSError:
                     pass
-        serve_until_gone(listener, opts["bridge"], parent, parent_fd)
+        BRIDGE.serve_until_gone(listener, opts["bridge"], parent, parent_fd)
     except BaseException as err:  # noqa: BLE001 - tell the parent, whatever it was
         try:
             to_parent.sendall(b"E" + str(err).encode()[:500])
