@@ -1,10 +1,11 @@
 /**
  * `vcfleet export`: a run's rows (and their transcripts and trajectories) as trainers read them, one
  * record per line: NeMo Gym's verify-response rows (`gym`) or flat token records (`tokens`), built by
- * shared/output/gym-row.ts. Streamed in two passes over the JSONL, a line at a time: the first finds
- * the line that stands for each rollout (the last one, as every reader of the file takes it), the
- * second builds and writes one record per standing row. Nothing is held but that index, one row and
- * its files. The output is written beside its final name and renamed into place at the end.
+ * shared/output/gym-row.ts and token-record.ts. Streamed in two passes over the JSONL, a line at a
+ * time: the first finds the line that stands for each rollout (the last one, as every reader of the
+ * file takes it), the second builds and writes one record per standing row. Nothing is held but that
+ * index, one row and its files. The output is written beside its final name and renamed into place at
+ * the end.
  *
  * Every file is attacker-influenced: lines are bounded and parsed strictly, a rollout's files are read
  * through rollout-files.ts, and one bad line, record or image is a counted skip naming the rollout.
@@ -15,7 +16,10 @@ import { once } from 'node:events';
 import path from 'node:path';
 import { detectImageMime } from '../prepare/image-type.ts';
 import { ConfigError, DataError } from '../shared/errors.ts';
-import { benchmarkRequest, gymRow, tokenRecord } from '../shared/output/gym-row.ts';
+import { benchmarkRequest } from '../shared/output/gym-request-fields.ts';
+import { gymRow } from '../shared/output/gym-row.ts';
+import { tokenRecord } from '../shared/output/token-record.ts';
+import { maskOf } from '../shared/output/training-mask.ts';
 import { RowSchema, type Row } from '../shared/rows.ts';
 import { jsonlLines } from './jsonl-lines.ts';
 import { RolloutFiles } from './rollout-files.ts';
@@ -153,7 +157,8 @@ function gymRecord(row: Row, files: RolloutFiles, tally: Tally, who: string): Bu
   }
   const request = benchmarkRequest(row, transcript.value, { mime, base64: image.value.toString('base64') }, trajectory?.calls[0]?.sampling ?? {});
   const record = gymRow({ row, transcript: transcript.value, trajectory, request });
-  if (record.mask_sample) tally.masked(record._ng_failure_class ?? record.mask_reason ?? 'masked');
+  const mask = maskOf(row, trajectory);
+  if (mask.reason !== null) tally.masked(mask.reason);
   return { record, masked: record.mask_sample };
 }
 
