@@ -21,7 +21,7 @@ import { gymRow } from '../shared/output/gym-row.ts';
 import { tokenRecord } from '../shared/output/token-record.ts';
 import { maskOf } from '../shared/output/training-mask.ts';
 import { RowSchema, type Row } from '../shared/rows.ts';
-import { jsonlLines } from './jsonl-lines.ts';
+import { jsonlLines } from '../shared/output/jsonl-lines.ts';
 import { RolloutFiles } from './rollout-files.ts';
 
 export const EXPORT_FORMATS = ['gym', 'tokens'] as const;

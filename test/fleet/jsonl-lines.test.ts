@@ -6,7 +6,7 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { jsonlLines, type JsonlLine } from '../../src/export/jsonl-lines.ts';
+import { jsonlLines, type JsonlLine } from '../../src/shared/output/jsonl-lines.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
 
 async function lines(text: string, max: number): Promise<JsonlLine[]> {
