@@ -1,7 +1,7 @@
 /**
- * The export's streamed line reader (export/jsonl-lines.ts) on real files: lines across read chunks,
- * blank lines, a last line without a newline, multi-byte characters split between chunks, and lines
- * past the bound that come back as `tooLong` without their bytes.
+ * The streamed line reader of row files (shared/output/jsonl-lines.ts) on real files: lines across
+ * read chunks, blank lines, a last line without a newline, multi-byte characters split between
+ * chunks, and lines past the bound that come back as `tooLong` without their bytes.
  */
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
