@@ -7,7 +7,7 @@ import type { Redis } from 'ioredis';
 import type { QueueName } from '../shared/queues.ts';
 import { RunStore, type OutputLocation } from '../shared/run-store.ts';
 import { emptyJobCounts, readRunJobs, type JobState } from '../shared/run-jobs.ts';
-import { tallyRows } from '../ops/run-status.ts';
+import { readRunProgress, type RunState } from '../ops/run-progress.ts';
 import { unservedNotice } from '../ops/serving.ts';
 
 export interface RunSummary {
@@ -41,14 +41,6 @@ export interface RunSummary {
   state: RunState;
 }
 
-export type RunState = 'running' | 'complete' | 'failed';
-
-/** A run that ended without a single score failed, whatever its row count says. */
-export function runState(done: number, total: number, scored: number): RunState {
-  if (done < total) return 'running';
-  return done > 0 && scored === 0 ? 'failed' : 'complete';
-}
-
 /** The job states the overview shows (running rollouts, failed jobs). */
 const SHOWN_STATES: readonly JobState[] = ['active', 'failed'];
 
@@ -62,17 +54,16 @@ export async function runOverview(redis: Redis, prefix: string, maxRuns = 50): P
   for (const run of await store.recentRuns(maxRuns)) {
     const id = run.run_id;
     const jobs = (run.queue_scope === null ? fleetJobs : await readRunJobs(redis, prefix, id, run.queue_scope, SHOWN_STATES)).get(id)?.counts ?? emptyJobCounts();
-    const { done, scored, correct, maskedByKind: masked } = await tallyRows(store, id);
-    const total = await store.totalOf(run);
+    const p = await readRunProgress(store, run);
     out.push({
       run_id: id, benchmark: run.benchmark, policy_model: run.policy_model, judge_model: run.judge_model,
-      created_at: run.created_at, output_jsonl_fpath: run.output_jsonl_fpath, output: await store.getOutputLocation(id), total,
-      done, scored, correct, accuracy: scored ? correct / scored : null, masked,
+      created_at: run.created_at, output_jsonl_fpath: run.output_jsonl_fpath, output: await store.getOutputLocation(id), total: p.total,
+      done: p.done, scored: p.scored, correct: p.correct, accuracy: p.accuracy, masked: p.maskedByKind,
       running: jobs.rollout.active,
       failed: { rollout: jobs.rollout.failed, judge: jobs.judge.failed, results: jobs.results.failed },
-      complete: done >= total,
+      complete: p.complete,
       notice: await unservedNotice(redis, prefix, run),
-      state: runState(done, total, scored),
+      state: p.state,
     });
   }
   return out;

@@ -1,10 +1,11 @@
 /**
  * `vcfleet export`: a run's rows (and their transcripts and trajectories) as trainers read them, one
  * record per line: NeMo Gym's verify-response rows (`gym`) or flat token records (`tokens`), built by
- * shared/output/gym-row.ts. Streamed in two passes over the JSONL, a line at a time: the first finds
- * the line that stands for each rollout (the last one, as every reader of the file takes it), the
- * second builds and writes one record per standing row. Nothing is held but that index, one row and
- * its files. The output is written beside its final name and renamed into place at the end.
+ * shared/output/gym-row.ts and token-record.ts. Streamed in two passes over the JSONL, a line at a
+ * time: the first finds the line that stands for each rollout (the last one, as every reader of the
+ * file takes it), the second builds and writes one record per standing row. Nothing is held but that
+ * index, one row and its files. The output is written beside its final name and renamed into place at
+ * the end.
  *
  * Every file is attacker-influenced: lines are bounded and parsed strictly, a rollout's files are read
  * through rollout-files.ts, and one bad line, record or image is a counted skip naming the rollout.
@@ -15,9 +16,13 @@ import { once } from 'node:events';
 import path from 'node:path';
 import { detectImageMime } from '../prepare/image-type.ts';
 import { ConfigError, DataError } from '../shared/errors.ts';
-import { benchmarkRequest, gymRow, tokenRecord } from '../shared/output/gym-row.ts';
-import { RowSchema, type Row } from '../shared/rows.ts';
-import { jsonlLines } from './jsonl-lines.ts';
+import { benchmarkRequest } from '../shared/output/gym-request-fields.ts';
+import { gymRow } from '../shared/output/gym-row.ts';
+import { tokenRecord } from '../shared/output/token-record.ts';
+import { maskOf } from '../shared/output/training-mask.ts';
+import type { Row } from '../shared/rows.ts';
+import { jsonlLines } from '../shared/output/jsonl-lines.ts';
+import { parseRowLine } from '../shared/output/row-file.ts';
 import { RolloutFiles } from './rollout-files.ts';
 
 export const EXPORT_FORMATS = ['gym', 'tokens'] as const;
@@ -96,30 +101,17 @@ const short = (s: string) => (s.length > 200 ? `${s.slice(0, 200)}…` : s);
 /** The index's key of a rollout: a digest, so a row's ids (up to a line's bound) cost the index a few bytes. */
 const rolloutKey = (row: Row) => createHash('sha256').update(JSON.stringify([row.run_id, row.rollout_id])).digest('base64');
 
-function parseRow(text: string): { row: Row } | { problem: string } {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    return { problem: 'not JSON (a line cut short?)' };
-  }
-  const parsed = RowSchema.safeParse(value);
-  if (parsed.success) return { row: parsed.data };
-  const issue = parsed.error.issues[0];
-  return { problem: `not a valid row (${issue.path.join('.') || 'the line'}: ${issue.message})` };
-}
-
 /** Pass 1: the standing line of each rollout (the last), and the problems of the lines that are not rows. */
-async function indexRows(jsonl: string, runId: string | undefined, tally: Tally): Promise<{ standing: Map<string, Standing>; lines: number; runs: Set<string> }> {
+function indexRows(jsonl: string, runId: string | undefined, tally: Tally): { standing: Map<string, Standing>; lines: number; runs: Set<string> } {
   const standing = new Map<string, Standing>();
   const runs = new Set<string>();
   let lines = 0;
-  for await (const line of jsonlLines(jsonl, MAX_ROW_LINE_BYTES)) {
+  for (const line of jsonlLines(jsonl, MAX_ROW_LINE_BYTES)) {
     if ('tooLong' in line) {
       tally.skip('bad_line', `${jsonl} line ${line.lineNo}: longer than ${MAX_ROW_LINE_BYTES} bytes (${line.tooLong}); skipped`);
       continue;
     }
-    const parsed = parseRow(line.text);
+    const parsed = parseRowLine(line.text);
     if ('problem' in parsed) {
       tally.skip('bad_line', `${jsonl} line ${line.lineNo}: ${parsed.problem}; skipped`);
       continue;
@@ -153,7 +145,8 @@ function gymRecord(row: Row, files: RolloutFiles, tally: Tally, who: string): Bu
   }
   const request = benchmarkRequest(row, transcript.value, { mime, base64: image.value.toString('base64') }, trajectory?.calls[0]?.sampling ?? {});
   const record = gymRow({ row, transcript: transcript.value, trajectory, request });
-  if (record.mask_sample) tally.masked(record._ng_failure_class ?? record.mask_reason ?? 'masked');
+  const mask = maskOf(row, trajectory);
+  if (mask.reason !== null) tally.masked(mask.reason);
   return { record, masked: record.mask_sample };
 }
 
@@ -178,7 +171,7 @@ function checkPaths(jsonl: string, out: string): void {
 }
 
 /** The problem that stops an export before it writes anything, or null. */
-function nothingToExport(o: ExportOptions, jsonl: string, index: Awaited<ReturnType<typeof indexRows>>): string | null {
+function nothingToExport(o: ExportOptions, jsonl: string, index: ReturnType<typeof indexRows>): string | null {
   if (index.lines === 0) {
     if (o.runId !== undefined && index.runs.size > 0) return `run ${o.runId} is not in ${jsonl}; it holds ${[...index.runs].join(', ')}`;
     return `${jsonl} holds no rows`;
@@ -198,7 +191,7 @@ export async function exportRun(o: ExportOptions): Promise<ExportSummary> {
   const out = path.resolve(o.out ?? defaultOutPath(jsonl, o.format));
   checkPaths(jsonl, out);
   const tally = new Tally();
-  const index = await indexRows(jsonl, o.runId, tally);
+  const index = indexRows(jsonl, o.runId, tally);
   const stop = nothingToExport(o, jsonl, index);
   if (stop !== null) throw new DataError(stop);
   const files = new RolloutFiles(jsonl);
@@ -209,9 +202,9 @@ export async function exportRun(o: ExportOptions): Promise<ExportSummary> {
   let written = 0;
   let writtenMasked = 0;
   try {
-    for await (const line of jsonlLines(jsonl, MAX_ROW_LINE_BYTES)) {
+    for (const line of jsonlLines(jsonl, MAX_ROW_LINE_BYTES)) {
       if ('tooLong' in line) continue;
-      const parsed = parseRow(line.text);
+      const parsed = parseRowLine(line.text);
       if ('problem' in parsed) continue;
       const { row } = parsed;
       if (index.standing.get(rolloutKey(row))?.lineNo !== line.lineNo) continue;

@@ -1,11 +1,10 @@
 /**
  * The most recent runs of a prefix, one summary each: what the run is (benchmark, models, when it
  * was created) and how far it got (rows out of its rollouts, accuracy so far, masked rows). Rows are
- * counted with one HSCAN pass per run (`tallyRows`); no job queue is read, so it stays cheap.
+ * counted with one HSCAN pass per run (`readRunProgress`); no job queue is read, so it stays cheap.
  */
 import { RunStore } from '../shared/run-store.ts';
-import { accuracyOf } from '../shared/output/tally.ts';
-import { tallyRows } from './run-status.ts';
+import { readRunProgress } from './run-progress.ts';
 
 export interface RecentRun {
   run_id: string;
@@ -35,11 +34,11 @@ export interface RecentRun {
 export async function recentRuns(store: RunStore, limit: number): Promise<{ runs: RecentRun[]; totalRuns: number }> {
   const runs: RecentRun[] = [];
   for (const run of await store.recentRuns(limit)) {
-    const t = await tallyRows(store, run.run_id);
+    const p = await readRunProgress(store, run);
     runs.push({
       run_id: run.run_id, benchmark: run.benchmark, policy_model: run.policy_model, judge_model: run.judge_model, created_at: run.created_at,
-      total: await store.totalOf(run), rows: t.done, scored: t.scored, correct: t.correct, accuracy: accuracyOf(t), masked: t.masked,
-      masked_by_kind: t.maskedByKind, output_jsonl_fpath: run.output_jsonl_fpath,
+      total: p.total, rows: p.done, scored: p.scored, correct: p.correct, accuracy: p.accuracy, masked: p.masked,
+      masked_by_kind: p.maskedByKind, output_jsonl_fpath: run.output_jsonl_fpath,
     });
   }
   return { runs, totalRuns: await store.countRuns() };

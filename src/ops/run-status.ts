@@ -2,11 +2,12 @@
 import type { Redis } from 'ioredis';
 import type { QueueName } from '../shared/queues.ts';
 import { RunStore, type OutputLocation, type RunRecord } from '../shared/run-store.ts';
-import { accuracyOf, policySilenceWarning, RowTally, type TallyCounts } from '../shared/output/tally.ts';
+import { policySilenceWarning } from '../shared/output/tally.ts';
 import { lastReconcile, type ReconcileReport } from '../shared/reconcile-record.ts';
 import { listWorkers, type WorkerRecord } from '../shared/worker-registry.ts';
 import { emptyJobCounts, openJobs, readRunJobs, type JobState } from '../shared/run-jobs.ts';
 import { readPolicyPace, type EndpointPace } from '../pacing/policy-pace.ts';
+import { readRunProgress } from './run-progress.ts';
 
 export interface RunStatus {
   run: RunRecord;
@@ -34,28 +35,21 @@ export interface RunStatus {
   reconciled: ReconcileReport | null;
 }
 
-/** Rows of a run by outcome (one HSCAN pass). */
-export async function tallyRows(store: RunStore, runId: string): Promise<TallyCounts> {
-  const tally = new RowTally();
-  for await (const row of store.scanRows(runId)) tally.add(row);
-  return tally.counts;
-}
-
 export async function runStatus(redis: Redis, prefix: string, runId: string, now = Date.now()): Promise<RunStatus> {
   const store = new RunStore(redis, prefix);
   const record = await store.requireRun(runId);
+  const p = await readRunProgress(store, record);
   // A serve run's total is what it accepted so far.
-  const run = { ...record, total: await store.totalOf(record) };
-  const t = await tallyRows(store, runId);
+  const run = { ...record, total: p.total };
   const jobs = (await readRunJobs(redis, prefix, runId, run.queue_scope)).get(runId) ?? { counts: emptyJobCounts(), heldBy: new Map<string, string[]>() };
   const fleet = await listWorkers(redis, prefix, now);
   const stale = fleet.stale.map((w) => ({ ...w, held: jobs.heldBy.get(w.id) ?? [] }));
   const pending = openJobs(jobs.counts);
-  const silence = policySilenceWarning(t);
+  const silence = policySilenceWarning(p);
   const warnings = [...(silence ? [silence] : []), ...fleet.live.flatMap((w) => w.notices)];
   return {
-    run, rows: t.done, scored: t.scored, correct: t.correct, accuracy: accuracyOf(t),
-    masked: t.maskedByKind, stop_reasons: t.stopReasons, warnings, jobs: jobs.counts, pending, complete: t.done >= run.total && pending === 0,
+    run, rows: p.done, scored: p.scored, correct: p.correct, accuracy: p.accuracy,
+    masked: p.maskedByKind, stop_reasons: p.stopReasons, warnings, jobs: jobs.counts, pending, complete: p.complete && pending === 0,
     output: await store.getOutputLocation(runId),
     workers: { live: fleet.live, stale },
     policy_pace: await readPolicyPace(redis, prefix, now),

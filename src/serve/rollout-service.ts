@@ -11,6 +11,7 @@ import { enqueue, openQueue, type RolloutJob } from '../shared/queues.ts';
 import { RequestStore } from '../shared/request-store.ts';
 import { CANCELLED_ERROR, type RequestResponse } from '../shared/request-task.ts';
 import { buildRow } from '../shared/rows.ts';
+import { rowContext } from '../shared/row-context.ts';
 import { RunStore, type RunRecord } from '../shared/run-store.ts';
 import { RequestRefused, type ParsedRun } from './gym-request.ts';
 import { requestRecord, serveRolloutId } from './request-record.ts';
@@ -178,11 +179,7 @@ export class RolloutService {
     if (removed) {
       const record = await this.requests.getTask(this.runId, rolloutId);
       const run = this.deps.run;
-      const row = buildRow(
-        { runId: run.run_id, benchmark: run.benchmark, policyModel: record.policy.model ?? run.policy_model, judgeModel: null, rolloutId, repeat: job!.data.repeat, task: record.task },
-        null,
-        { kind: 'masked', failure: 'infra_failed', error: CANCELLED_ERROR },
-      );
+      const row = buildRow(rowContext(run, record.task, { rollout_id: rolloutId, repeat: job!.data.repeat }, record), null, { kind: 'masked', failure: 'infra_failed', error: CANCELLED_ERROR });
       await enqueue('results', this.results, { v: 1, row });
     }
     this.deps.logger.info({ rollout_id: rolloutId, removed_from_queue: removed }, 'rollout cancelled by its client');

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { DataError } from '../shared/errors.ts';
 import type { Row } from '../shared/rows.ts';
 import { aggregateMetrics, metricsPathFor } from '../shared/output/metrics.ts';
-import { parseRowLines, type ParsedRows } from '../shared/output/row-file.ts';
+import { parseRowFile, type ParsedRows } from '../shared/output/row-file.ts';
 import { runListEntry } from './run-list.ts';
 import type { RolloutData, RunData, RunMeta, ViewerSource } from './source.ts';
 import { outputFiles } from './transcript-files.ts';
@@ -68,7 +68,7 @@ export function createFileSource(jsonlPath: string): ViewerSource {
       throw new DataError(`cannot read ${file}: ${(err as Error).message}`);
     }
     if (cache && cache.mtimeMs === stat.mtimeMs && cache.size === stat.size) return cache;
-    const parsed = parseRowLines(readFileSync(file, 'utf8'), file);
+    const parsed = parseRowFile(file);
     cache = { mtimeMs: stat.mtimeMs, size: stat.size, parsed, metricsRepeats: readMetricsRepeats(file) };
     return cache;
   }

@@ -11,7 +11,8 @@ import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, writeFileS
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportRun } from '../../src/export/run-export.ts';
-import type { GymRow, TokenRecord } from '../../src/shared/output/gym-row.ts';
+import type { GymRow } from '../../src/shared/output/gym-row.ts';
+import type { TokenRecord } from '../../src/shared/output/token-record.ts';
 import { RowSchema, type Row } from '../../src/shared/rows.ts';
 import { TranscriptRecordSchema } from '../../src/shared/transcript.ts';
 import { TrajectorySchema, type Trajectory } from '../../src/shared/trajectory.ts';

@@ -5,7 +5,10 @@
  * a benchmark row, and the flat token record (images by path, masks, problems).
  */
 import { describe, expect, it } from 'vitest';
-import { benchmarkRequest, callTokens, failureReason, gymRow, responseOutput, tokenRecord, type GymRequestFields } from '../../src/shared/output/gym-row.ts';
+import { benchmarkRequest, type GymRequestFields } from '../../src/shared/output/gym-request-fields.ts';
+import { callTokens, responseOutput } from '../../src/shared/output/gym-response.ts';
+import { failureReason, gymRow } from '../../src/shared/output/gym-row.ts';
+import { tokenRecord } from '../../src/shared/output/token-record.ts';
 import { buildRow, type Grading, type Row } from '../../src/shared/rows.ts';
 import { rolloutOutcome, type RolloutOutcomeInput } from '../../src/shared/rollout-outcome.ts';
 import type { TranscriptRecord } from '../../src/shared/transcript.ts';

@@ -1,12 +1,12 @@
 /**
- * The export's streamed line reader (export/jsonl-lines.ts) on real files: lines across read chunks,
- * blank lines, a last line without a newline, multi-byte characters split between chunks, and lines
- * past the bound that come back as `tooLong` without their bytes.
+ * The streamed line reader of row files (shared/output/jsonl-lines.ts) on real files: lines across
+ * read chunks, blank lines, a last line without a newline, multi-byte characters split between
+ * chunks, and lines past the bound that come back as `tooLong` without their bytes.
  */
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { jsonlLines, type JsonlLine } from '../../src/export/jsonl-lines.ts';
+import { jsonlLines, type JsonlLine } from '../../src/shared/output/jsonl-lines.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
 
 async function lines(text: string, max: number): Promise<JsonlLine[]> {

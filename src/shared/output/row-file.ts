@@ -2,11 +2,12 @@
  * The one reader of output JSONL files: every line that is a valid row, grouped by run, plus a
  * plain account of the lines that are not (a line cut by a crash, a foreign record) and whether the
  * last line was cut. The viewer shows what it can and says what it skipped; `vcfleet metrics` stops
- * at the first bad line; the results consumer rewrites a damaged file from Redis.
+ * at the first bad line; the results consumer rewrites a damaged file from Redis; `vcfleet export`
+ * reads its lines with `parseRowLine`. Lines are read one at a time (jsonl-lines.ts).
  */
-import { readFileSync } from 'node:fs';
 import { DataError } from '../errors.ts';
 import { RowSchema, type Row } from '../rows.ts';
+import { jsonlLines } from './jsonl-lines.ts';
 
 /** Problems listed per file at most; the rest are counted. */
 const MAX_PROBLEMS = 20;
@@ -26,34 +27,38 @@ export interface ParsedRows {
   cutTail: boolean;
 }
 
-function lineProblem(line: string): string | null {
+/** A line of an output JSONL as a row, or why it is not one ("not JSON (a line cut short?)"). */
+export function parseRowLine(text: string): { row: Row } | { problem: string } {
   let value: unknown;
   try {
-    value = JSON.parse(line);
+    value = JSON.parse(text);
   } catch {
-    return 'not JSON (a line cut short?)';
+    return { problem: 'not JSON (a line cut short?)' };
   }
   const parsed = RowSchema.safeParse(value);
-  if (parsed.success) return null;
+  if (parsed.success) return { row: parsed.data };
   const issue = parsed.error.issues[0];
-  return `not a valid row (${issue.path.join('.') || 'the line'}: ${issue.message})`;
+  return { problem: `not a valid row (${issue.path.join('.') || 'the line'}: ${issue.message})` };
 }
 
-/** Parse the text of an output JSONL; `file` only names it in problems. */
-export function parseRowLines(text: string, file: string): ParsedRows {
+/** Parse an output JSONL, a line at a time; `file` names it in problems. Read errors are thrown as they come. */
+export function parseRowFile(file: string): ParsedRows {
   const runs = new Map<string, RunRows>();
   const indexes = new Map<string, Map<string, number>>();
   const problems: string[] = [];
   let skipped = 0;
-  text.split('\n').forEach((line, i) => {
-    if (!line.trim()) return;
-    const problem = lineProblem(line);
-    if (problem !== null) {
+  const lines = jsonlLines(file);
+  let next = lines.next();
+  for (; !next.done; next = lines.next()) {
+    const line = next.value;
+    // These readers set no bound on a line (they never did), so none comes back too long.
+    const parsed = 'text' in line ? parseRowLine(line.text) : { problem: `${line.tooLong} bytes long` };
+    if ('problem' in parsed) {
       skipped++;
-      if (problems.length < MAX_PROBLEMS) problems.push(`${file} line ${i + 1}: ${problem}; skipped`);
-      return;
+      if (problems.length < MAX_PROBLEMS) problems.push(`${file} line ${line.lineNo}: ${parsed.problem}; skipped`);
+      continue;
     }
-    const row = RowSchema.parse(JSON.parse(line));
+    const { row } = parsed;
     let run = runs.get(row.run_id);
     let index = indexes.get(row.run_id);
     if (!run || !index) {
@@ -68,21 +73,19 @@ export function parseRowLines(text: string, file: string): ParsedRows {
       run.rows[at] = row;
       run.duplicates.push(row.rollout_id);
     }
-  });
+  }
   if (skipped > problems.length) problems.push(`${file}: ${skipped - problems.length} more lines skipped`);
-  return { runs, problems, cutTail: text.length > 0 && !text.endsWith('\n') };
+  return { runs, problems, cutTail: next.value.cutTail };
 }
 
 /** Read and parse an output JSONL (an empty result when it does not exist). */
 export function readRowFile(file: string): ParsedRows {
-  let text: string;
   try {
-    text = readFileSync(file, 'utf8');
+    return parseRowFile(file);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { runs: new Map(), problems: [], cutTail: false };
     throw new DataError(`cannot read ${file}: ${(err as Error).message}`);
   }
-  return parseRowLines(text, file);
 }
 
 /**

@@ -6,6 +6,7 @@ import { InfraError } from '../../shared/errors.ts';
 import type { Judge, JudgeInput, RunJudgeSettings } from '../../shared/judge.ts';
 import type { JudgeJob } from '../../shared/queues.ts';
 import { buildRow, type Row, type RowContext } from '../../shared/rows.ts';
+import { rowContext } from '../../shared/row-context.ts';
 import { runSettings, type RunStore } from '../../shared/run-store.ts';
 import type { PreparedTask } from '../../shared/task.ts';
 import { buildJudgePrompt } from './prompt.ts';
@@ -20,24 +21,21 @@ export interface JudgeStageDeps {
   judge: Judge;
 }
 
-/** What a judged row needs to know of its run and task; the judge model is the run's (a run setting). */
-export async function judgeRowContext(
+/** What a judged row needs to know of its run and task (its row's context), and the run's judge settings. */
+async function judgeContext(
   job: JudgeJob, store: Pick<RunStore, 'requireRun' | 'getTask'>, requests?: Pick<RequestStore, 'getTask'>,
-): Promise<RowContext & { task: PreparedTask; judge: RunJudgeSettings }> {
+): Promise<{ row: RowContext; task: PreparedTask; judge: RunJudgeSettings }> {
   const run = await store.requireRun(job.run_id);
   const { task, request } = await rolloutTask(store, requests, job);
   const { judge } = runSettings(run);
-  return {
-    runId: run.run_id, benchmark: run.benchmark, policyModel: request?.policy.model ?? run.policy_model, judgeModel: judge.model_name, rolloutId: job.rollout_id, repeat: job.repeat, task,
-    judge: { model: judge.model_name, temperature: judge.temperature, maxTokens: judge.max_tokens },
-  };
+  return { row: rowContext(run, task, job, request), task, judge: { model: judge.model_name, temperature: judge.temperature, maxTokens: judge.max_tokens } };
 }
 
 /** The masked, rejudgeable row of a grading that failed (`unavailable` unless the judge's replies held no verdict). */
 export async function judgeFailedRow(
   job: JudgeJob, store: Pick<RunStore, 'requireRun' | 'getTask'>, reason: string, judgeFailure: 'no_verdict' | 'unavailable' = 'unavailable', requests?: Pick<RequestStore, 'getTask'>,
 ): Promise<Row> {
-  return buildRow(await judgeRowContext(job, store, requests), currentOutcome(job.outcome), { kind: 'masked', failure: 'judge_failed', error: reason, judgeFailure });
+  return buildRow((await judgeContext(job, store, requests)).row, currentOutcome(job.outcome), { kind: 'masked', failure: 'judge_failed', error: reason, judgeFailure });
 }
 
 /** The messages a judge that does not say what it sent would have been sent (judge/prompt.ts). */
@@ -47,15 +45,15 @@ function promptOf(input: JudgeInput): { system: string; user: string } {
 }
 
 export async function runJudgeStage(job: JudgeJob, deps: JudgeStageDeps, signal?: AbortSignal): Promise<Row> {
-  const ctx = await judgeRowContext(job, deps.store, deps.requests);
+  const ctx = await judgeContext(job, deps.store, deps.requests);
   // An outcome of older scoring rules (a queued job, a rescore) is graded by today's (scoring.ts).
   const outcome = currentOutcome(job.outcome);
   // A request rollout its client cancelled is not graded: its row says so (masked, never scored).
   if (job.task_source === 'request' && (await deps.requests?.isCancelled(job.run_id, job.rollout_id))) {
-    return buildRow(ctx, outcome, { kind: 'masked', failure: 'infra_failed', error: CANCELLED_ERROR });
+    return buildRow(ctx.row, outcome, { kind: 'masked', failure: 'infra_failed', error: CANCELLED_ERROR });
   }
   // Not complete, or no text: 0 without a judge call, whoever sent it here (a rescore sends every row).
-  if (gradingPlan(outcome).kind !== 'judge') return buildRow(ctx, outcome, { kind: 'unanswered' });
+  if (gradingPlan(outcome).kind !== 'judge') return buildRow(ctx.row, outcome, { kind: 'unanswered' });
   const task = ctx.task;
   const input: JudgeInput = {
     question: task.question,
@@ -75,7 +73,7 @@ export async function runJudgeStage(job: JudgeJob, deps: JudgeStageDeps, signal?
   await deps.store.putTranscriptJudge(job.run_id, job.rollout_id, {
     model: asked.model, verdict: scored ? grading.verdict : null, reason: grading.reason, prompt: asked.prompt, cached: scored && grading.cached,
   });
-  if (grading.status === 'refused') return buildRow(ctx, outcome, { kind: 'refused', error: grading.reason });
-  if (grading.status === 'failed') return buildRow(ctx, outcome, { kind: 'masked', failure: 'judge_failed', error: grading.reason, judgeFailure: grading.kind ?? 'unavailable' });
-  return buildRow(ctx, outcome, { kind: 'scored', verdict: grading.verdict, reason: grading.reason, reward: grading.reward });
+  if (grading.status === 'refused') return buildRow(ctx.row, outcome, { kind: 'refused', error: grading.reason });
+  if (grading.status === 'failed') return buildRow(ctx.row, outcome, { kind: 'masked', failure: 'judge_failed', error: grading.reason, judgeFailure: grading.kind ?? 'unavailable' });
+  return buildRow(ctx.row, outcome, { kind: 'scored', verdict: grading.verdict, reason: grading.reason, reward: grading.reward });
 }

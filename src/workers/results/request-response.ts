@@ -6,7 +6,8 @@
  * this host's files.
  */
 import type { Logger } from '../../shared/logger.ts';
-import { gymRow, type GymRequestFields } from '../../shared/output/gym-row.ts';
+import type { GymRequestFields } from '../../shared/output/gym-request-fields.ts';
+import { gymRow } from '../../shared/output/gym-row.ts';
 import type { RequestStore } from '../../shared/request-store.ts';
 import { CANCELLED_ERROR, echoedParams, type RequestTask } from '../../shared/request-task.ts';
 import type { Row } from '../../shared/rows.ts';

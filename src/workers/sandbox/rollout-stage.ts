@@ -9,7 +9,8 @@ import path from 'node:path';
 import type { AgentResult, AgentRunner, PolicyEndpoint, PolicyPace } from '../../shared/agent.ts';
 import { InfraError } from '../../shared/errors.ts';
 import type { JudgeJob, RolloutJob } from '../../shared/queues.ts';
-import { buildRow, type Row, type RowContext } from '../../shared/rows.ts';
+import { buildRow, type Row } from '../../shared/rows.ts';
+import { rowContext } from '../../shared/row-context.ts';
 import { gradingPlan } from '../../shared/scoring.ts';
 import { runSettings, type RunRecord, type RunStore } from '../../shared/run-store.ts';
 import { stripCredentials, type RunSettings } from '../../shared/run-settings.ts';
@@ -74,18 +75,6 @@ export function policyEndpoint(settings: RunSettings, baseUrl: string, apiKey: s
     requestTimeoutS: p.request_timeout_s, capture: p.capture, maxRequestBytes: p.max_request_mib * 1024 * 1024,
     maxConcurrentCalls: p.max_concurrent_calls, maxCallsPerRollout: p.max_calls_per_rollout,
     tokenCapture: p.token_capture, sampling: { ...p.sampling, ...asked?.sampling }, weightVersion: asked?.weight_version ?? p.weight_version,
-  };
-}
-
-export function rowContext(run: RunRecord, task: PreparedTask, job: Pick<RolloutJob, 'rollout_id' | 'repeat'>, request: RequestTask | null = null): RowContext {
-  return {
-    runId: run.run_id,
-    benchmark: run.benchmark,
-    policyModel: request?.policy.model ?? run.policy_model,
-    judgeModel: run.judge_model,
-    rolloutId: job.rollout_id,
-    repeat: job.repeat,
-    task,
   };
 }
 
