@@ -3,10 +3,9 @@
  * interpolates and overrides; this file says what is valid.
  */
 import { z } from 'zod';
-import {
-  AgentSchema, DashboardSchema, ServeSchema, JudgeSchema, MetricsServerSchema, PolicySchema, PreflightSchema, QueuesSchema, RedisSchema, SandboxConfigSchema,
-  TranscriptsSchema, envFlag, nullableString, positiveInt,
-} from './config-sections.ts';
+import { envFlag, nullableString, positiveInt } from './config-fields.ts';
+import { DashboardSchema, MetricsServerSchema, PreflightSchema, QueuesSchema, RedisSchema, ServeSchema } from './config-fleet-sections.ts';
+import { AgentSchema, JudgeSchema, PolicySchema, SandboxConfigSchema, TranscriptsSchema } from './config-sections.ts';
 
 export const BENCHMARKS = ['babyvision_opencode', 'babyvision_opencode_question_only'] as const;
 export type BenchmarkName = (typeof BENCHMARKS)[number];
