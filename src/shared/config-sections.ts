@@ -4,7 +4,7 @@
  * Each key documents itself; configs/visual_coding_opencode.yaml shows them all.
  */
 import { z } from 'zod';
-import { nullableString, positiveInt } from './config-fields.ts';
+import { nullableString, positiveInt, runSetting } from './config-fields.ts';
 
 export const SandboxConfigSchema = z
   .object({
@@ -81,25 +81,13 @@ export const SamplingSchema = z
 export const PolicySchema = z
   .object({
     /** Context window declared to OpenCode, in tokens. */
-    context_window: positiveInt.default(128000),
+    context_window: runSetting(positiveInt.default(128000)),
     /** Output cap per model call, in tokens. */
-    max_output_tokens: positiveInt.default(32768),
+    max_output_tokens: runSetting(positiveInt.default(32768)),
     /** Whole-request timeout for one model call, in seconds. */
-    request_timeout_s: positiveInt.default(600),
+    request_timeout_s: runSetting(positiveInt.default(600)),
     /** Store every policy call's request and response (token ids, logprobs) on the worker's host, for RL training. */
-    capture: z.boolean().default(false),
-    /**
-     * Ask the policy server for token ids and log-probabilities on every call (vLLM's fields) and
-     * deliver each rollout's trajectory beside the output JSONL (`<stem>_trajectories/`), for RL training.
-     */
-    token_capture: z.boolean().default(false),
-    /**
-     * Sampling settings pinned on every policy call (`temperature`, `top_p`, any other field the policy
-     * server takes); they override what OpenCode sends, and token capture records them per call.
-     */
-    sampling: SamplingSchema.default({}),
-    /** The policy's weight version, set by the trainer; recorded on every captured call. Null: none. */
-    weight_version: z.string().max(256).nullable().default(null),
+    capture: runSetting(z.boolean().default(false)),
     /**
      * Other policy endpoints this worker may send its key to, when a run names one
      * (`vcfleet produce ++policy.endpoint=URL`). The worker's own `policy_base_url` is always allowed.
@@ -109,13 +97,25 @@ export const PolicySchema = z
      * The endpoint a run asks for (stored in the run record); null: every worker uses its own
      * `policy_base_url`. A worker that does not allow it fails the rollout, naming both.
      */
-    endpoint: z.string().url().nullable().default(null),
+    endpoint: runSetting(z.string().url().nullable().default(null), { withoutCredentials: true }),
     /** Largest request the gateway forwards, in MiB (the whole history, images included, is re-sent each call). */
-    max_request_mib: positiveInt.default(256),
+    max_request_mib: runSetting(positiveInt.default(256)),
     /** Policy calls in flight at once per rollout; more are answered 429. */
-    max_concurrent_calls: positiveInt.default(4),
+    max_concurrent_calls: runSetting(positiveInt.default(4)),
     /** Policy calls per rollout; past it the session stops (stop reason timeout, with the reason in `error`). */
-    max_calls_per_rollout: positiveInt.default(1000),
+    max_calls_per_rollout: runSetting(positiveInt.default(1000)),
+    /**
+     * Ask the policy server for token ids and log-probabilities on every call (vLLM's fields) and
+     * deliver each rollout's trajectory beside the output JSONL (`<stem>_trajectories/`), for RL training.
+     */
+    token_capture: runSetting(z.boolean().default(false)),
+    /**
+     * Sampling settings pinned on every policy call (`temperature`, `top_p`, any other field the policy
+     * server takes); they override what OpenCode sends, and token capture records them per call.
+     */
+    sampling: runSetting(SamplingSchema.default({})),
+    /** The policy's weight version, set by the trainer; recorded on every captured call. Null: none. */
+    weight_version: runSetting(z.string().max(256).nullable().default(null)),
     /**
      * Bound of the time one rollout's calls may be held while the policy server pushes back (429, 503
      * with Retry-After), in seconds; the task timeout never counts that time. Past it the rollout goes
@@ -144,9 +144,9 @@ export const PolicySchema = z
 export const TranscriptsSchema = z
   .object({
     /** Keep a transcript record per rollout beside the output JSONL (`<stem>_transcripts/`). */
-    enabled: z.boolean().default(true),
+    enabled: runSetting(z.boolean().default(true)),
     /** Bytes of images (crops, plots the model was shown) kept per transcript, in MiB; more are kept by hash only. */
-    max_image_mib: positiveInt.default(32),
+    max_image_mib: runSetting(positiveInt.default(32)),
   })
   .strict();
 
@@ -168,8 +168,8 @@ export const JudgeSchema = z
     concurrency: positiveInt.default(8),
     /** Cache verdicts by judge model and prompt, so repeats and rejudges never pay twice. */
     cache: z.boolean().default(true),
-    temperature: z.number().min(0).default(0),
-    max_tokens: positiveInt.default(1024),
+    temperature: runSetting(z.number().min(0).default(0)),
+    max_tokens: runSetting(positiveInt.default(1024)),
   })
   .strict();
 
@@ -180,7 +180,7 @@ export const AgentSchema = z
     /** Path to the OpenCode binary; default: the one installed from npm with this project. */
     opencode_bin: nullableString,
     /** Stop the session after this many tool calls (OpenCode has no limit of its own). */
-    max_tool_calls: positiveInt.default(200),
+    max_tool_calls: runSetting(positiveInt.default(200)),
     /** For `kind: scripted`: a JSON file mapping task ids (or `*`) to scripted outcomes. */
     script_path: nullableString,
     /**

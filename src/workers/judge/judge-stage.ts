@@ -26,10 +26,10 @@ export async function judgeRowContext(
 ): Promise<RowContext & { task: PreparedTask; judge: RunJudgeSettings }> {
   const run = await store.requireRun(job.run_id);
   const { task, request } = await rolloutTask(store, requests, job);
-  const { judge } = runSettings(run);
+  const { visual_coding_opencode_judge_model_name: judgeModel, judge } = runSettings(run);
   return {
-    runId: run.run_id, benchmark: run.benchmark, policyModel: request?.policy.model ?? run.policy_model, judgeModel: judge.model_name, rolloutId: job.rollout_id, repeat: job.repeat, task,
-    judge: { model: judge.model_name, temperature: judge.temperature, maxTokens: judge.max_tokens },
+    runId: run.run_id, benchmark: run.benchmark, policyModel: request?.policy.model ?? run.policy_model, judgeModel, rolloutId: job.rollout_id, repeat: job.repeat, task,
+    judge: { visual_coding_opencode_judge_model_name: judgeModel, judge },
   };
 }
 
@@ -70,7 +70,7 @@ export async function runJudgeStage(job: JudgeJob, deps: JudgeStageDeps, signal?
   // Cut short by the worker stopping: not a grading. The job goes back to the queue, no row is made.
   if (signal?.aborted) throw new InfraError('the grading was aborted (worker shutting down)', { cause: signal.reason });
   // The judge's part of the rollout's transcript: what it was sent (as it says) and what it said.
-  const asked = grading.asked ?? { model: ctx.judge.model, prompt: promptOf(input) };
+  const asked = grading.asked ?? { model: ctx.judge.visual_coding_opencode_judge_model_name, prompt: promptOf(input) };
   const scored = grading.status === 'scored';
   await deps.store.putTranscriptJudge(job.run_id, job.rollout_id, {
     model: asked.model, verdict: scored ? grading.verdict : null, reason: grading.reason, prompt: asked.prompt, cached: scored && grading.cached,

@@ -86,11 +86,12 @@ async function writeCache(ctx: JudgeCallContext, cache: JudgeCache | undefined, 
 function forInput(ctx: JudgeCallContext, input: JudgeInput): JudgeCallContext {
   const run = input.run;
   if (!run) return { ...ctx, log: ctx.log.child({ rollout_id: input.rolloutId }) };
+  const model = run.visual_coding_opencode_judge_model_name;
   return {
     ...ctx,
-    model: run.model,
-    settings: { ...ctx.settings, temperature: run.temperature, max_tokens: run.maxTokens },
-    log: ctx.log.child({ rollout_id: input.rolloutId, ...(run.model === ctx.model ? {} : { judge_model: run.model }) }),
+    model,
+    settings: { ...ctx.settings, ...run.judge },
+    log: ctx.log.child({ rollout_id: input.rolloutId, ...(model === ctx.model ? {} : { judge_model: model }) }),
   };
 }
 
