@@ -260,7 +260,7 @@ describe('abort', () => {
   });
 
   it('returns failed "aborted" at once when aborted during a retry wait, and sends nothing after it', async () => {
-    // The client's own wait cannot be aborted: it runs out (the 3 s cap here) in the background.
+    // The wait (the 3 s cap here) ends with the abort; nothing is sent after it.
     server.setScript([{ status: 429, headers: { 'retry-after': '30' } }]);
     const { judge } = makeJudge({}, { retryAfterCapMs: 3000 });
     const ac = new AbortController();
