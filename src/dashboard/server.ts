@@ -4,7 +4,7 @@
  * - `/api/runs`: the same as JSON; `/api/runs/:id`: the full `runStatus` of one run;
  * - `/queues`: Bull Board over the rollout, judge and results queues, each job linked to its rollout;
  * - `/viewer`: the rollout viewer (src/viewer/) over the runs in Redis (redis-viewer-source.ts).
- * Every request passes the access guard (auth.ts) first.
+ * Every request passes the access guard (http/access.ts) first.
  */
 import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
@@ -17,7 +17,7 @@ import type { Logger } from '../shared/logger.ts';
 import { runStatus } from '../ops/run-status.ts';
 import { RunStore } from '../shared/run-store.ts';
 import { createViewerApp } from '../viewer/app.ts';
-import { accessGuard, accessPolicy, checkBind } from '../viewer/access.ts';
+import { accessGuard, accessPolicy, checkBind } from '../http/access.ts';
 import { mountBullBoard } from './bull-board.ts';
 import { BoardQueues } from './board-queues.ts';
 import { listWorkers } from '../shared/worker-registry.ts';

@@ -5,7 +5,7 @@
  * - `GET /rollouts/{id}`: the same by `_ng_rollout_id` (waits; `?wait=0`: 202 at once while it runs);
  * - `DELETE /rollouts/{id}`: cancel it (202; its row says so and is not scored);
  * - `GET /health`: the run served.
- * Every request passes the dashboard's access guard first (viewer/access.ts): beyond loopback every
+ * Every request passes the dashboard's access guard first (http/access.ts): beyond loopback every
  * request needs the dashboard's credentials (401 without).
  */
 import type { AddressInfo } from 'node:net';
@@ -15,7 +15,7 @@ import { bodyLimit } from 'hono/body-limit';
 import type { Config } from '../shared/config.ts';
 import { errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
-import { accessGuard, accessPolicy } from '../viewer/access.ts';
+import { accessGuard, accessPolicy } from '../http/access.ts';
 import { parseRunBody, RequestRefused, type RequestBounds } from './gym-request.ts';
 import type { RolloutService, RolloutState } from './rollout-service.ts';
 

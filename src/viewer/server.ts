@@ -1,12 +1,12 @@
 /**
  * `vcfleet view`'s server: the viewer app behind the dashboard's access guard, listening on one
  * address. Loopback is open to reads; any other address needs the dashboard's credentials (see
- * src/dashboard/auth.ts), checked before the port is opened.
+ * src/http/access.ts), checked before the port is opened.
  */
 import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import { Hono } from 'hono';
-import { accessGuard, accessPolicy, checkBind, type DashboardCredentials } from './access.ts';
+import { accessGuard, accessPolicy, checkBind, type DashboardCredentials } from '../http/access.ts';
 import { createViewerApp, type ViewerAppOptions } from './app.ts';
 import type { ViewerSource } from './source.ts';
 
