@@ -8,7 +8,6 @@
  * Every request passes the dashboard's access guard first (http/access.ts): beyond loopback every
  * request needs the dashboard's credentials (401 without).
  */
-import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
@@ -16,6 +15,7 @@ import type { Config } from '../shared/config.ts';
 import { errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
 import { accessGuard, accessPolicy } from '../http/access.ts';
+import { listen } from '../http/listen.ts';
 import { parseRunBody, RequestRefused, type RequestBounds } from './gym-request.ts';
 import type { RolloutService, RolloutState } from './rollout-service.ts';
 
@@ -97,24 +97,7 @@ export function buildServeApp(deps: ServeDeps): Hono {
 /** Listen on `serve.{host,port}`. */
 export async function startServeServer(deps: ServeDeps): Promise<ServeServer> {
   const app = buildServeApp(deps);
-  const server = createAdaptorServer({ fetch: app.fetch });
   const { host, port } = deps.config.serve;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => resolve());
-  });
-  const bound = (server.address() as AddressInfo).port;
-  const shown = host.includes(':') ? `[${host}]` : host;
-  let closing: Promise<void> | undefined;
-  return {
-    url: `http://${shown}:${bound}/`,
-    port: bound,
-    close() {
-      closing ??= new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
-      });
-      return closing;
-    },
-  };
+  const server = await listen(createAdaptorServer({ fetch: app.fetch }), host, port);
+  return { url: `${server.origin}/`, port: server.port, close: server.close };
 }
