@@ -4,9 +4,8 @@
  * - `/api/runs`: the same as JSON; `/api/runs/:id`: the full `runStatus` of one run;
  * - `/queues`: Bull Board over the rollout, judge and results queues, each job linked to its rollout;
  * - `/viewer`: the rollout viewer (src/viewer/) over the runs in Redis (redis-viewer-source.ts).
- * Every request passes the access guard (auth.ts) first.
+ * Every request passes the access guard (http/access.ts) first.
  */
-import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import type { Queue } from 'bullmq';
 import { Hono } from 'hono';
@@ -17,7 +16,8 @@ import type { Logger } from '../shared/logger.ts';
 import { runStatus } from '../ops/run-status.ts';
 import { RunStore } from '../shared/run-store.ts';
 import { createViewerApp } from '../viewer/app.ts';
-import { accessGuard, accessPolicy, checkBind } from '../viewer/access.ts';
+import { accessGuard, accessPolicy, checkBind } from '../http/access.ts';
+import { listen, type Listening } from '../http/listen.ts';
 import { mountBullBoard } from './bull-board.ts';
 import { BoardQueues } from './board-queues.ts';
 import { listWorkers } from '../shared/worker-registry.ts';
@@ -103,29 +103,21 @@ export async function startDashboard(deps: DashboardDeps): Promise<Dashboard> {
   // Runs with queues of their own come and go: the board follows the recent ones.
   const refresh = setInterval(() => void board.refresh().then(setQueues, (err: unknown) => deps.logger.warn({ err: errorMessage(err) }, 'cannot refresh the board\'s queues')), BOARD_REFRESH_MS);
   refresh.unref();
-  const server = createAdaptorServer({ fetch: app.fetch });
+  let server: Listening;
   try {
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(d.port, d.host, () => resolve());
-    });
+    server = await listen(createAdaptorServer({ fetch: app.fetch }), d.host, d.port);
   } catch (err) {
     clearInterval(refresh);
     await board.close();
     throw err;
   }
-  const port = (server.address() as AddressInfo).port;
-  const host = d.host.includes(':') ? `[${d.host}]` : d.host;
   let closing: Promise<void> | undefined;
   return {
-    url: `http://${host}:${port}/`,
-    port,
+    url: `${server.origin}/`,
+    port: server.port,
     close() {
       closing ??= (async () => {
-        await new Promise<void>((resolve) => {
-          server.close(() => resolve());
-          (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
-        });
+        await server.close();
         clearInterval(refresh);
         await board.close();
       })();

@@ -23,7 +23,7 @@
  * `option X`; a number also as a word up to twenty: "there are twelve" = 12), else `different`.
  */
 import http from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import { listen } from '../http/listen.ts';
 import { NO_EXTRACTED_ANSWER, PROMPT_FIELDS } from '../workers/judge/prompt.ts';
 
 /** One scripted answer to a request. */
@@ -219,7 +219,6 @@ function record(req: http.IncomingMessage, rawBody: string, index: number): Reco
 /** Start the server (default: 127.0.0.1, an ephemeral port). */
 export async function startScriptedJudgeServer(options: ScriptedJudgeServerOptions = {}): Promise<ScriptedJudgeServer> {
   const requests: RecordedJudgeRequest[] = [];
-  const sockets = new Set<Socket>();
   let script: JudgeScript = options.script ?? [];
   let queue: ScriptedJudgeReply[] = Array.isArray(script) ? [...script] : [];
 
@@ -250,24 +249,15 @@ export async function startScriptedJudgeServer(options: ScriptedJudgeServerOptio
       );
     });
   });
-  server.on('connection', (socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-  });
-  const host = options.host ?? '127.0.0.1';
-  await new Promise<void>((resolve) => server.listen(options.port ?? 0, host, resolve));
-  const { port } = server.address() as AddressInfo;
+  const listening = await listen(server, options.host ?? '127.0.0.1', options.port ?? 0);
 
   return {
-    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}/v1`,
+    url: `${listening.origin}/v1`,
     requests,
     setScript(s) {
       script = s;
       queue = Array.isArray(s) ? [...s] : [];
     },
-    async close() {
-      for (const socket of sockets) socket.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
+    close: listening.close,
   };
 }

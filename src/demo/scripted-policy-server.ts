@@ -4,7 +4,7 @@
  * Tests use it to drive the real OpenCode binary; `vcfleet demo` uses it as a stand-in policy model.
  */
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { listen } from '../http/listen.ts';
 import { scripts } from './scripted-policy-scripts.ts';
 import type { ChatRequestBody, Script, ScriptReply } from './scripted-policy-types.ts';
 
@@ -53,12 +53,9 @@ function usageFor(body: ChatRequestBody, output: string) {
 }
 
 /** Write one scripted reply: SSE or plain JSON, tool calls, an error status, a hang or a cut connection. */
-function sendReply(res: http.ServerResponse, body: ChatRequestBody, reply: ScriptReply, hanging: Set<http.ServerResponse>, modelName: string, chunkChars: number): void {
-  if (reply.kind === 'hang') {
-    hanging.add(res);
-    res.on('close', () => hanging.delete(res));
-    return;
-  }
+function sendReply(res: http.ServerResponse, body: ChatRequestBody, reply: ScriptReply, modelName: string, chunkChars: number): void {
+  // A hang answers nothing; close() drops its connection.
+  if (reply.kind === 'hang') return;
   if (reply.kind === 'destroy') {
     res.socket?.destroy();
     return;
@@ -111,7 +108,6 @@ export async function startScriptedPolicyServer(options: ScriptedPolicyServerOpt
   let script: Script = options.script ?? scripts.answer('\\boxed{A}');
   const requests: RecordedRequest[] = [];
   const notes: string[] = [];
-  const hanging = new Set<http.ServerResponse>();
   const modelName = options.modelName ?? 'scripted-vlm';
   const chunkChars = options.chunkChars ?? 40;
   let chatIndex = 0;
@@ -147,26 +143,18 @@ export async function startScriptedPolicyServer(options: ScriptedPolicyServerOpt
       return;
     }
     const reply = await script(body, chatIndex++, { note: (t) => notes.push(t) });
-    sendReply(res, body, reply, hanging, modelName, chunkChars);
+    sendReply(res, body, reply, modelName, chunkChars);
   }
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => resolve());
-  });
-  const port = (server.address() as AddressInfo).port;
+  const listening = await listen(server, options.host ?? '127.0.0.1', options.port ?? 0);
   return {
-    url: `http://${options.host ?? '127.0.0.1'}:${port}/v1`,
-    port,
+    url: `${listening.origin}/v1`,
+    port: listening.port,
     requests,
     notes,
     setScript(next) {
       script = next;
     },
-    async close() {
-      for (const res of hanging) res.socket?.destroy();
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
+    close: listening.close,
   };
 }

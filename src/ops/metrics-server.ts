@@ -4,8 +4,8 @@
  * (see `startRoleMetrics`); `listenMetrics` itself also accepts 0 (any free port) for tests.
  */
 import http from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
 import type { Registry } from 'prom-client';
+import { listen } from '../http/listen.ts';
 
 export interface MetricsServer {
   /** `http://host:port/metrics`. */
@@ -16,7 +16,6 @@ export interface MetricsServer {
 }
 
 export async function listenMetrics(registry: Registry, host: string, port: number): Promise<MetricsServer> {
-  const sockets = new Set<Socket>();
   const server = http.createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (path !== '/metrics' || (req.method !== 'GET' && req.method !== 'HEAD')) {
@@ -28,25 +27,6 @@ export async function listenMetrics(registry: Registry, host: string, port: numb
       (err: Error) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`cannot collect metrics: ${err.message}\n`),
     );
   });
-  server.on('connection', (s) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => resolve());
-  });
-  const bound = (server.address() as AddressInfo).port;
-  let closing: Promise<void> | undefined;
-  return {
-    url: `http://${host.includes(':') ? `[${host}]` : host}:${bound}/metrics`,
-    port: bound,
-    close() {
-      closing ??= new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        for (const s of sockets) s.destroy();
-      });
-      return closing;
-    },
-  };
+  const listening = await listen(server, host, port);
+  return { url: `${listening.origin}/metrics`, port: listening.port, close: listening.close };
 }

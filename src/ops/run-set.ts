@@ -56,7 +56,7 @@ export async function setRunSettings(store: RunStore, runId: string, keys: reado
   const record = await store.updateRun(runId, (current) => {
     const settings = keys.reduce((s, key) => withSetting(s, key, config), runSettings(current));
     return {
-      ...current, settings, policy_model: settings.policy.model_name, judge_model: settings.judge.model_name,
+      ...current, settings, policy_model: settings.policy_model_name, judge_model: settings.visual_coding_opencode_judge_model_name,
       settings_changes: [...current.settings_changes, change],
     };
   });

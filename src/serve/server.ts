@@ -5,17 +5,17 @@
  * - `GET /rollouts/{id}`: the same by `_ng_rollout_id` (waits; `?wait=0`: 202 at once while it runs);
  * - `DELETE /rollouts/{id}`: cancel it (202; its row says so and is not scored);
  * - `GET /health`: the run served.
- * Every request passes the dashboard's access guard first (viewer/access.ts): beyond loopback every
+ * Every request passes the dashboard's access guard first (http/access.ts): beyond loopback every
  * request needs the dashboard's credentials (401 without).
  */
-import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { Config } from '../shared/config.ts';
 import { errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
-import { accessGuard, accessPolicy } from '../viewer/access.ts';
+import { accessGuard, accessPolicy } from '../http/access.ts';
+import { listen } from '../http/listen.ts';
 import { parseRunBody, RequestRefused, type RequestBounds } from './gym-request.ts';
 import type { RolloutService, RolloutState } from './rollout-service.ts';
 
@@ -97,24 +97,7 @@ export function buildServeApp(deps: ServeDeps): Hono {
 /** Listen on `serve.{host,port}`. */
 export async function startServeServer(deps: ServeDeps): Promise<ServeServer> {
   const app = buildServeApp(deps);
-  const server = createAdaptorServer({ fetch: app.fetch });
   const { host, port } = deps.config.serve;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => resolve());
-  });
-  const bound = (server.address() as AddressInfo).port;
-  const shown = host.includes(':') ? `[${host}]` : host;
-  let closing: Promise<void> | undefined;
-  return {
-    url: `http://${shown}:${bound}/`,
-    port: bound,
-    close() {
-      closing ??= new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
-      });
-      return closing;
-    },
-  };
+  const server = await listen(createAdaptorServer({ fetch: app.fetch }), host, port);
+  return { url: `${server.origin}/`, port: server.port, close: server.close };
 }

@@ -1,19 +1,19 @@
 /**
  * The schema of the run configuration: every key, its type, default and unit. `config.ts` loads,
- * interpolates and overrides; this file says what is valid.
+ * interpolates and overrides; this file says what is valid. A key wrapped in `runSetting(...)` (here
+ * and in the sections) is a run setting: frozen into the run record by `produce` (run-settings.ts).
  */
 import { z } from 'zod';
-import {
-  AgentSchema, DashboardSchema, ServeSchema, JudgeSchema, MetricsServerSchema, PolicySchema, PreflightSchema, QueuesSchema, RedisSchema, SandboxConfigSchema,
-  TranscriptsSchema, envFlag, nullableString, positiveInt,
-} from './config-sections.ts';
+import { envFlag, nullableString, positiveInt, runSetting } from './config-fields.ts';
+import { DashboardSchema, MetricsServerSchema, PreflightSchema, QueuesSchema, RedisSchema, ServeSchema } from './config-fleet-sections.ts';
+import { AgentSchema, JudgeSchema, PolicySchema, SandboxConfigSchema, TranscriptsSchema } from './config-sections.ts';
 
 export const BENCHMARKS = ['babyvision_opencode', 'babyvision_opencode_question_only'] as const;
 export type BenchmarkName = (typeof BENCHMARKS)[number];
 
 export const ConfigSchema = z
   .object({
-    benchmark: z.enum(BENCHMARKS).default('babyvision_opencode'),
+    benchmark: runSetting(z.enum(BENCHMARKS).default('babyvision_opencode'), { fixed: true }),
     /** BabyVision has one split: `train` (the parquet's name) and `benchmark` (the reference's) both select it. */
     split: z.enum(['train', 'benchmark'], { message: 'BabyVision has one split: use train (or benchmark, as the reference names it)' }).default('train'),
     /** Where prepared benchmarks live. */
@@ -36,11 +36,11 @@ export const ConfigSchema = z
       })
       .strict()
       .prefault({}),
+    num_repeats: runSetting(positiveInt.default(1), { fixed: true }),
     /** First N tasks only (null: all). */
-    limit: positiveInt.nullable().default(null),
-    num_repeats: positiveInt.default(1),
+    limit: runSetting(positiveInt.nullable().default(null), { fixed: true }),
     /** Wall-clock budget of one rollout, in seconds. */
-    task_timeout_s: positiveInt.default(1800),
+    task_timeout_s: runSetting(positiveInt.default(1800)),
     /** A run's output JSONL; null: `results/<run_id>.jsonl`. Relative paths resolve under `output_root` of the results host. */
     output_jsonl_fpath: nullableString,
     /** Folder under which this results host writes runs' outputs (`VCFLEET_OUTPUT_ROOT`); null: its working folder. */
@@ -53,12 +53,11 @@ export const ConfigSchema = z
       .default(null),
     policy_base_url: z.string().url().default('http://127.0.0.1:8000/v1'),
     policy_api_key: nullableString,
-    policy_model_name: z.string().min(1).default('policy'),
+    policy_model_name: runSetting(z.string().min(1).default('policy')),
     policy: PolicySchema.prefault({}),
     visual_coding_opencode_judge_base_url: z.string().url().default('https://api.openai.com/v1'),
-    visual_coding_opencode_judge_model_name: z.string().min(1).default('gpt-4o-mini'),
+    visual_coding_opencode_judge_model_name: runSetting(z.string().min(1).default('gpt-4o-mini')),
     judge: JudgeSchema.prefault({}),
-    transcripts: TranscriptsSchema.prefault({}),
     /** Where sandboxes run: a provider of src/sandboxes (`local`, `docker`, `opensandbox`); checked when a worker builds it. */
     sandbox_provider: z.string().regex(/^[a-z][a-z0-9_-]*$/, 'a provider name such as local, docker or opensandbox').default('local'),
     sandbox_config: SandboxConfigSchema.prefault({}),
@@ -68,6 +67,7 @@ export const ConfigSchema = z
       .enum(['model_only'], { message: 'model_only is the one network mode (the sandbox reaches the policy model through the gateway, nothing else)' })
       .default('model_only'),
     agent: AgentSchema.prefault({}),
+    transcripts: TranscriptsSchema.prefault({}),
     queues: QueuesSchema.prefault({}),
     /** Redis URL (`REDIS_URL`); null lets `vcfleet run` start a private redis-server. */
     redis_url: nullableString,

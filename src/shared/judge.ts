@@ -1,4 +1,5 @@
 /** The contract of the grading stage. The real implementation calls an OpenAI-compatible judge. */
+import type { RunSettings } from './run-settings.ts';
 
 export const VERDICTS = ['equivalent', 'different', 'unsure'] as const;
 export type Verdict = (typeof VERDICTS)[number];
@@ -17,12 +18,8 @@ export interface JudgeInput {
   run?: RunJudgeSettings;
 }
 
-/** The judge settings a run fixes: which model grades it, and how. */
-export interface RunJudgeSettings {
-  model: string;
-  temperature: number;
-  maxTokens: number;
-}
+/** The judge settings a run fixes (run settings, by their config keys): which model grades it, and how. */
+export type RunJudgeSettings = Pick<RunSettings, 'visual_coding_opencode_judge_model_name' | 'judge'>;
 
 /** What the judge was asked, exactly: its model and the messages it was sent (for the transcript). */
 export interface JudgeAsked {

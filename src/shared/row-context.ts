@@ -21,7 +21,7 @@ export function rowContext(
     // Read only for a row a judge graded: a row no judge saw (an infrastructure failure) is still made
     // for a run whose settings this vcfleet cannot read, and its error says why.
     get judgeModel() {
-      return runSettings(run).judge.model_name;
+      return runSettings(run).visual_coding_opencode_judge_model_name;
     },
     rolloutId: job.rollout_id,
     repeat: job.repeat,

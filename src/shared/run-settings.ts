@@ -1,46 +1,65 @@
 /**
  * A run's settings: the part of the configuration that belongs to the run rather than to a host,
  * frozen by `produce` into the run record (versioned) and read by every worker that serves the run.
+ * Which keys they are is marked on the config schema itself (`runSetting`, config-fields.ts), and the
+ * record keeps each under its config key: `judge.max_tokens` is `settings.judge.max_tokens` everywhere.
  * What a worker sends its key to, where files go, Redis, sandboxes and concurrency are host settings:
  * each host reads them from its own configuration. No secret and no credential is ever in here.
  */
 import { z } from 'zod';
+import { RUN_SETTING_MARKS, type RunSettingMeta, type RunSettingsOf } from './config-fields.ts';
 import { ConfigSchema, type Config } from './config-schema.ts';
-import { SamplingSchema } from './config-sections.ts';
 import { PoisonJobError } from './errors.ts';
 
-export const RUN_SETTINGS_VERSION = 1;
+/**
+ * 2: every setting under its config key. 1 (vcfleet 0.1.0 on): the same, but for the two model
+ * names, kept as `policy.model_name` and `judge.model_name`; still read (fromVersion1).
+ */
+export const RUN_SETTINGS_VERSION = 2;
+const READABLE_VERSIONS = [1, RUN_SETTINGS_VERSION];
 
-export const RunSettingsSchema = z.object({
-  settings_version: z.literal(RUN_SETTINGS_VERSION),
-  benchmark: z.string(),
-  num_repeats: z.number().int().positive(),
-  limit: z.number().int().positive().nullable(),
-  /** Wall-clock budget of one rollout, in seconds. */
-  task_timeout_s: z.number().int().positive(),
-  policy: z.object({
-    model_name: z.string(),
-    context_window: z.number().int().positive(),
-    max_output_tokens: z.number().int().positive(),
-    request_timeout_s: z.number().int().positive(),
-    capture: z.boolean(),
-    /** The endpoint the run asks for (credentials removed); null: each worker's own `policy_base_url`. */
-    endpoint: z.string().nullable(),
-    max_request_mib: z.number().int().positive(),
-    max_concurrent_calls: z.number().int().positive(),
-    max_calls_per_rollout: z.number().int().positive(),
-    /** Token ids and log-probabilities of every call, and a trajectory per rollout (older runs: off). */
-    token_capture: z.boolean().default(false),
-    /** Sampling fields pinned on every call (older runs: none). */
-    sampling: SamplingSchema.default({}),
-    /** The trainer's weight version, recorded on every captured call (older runs: none). */
-    weight_version: z.string().nullable().default(null),
-  }),
-  judge: z.object({ model_name: z.string(), temperature: z.number(), max_tokens: z.number().int().positive() }),
-  agent: z.object({ max_tool_calls: z.number().int().positive() }),
-  transcripts: z.object({ enabled: z.boolean(), max_image_mib: z.number().int().positive() }),
-});
-export type RunSettings = z.infer<typeof RunSettingsSchema>;
+interface MarkedField {
+  /** The config key, as a user types it after `++`. */
+  key: string;
+  path: readonly string[];
+  field: z.ZodType;
+  meta: RunSettingMeta;
+}
+
+/** A section's object schema under its default, or null for a field that is no section. */
+function section(schema: z.ZodType): z.ZodObject | null {
+  let s = schema;
+  while (s instanceof z.ZodDefault || s instanceof z.ZodPrefault) s = s.unwrap() as z.ZodType;
+  return s instanceof z.ZodObject ? s : null;
+}
+
+/** The marked fields of an object schema, in schema order: sections are searched; a marked field is one setting (a map too). */
+function markedFields(schema: z.ZodType, at: readonly string[] = []): MarkedField[] {
+  return Object.entries(section(schema)?.shape ?? {}).flatMap(([name, field]: [string, z.ZodType]) => {
+    const path = [...at, name];
+    const meta = RUN_SETTING_MARKS.get(field);
+    return meta ? [{ key: path.join('.'), path, field, meta }] : markedFields(field, path);
+  });
+}
+
+const MARKED = markedFields(ConfigSchema);
+
+/** The object schema of `fields` at `depth` of their paths, sections nested (and filled with defaults when absent). */
+function objectOf(fields: readonly MarkedField[], depth = 0): Record<string, z.ZodType> {
+  const shape: Record<string, z.ZodType> = {};
+  for (const name of new Set(fields.map((f) => f.path[depth]))) {
+    const here = fields.filter((f) => f.path[depth] === name);
+    const leaf = here.find((f) => f.path.length === depth + 1);
+    shape[name] = leaf ? leaf.field : z.object(objectOf(here, depth + 1)).prefault({});
+  }
+  return shape;
+}
+
+/** The run settings: the config's marked keys, each under its own name, with its own type and default. */
+export type RunSettings = { settings_version: typeof RUN_SETTINGS_VERSION } & RunSettingsOf<typeof ConfigSchema>;
+
+// Built from the marks, so its type is declared by RunSettings (read off the same marks by the type checker).
+export const RunSettingsSchema = z.object({ settings_version: z.literal(RUN_SETTINGS_VERSION), ...objectOf(MARKED) }) as unknown as z.ZodType<RunSettings>;
 
 /** A URL without user name and password (safe to store, log and serve). */
 export function stripCredentials(url: string): string {
@@ -57,32 +76,9 @@ export function stripCredentials(url: string): string {
 
 /**
  * Every run setting, by the config key a user types (`++key=value`) and where it lives in the run's
- * settings. `fixed` ones make the run's rollouts (changing them means a new run).
+ * settings (the same path). `fixed` ones make the run's rollouts (changing them means a new run).
  */
-export const RUN_SETTING_KEYS: ReadonlyArray<{ key: string; path: readonly string[]; fixed?: true }> = [
-  { key: 'benchmark', path: ['benchmark'], fixed: true },
-  { key: 'num_repeats', path: ['num_repeats'], fixed: true },
-  { key: 'limit', path: ['limit'], fixed: true },
-  { key: 'task_timeout_s', path: ['task_timeout_s'] },
-  { key: 'policy_model_name', path: ['policy', 'model_name'] },
-  { key: 'policy.context_window', path: ['policy', 'context_window'] },
-  { key: 'policy.max_output_tokens', path: ['policy', 'max_output_tokens'] },
-  { key: 'policy.request_timeout_s', path: ['policy', 'request_timeout_s'] },
-  { key: 'policy.capture', path: ['policy', 'capture'] },
-  { key: 'policy.endpoint', path: ['policy', 'endpoint'] },
-  { key: 'policy.max_request_mib', path: ['policy', 'max_request_mib'] },
-  { key: 'policy.max_concurrent_calls', path: ['policy', 'max_concurrent_calls'] },
-  { key: 'policy.max_calls_per_rollout', path: ['policy', 'max_calls_per_rollout'] },
-  { key: 'policy.token_capture', path: ['policy', 'token_capture'] },
-  { key: 'policy.sampling', path: ['policy', 'sampling'] },
-  { key: 'policy.weight_version', path: ['policy', 'weight_version'] },
-  { key: 'visual_coding_opencode_judge_model_name', path: ['judge', 'model_name'] },
-  { key: 'judge.temperature', path: ['judge', 'temperature'] },
-  { key: 'judge.max_tokens', path: ['judge', 'max_tokens'] },
-  { key: 'agent.max_tool_calls', path: ['agent', 'max_tool_calls'] },
-  { key: 'transcripts.enabled', path: ['transcripts', 'enabled'] },
-  { key: 'transcripts.max_image_mib', path: ['transcripts', 'max_image_mib'] },
-];
+export const RUN_SETTING_KEYS: ReadonlyArray<{ key: string; path: readonly string[]; fixed?: true }> = MARKED.map(({ key, path, meta }) => ({ key, path, ...(meta.fixed ? { fixed: true as const } : {}) }));
 
 /** The value at a dotted path of a plain object (undefined when absent). */
 export function valueAt(obj: unknown, path: readonly string[]): unknown {
@@ -97,23 +93,24 @@ function setAt(obj: Record<string, unknown>, path: readonly string[], value: unk
   at[path[path.length - 1]] = value;
 }
 
-/** A config value as a run stores it: an endpoint without credentials. */
-function stored(key: string, value: unknown): unknown {
-  return key === 'policy.endpoint' && typeof value === 'string' ? stripCredentials(value) : value;
+/** A config value as a run stores it (a URL without credentials). */
+function stored(setting: MarkedField, config: Config): unknown {
+  const value = valueAt(config, setting.path);
+  return setting.meta.withoutCredentials && typeof value === 'string' ? stripCredentials(value) : value;
 }
 
 export function runSettingsFrom(config: Config): RunSettings {
   const out: Record<string, unknown> = { settings_version: RUN_SETTINGS_VERSION };
-  for (const { key, path } of RUN_SETTING_KEYS) setAt(out, path, stored(key, valueAt(config, key.split('.'))));
+  for (const setting of MARKED) setAt(out, setting.path, stored(setting, config));
   return RunSettingsSchema.parse(out);
 }
 
 /** `settings` with the run setting `key` set to the value `config` has for it (a copy). */
 export function withSetting(settings: RunSettings, key: string, config: Config): RunSettings {
-  const entry = RUN_SETTING_KEYS.find((k) => k.key === key);
-  if (!entry) throw new Error(`${key} is not a run setting`);
+  const setting = MARKED.find((m) => m.key === key);
+  if (!setting) throw new Error(`${key} is not a run setting`);
   const copy = structuredClone(settings) as unknown as Record<string, unknown>;
-  setAt(copy, entry.path, stored(key, valueAt(config, key.split('.'))));
+  setAt(copy, setting.path, stored(setting, config));
   return RunSettingsSchema.parse(copy);
 }
 
@@ -138,33 +135,25 @@ export function shownValue(value: unknown): string {
   return value === null || value === undefined ? 'null' : typeof value === 'string' ? value : JSON.stringify(value);
 }
 
-/** Run settings as the defaults of the configuration make them (what a setting a record lacks is taken from). */
-let defaults: RunSettings | undefined;
-function defaultRunSettings(): RunSettings {
-  defaults ??= runSettingsFrom(ConfigSchema.parse({}));
-  return defaults;
-}
-
-/** `base` with `over`'s values laid over it, object by object (arrays and scalars replace). */
-function overlay(base: unknown, over: unknown): unknown {
-  if (!over || typeof over !== 'object' || Array.isArray(over) || !base || typeof base !== 'object' || Array.isArray(base)) return over === undefined ? base : over;
-  const out: Record<string, unknown> = { ...(base as Record<string, unknown>) };
-  for (const [k, v] of Object.entries(over as Record<string, unknown>)) out[k] = overlay(out[k], v);
-  return out;
+/** A version-1 record as version 2: the two model names move out of `policy` and `judge` to their config keys. */
+function fromVersion1(raw: Record<string, unknown>): Record<string, unknown> {
+  const { model_name: policyModel, ...policy } = (raw.policy ?? {}) as Record<string, unknown>;
+  const { model_name: judgeModel, ...judge } = (raw.judge ?? {}) as Record<string, unknown>;
+  return { ...raw, settings_version: 2, policy_model_name: policyModel, policy, visual_coding_opencode_judge_model_name: judgeModel, judge };
 }
 
 /**
  * The settings of a run record. A setting added since the record was written takes its default (run
- * settings can grow without a new version); a record of another version stops the job with a message
- * that says so.
+ * settings can grow without a new version); a record of a version this worker does not read stops
+ * the job with a message that says so.
  */
 export function parseRunSettings(runId: string, raw: unknown): RunSettings {
   const version = (raw as { settings_version?: unknown } | null | undefined)?.settings_version;
-  if (version !== RUN_SETTINGS_VERSION) {
+  if (!READABLE_VERSIONS.includes(version as number)) {
     const what = version === undefined ? 'an older vcfleet (its run record has no settings version)' : `a vcfleet whose run settings are version ${String(version)}`;
-    throw new PoisonJobError(`run ${runId} was produced by ${what}; this worker reads version ${RUN_SETTINGS_VERSION}: serve it with the vcfleet that produced it, or produce the run again`);
+    throw new PoisonJobError(`run ${runId} was produced by ${what}; this worker reads versions ${READABLE_VERSIONS.join(' and ')}: serve it with the vcfleet that produced it, or produce the run again`);
   }
-  const parsed = RunSettingsSchema.safeParse(overlay(defaultRunSettings(), raw));
+  const parsed = RunSettingsSchema.safeParse(version === 1 ? fromVersion1(raw as Record<string, unknown>) : raw);
   if (!parsed.success) {
     throw new PoisonJobError(`run ${runId} has malformed settings: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
   }

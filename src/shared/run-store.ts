@@ -5,12 +5,12 @@
  */
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import { LRUCache } from 'lru-cache';
 import { fleetKeys, type FleetKeys } from './keys.ts';
 import { PreparedTaskSchema, type PreparedTask } from './task.ts';
 import { RolloutOutcomeSchema, type RolloutOutcome } from './rollout-outcome.ts';
 import { RowSchema, type Row } from './rows.ts';
 import { ConfigError, DataError, InfraError, PoisonJobError } from './errors.ts';
-import { LruCache } from './lru-cache.ts';
 import { OutputLocationSchema, RunRecordSchema, type OutputLocation, type RunRecord } from './run-record.ts';
 
 export { runSettings } from './run-record.ts';
@@ -43,16 +43,17 @@ export interface RunStoreOptions {
 
 export class RunStore {
   readonly keys: FleetKeys;
-  private readonly runs: LruCache<{ run: RunRecord; at: number }> | undefined;
-  private readonly tasks: LruCache<PreparedTask> | undefined;
-  private readonly blobs: LruCache<Buffer> | undefined;
+  private readonly runs: LRUCache<string, RunRecord> | undefined;
+  private readonly tasks: LRUCache<string, PreparedTask> | undefined;
+  private readonly blobs: LRUCache<string, Buffer> | undefined;
 
   constructor(readonly redis: Redis, readonly prefix: string, options: RunStoreOptions = {}) {
     this.keys = fleetKeys(prefix);
     if (options.cache) {
-      this.runs = new LruCache(64, () => 1);
-      this.tasks = new LruCache(20_000, () => 1);
-      this.blobs = new LruCache(options.cacheImageBytes ?? 256 * 1024 * 1024, (b) => b.length);
+      this.runs = new LRUCache({ max: 64, ttl: RUN_RECORD_CACHE_MS });
+      this.tasks = new LRUCache({ max: 20_000 });
+      // An image larger than the whole budget is not kept; sizes are at least 1 (lru-cache refuses 0).
+      this.blobs = new LRUCache({ maxSize: options.cacheImageBytes ?? 256 * 1024 * 1024, sizeCalculation: (b) => Math.max(1, b.length) });
     }
   }
 
@@ -65,11 +66,11 @@ export class RunStore {
 
   async getRun(runId: string): Promise<RunRecord | null> {
     const cached = this.runs?.get(runId);
-    if (cached && Date.now() - cached.at < RUN_RECORD_CACHE_MS) return cached.run;
+    if (cached) return cached;
     const raw = await this.redis.hget(this.keys.run(runId), 'record');
     if (!raw) return null;
     const run = RunRecordSchema.parse(JSON.parse(raw));
-    this.runs?.set(runId, { run, at: Date.now() });
+    this.runs?.set(runId, run);
     return run;
   }
 
@@ -89,7 +90,7 @@ export class RunStore {
         const next = RunRecordSchema.parse(change(RunRecordSchema.parse(JSON.parse(raw))));
         const done = await watcher.multi().hset(key, 'record', JSON.stringify(next)).exec();
         if (done !== null) {
-          this.runs?.set(runId, { run: next, at: Date.now() });
+          this.runs?.set(runId, next);
           return next;
         }
       }

@@ -1,12 +1,12 @@
 /**
  * `vcfleet view`'s server: the viewer app behind the dashboard's access guard, listening on one
  * address. Loopback is open to reads; any other address needs the dashboard's credentials (see
- * src/dashboard/auth.ts), checked before the port is opened.
+ * src/http/access.ts), checked before the port is opened.
  */
-import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import { Hono } from 'hono';
-import { accessGuard, accessPolicy, checkBind, type DashboardCredentials } from './access.ts';
+import { accessGuard, accessPolicy, checkBind, type DashboardCredentials } from '../http/access.ts';
+import { listen } from '../http/listen.ts';
 import { createViewerApp, type ViewerAppOptions } from './app.ts';
 import type { ViewerSource } from './source.ts';
 
@@ -36,23 +36,6 @@ export async function startViewerServer(source: ViewerSource, opts: ViewerServer
   root.route('/', createViewerApp(source, opts));
   // Browsers ask for it on their own; an empty answer keeps a 404 out of their consoles.
   root.get('/favicon.ico', (c) => c.body(null, 204));
-  const server = createAdaptorServer({ fetch: root.fetch });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port, opts.host, () => resolve());
-  });
-  const port = (server.address() as AddressInfo).port;
-  const host = opts.host.includes(':') ? `[${opts.host}]` : opts.host;
-  let closing: Promise<void> | undefined;
-  return {
-    url: `http://${host}:${port}${opts.basePath ?? ''}/`,
-    port,
-    close() {
-      closing ??= new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
-      });
-      return closing;
-    },
-  };
+  const server = await listen(createAdaptorServer({ fetch: root.fetch }), opts.host, opts.port);
+  return { url: `${server.origin}${opts.basePath ?? ''}/`, port: server.port, close: server.close };
 }

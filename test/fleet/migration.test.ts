@@ -62,13 +62,17 @@ describe('data an older vcfleet left behind', () => {
     expect(RowSchema.parse(OLD_ROW)).toMatchObject({ ...OLD_ROW, forged_calls: 0, judge_failure: null });
     expect(decodeTranscript(gzipSync(JSON.stringify(OLD_TRANSCRIPT))).outcome).toMatchObject({ stop_reason: 'answered', extracted_answer: 'B', turns: 0, forged_calls: 0 });
     const settings = parseRunSettings('old-run', OLD_SETTINGS);
-    expect(settings).toMatchObject(OLD_SETTINGS);
+    // Version 1 kept the two model names inside their sections; today each setting is under its config key.
+    const { policy: { model_name: _policyModel, ...policy }, judge: { model_name: _judgeModel, ...judge }, ...rest } = OLD_SETTINGS;
+    expect(settings).toMatchObject({ ...rest, settings_version: 2, policy_model_name: 'p', policy, visual_coding_opencode_judge_model_name: 'j', judge });
+    expect(settings.policy).not.toHaveProperty('model_name');
     // A run produced before token capture: off, nothing pinned, no weight version; its rows have neither field.
     expect(settings.policy).toMatchObject({ token_capture: false, sampling: {}, weight_version: null });
     expect(RowSchema.parse(OLD_ROW)).toMatchObject({ token_capture: null, trajectory: null });
     // A setting a record does not have (added after it was written) takes its default: no new version needed.
     const { transcripts: _dropped, ...older } = OLD_SETTINGS;
-    expect(parseRunSettings('older-run', { ...older, policy: { model_name: 'p' } })).toMatchObject({ transcripts: { enabled: true, max_image_mib: 32 }, policy: { model_name: 'p', max_calls_per_rollout: 1000 } });
+    expect(parseRunSettings('older-run', { ...older, policy: { model_name: 'p' } })).toMatchObject({ transcripts: { enabled: true, max_image_mib: 32 }, policy_model_name: 'p', policy: { max_calls_per_rollout: 1000 } });
+    expect(parseRunSettings('newer-run', { settings_version: 2, policy_model_name: 'q' })).toMatchObject({ policy_model_name: 'q', visual_coding_opencode_judge_model_name: 'gpt-4o-mini', judge: { max_tokens: 1024 } });
   });
 
   it('a kept outcome and a judge job still in Redis are read, and the judge worker makes the old job\'s row', async () => {

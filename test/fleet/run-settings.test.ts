@@ -10,7 +10,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { configKeyPaths } from '../../src/shared/config-keys.ts';
-import { ConfigSchema } from '../../src/shared/config-schema.ts';
+import { ConfigSchema, SECRET_PATHS } from '../../src/shared/config-schema.ts';
 import { openQueue } from '../../src/shared/queues.ts';
 import { RUN_SETTING_KEYS, RunSettingsSchema, runSettingsFrom, valueAt } from '../../src/shared/run-settings.ts';
 import { RunStore, runSettings } from '../../src/shared/run-store.ts';
@@ -23,6 +23,8 @@ describe('the run-setting keys', () => {
   it('name config keys, and cover every leaf of the run settings exactly once', () => {
     const keys = configKeyPaths();
     for (const { key } of RUN_SETTING_KEYS) expect(keys, key).toContain(key);
+    // A run record is stored and shown: no secret is ever a run setting.
+    for (const { key } of RUN_SETTING_KEYS) expect(SECRET_PATHS, key).not.toContain(key);
     const settings = runSettingsFrom(ConfigSchema.parse({}));
     // A map of fields the run chooses (policy.sampling) is one setting, whatever it holds.
     const MAPS = ['policy.sampling'];

@@ -93,7 +93,7 @@ describe('stages', () => {
     await store.putTasks('st-old', [await store.getTask('st', taskIds[0])]);
     const err = await runRolloutStage(job(0, 'st-old'), { store, agent: createScriptedAgent({}), host: HOST }, never).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PoisonJobError);
-    expect((err as Error).message).toMatch(/run st-old was produced by a vcfleet whose run settings are version 99; this worker reads version 1/);
+    expect((err as Error).message).toMatch(/run st-old was produced by a vcfleet whose run settings are version 99; this worker reads versions 1 and 2/);
   });
 
   it('judge stage: a verdict is a scored row, a failure a masked judge_failed row; both leave the judge\'s part of the transcript', async () => {
@@ -101,7 +101,7 @@ describe('stages', () => {
     const judgeJob: JudgeJob = { ...job(0), outcome };
     const seen: JudgeInput[] = [];
     const scored = await runJudgeStage(judgeJob, { store, judge: stubJudge({ status: 'scored', verdict: 'equivalent', reason: 'same', reward: 1, cached: false }, seen) });
-    expect(seen[0].run).toEqual({ model: 'run-judge', temperature: 0, maxTokens: 77 }); // the run's judge settings, not the host's
+    expect(seen[0].run).toEqual({ visual_coding_opencode_judge_model_name: 'run-judge', judge: { temperature: 0, max_tokens: 77 } }); // the run's judge settings, not the host's
     expect(scored).toMatchObject({ reward: 1, judge_verdict: 'equivalent', judge_reason: 'same', judge_model: 'run-judge', failure_kind: null });
     const part = JSON.parse((await store.getTranscriptParts('st', job(0).rollout_id)).judge!);
     expect(part).toMatchObject({ model: 'run-judge', verdict: 'equivalent', reason: 'same' });

@@ -4,6 +4,7 @@ import { ConfigSchema } from '../../src/shared/config.ts';
 import { ConfigError } from '../../src/shared/errors.ts';
 import { backoffMs, retryAfterMs, RETRY_AFTER_CAP_MS } from '../../src/pacing/backoff.ts';
 import { describeCallError } from '../../src/workers/judge/call-errors.ts';
+import { isRetryable, retryWaitMs } from '../../src/workers/judge/judge-client.ts';
 import { judgeLimiter, limiterForRate } from '../../src/workers/judge/limiter.ts';
 import { resolveJudgeApiKey, PLACEHOLDER_API_KEY } from '../../src/workers/judge/openai-judge.ts';
 
@@ -62,6 +63,27 @@ describe('describeCallError', () => {
     expect(describeCallError(refused)).toEqual({ kind: 'connection', message: 'connection error: fetch failed (ECONNREFUSED)' });
     expect(describeCallError(new APIUserAbortError())).toEqual({ kind: 'aborted', message: 'aborted' });
     expect(describeCallError(new TypeError('bug'))).toEqual({ kind: 'unexpected', message: 'unexpected error: bug' });
+  });
+});
+
+describe('isRetryable and retryWaitMs', () => {
+  const http = (status: number, headers: Record<string, string> = {}) => APIError.generate(status, { error: { message: 'x' } }, undefined, new Headers(headers));
+  it('retries what openai retries: 408, 409, 429, 5xx, timeouts and connection errors, or what x-should-retry says', () => {
+    for (const status of [408, 409, 429, 500, 503]) expect(isRetryable(http(status)), String(status)).toBe(true);
+    for (const status of [400, 401, 404, 422]) expect(isRetryable(http(status)), String(status)).toBe(false);
+    expect(isRetryable(http(400, { 'x-should-retry': 'true' }))).toBe(true);
+    expect(isRetryable(http(503, { 'x-should-retry': 'false' }))).toBe(false);
+    expect(isRetryable(new APIConnectionTimeoutError())).toBe(true);
+    expect(isRetryable(new APIConnectionError({ message: 'fetch failed' }))).toBe(true);
+    expect(isRetryable(new APIUserAbortError())).toBe(false);
+    expect(isRetryable(new TypeError('bug'))).toBe(false);
+  });
+  it('waits what the server asked, capped, else the backoff', () => {
+    const options = { backoff: { baseMs: 1000, maxMs: 30_000, random: () => 0 }, retryAfterCapMs: 5000 };
+    expect(retryWaitMs(http(429, { 'retry-after-ms': '250' }), 0, options)).toBe(250);
+    expect(retryWaitMs(http(429, { 'retry-after': '3600' }), 0, options)).toBe(5000);
+    expect(retryWaitMs(http(503), 2, options)).toBe(2000);
+    expect(retryWaitMs(new APIConnectionTimeoutError(), 0, options)).toBe(500);
   });
 });
 

@@ -9,7 +9,7 @@ import net from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { Hono } from 'hono';
-import { accessGuard, accessPolicy, checkBind, isLoopback, type AccessPolicy } from '../../src/viewer/access.ts';
+import { accessGuard, accessPolicy, checkBind, isLoopback, type AccessPolicy } from '../../src/http/access.ts';
 import { trimForDisplay } from '../../src/dashboard/bull-board.ts';
 import { startDashboard, type Dashboard } from '../../src/dashboard/server.ts';
 import { loadConfig } from '../../src/shared/config.ts';

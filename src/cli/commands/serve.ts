@@ -8,7 +8,7 @@ import { ConfigError } from '../../shared/errors.ts';
 import { InFlightJobs } from '../../shared/in-flight-jobs.ts';
 import type { Redis } from '../../shared/redis.ts';
 import { Releasers } from '../../shared/releasers.ts';
-import { checkBind, hasCredentials, isLoopback } from '../../viewer/access.ts';
+import { checkBind, hasCredentials, isLoopback } from '../../http/access.ts';
 import { createServiceRun } from '../../producer/produce.ts';
 import { RolloutService } from '../../serve/rollout-service.ts';
 import { startServeServer } from '../../serve/server.ts';

@@ -1,8 +1,8 @@
 /**
  * The fetch the judge's openai client sends each attempt through. It logs every attempt (number,
- * latency, HTTP status or error kind) and caps the server's Retry-After before the client reads it:
- * openai v6 honours any Retry-After or retry-after-ms without a cap, in a sleep nothing can abort,
- * so a server asking for an hour would otherwise hold a judge worker for an hour.
+ * latency, HTTP status or error kind) and caps the server's Retry-After before anything reads it (the
+ * retries of judge-client.ts wait what the error's headers say), so a server asking for an hour
+ * cannot hold a judge worker for an hour.
  */
 import type { Logger } from '../../shared/logger.ts';
 import { retryAfterMs, RETRY_AFTER_CAP_MS } from '../../pacing/backoff.ts';
@@ -20,7 +20,7 @@ export interface AttemptFetchOptions {
   clean: (text: string) => string;
   /** The grade's abort signal: an abort and a timeout both abort the request; this tells them apart. */
   signal?: AbortSignal;
-  /** Longest Retry-After passed on to the client, in milliseconds; default RETRY_AFTER_CAP_MS (60 s). */
+  /** Longest Retry-After passed on to the retries, in milliseconds; default RETRY_AFTER_CAP_MS (60 s). */
   retryAfterCapMs?: number;
 }
 
@@ -33,11 +33,11 @@ export interface AttemptFetch {
 
 /**
  * The response with its Retry-After headers replaced by one `retry-after-ms` holding the capped
- * wait, or by none when they were unreadable (so the client backs off instead of reading junk).
+ * wait, or by none when they were unreadable (so the retry backs off instead of reading junk).
  */
 function withRetryAfter(response: Response, waitMs: number | undefined): Response {
   const { headers, status, statusText } = response;
-  // Response() refuses statuses below 200, and openai reads these headers only on 4xx/5xx it retries.
+  // Response() refuses statuses below 200, and these headers are read only on the 4xx/5xx that are retried.
   if (status < 400 || (!headers.has('retry-after') && !headers.has('retry-after-ms'))) return response;
   const clamped = new Headers(headers);
   clamped.delete('retry-after');

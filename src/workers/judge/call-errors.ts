@@ -1,6 +1,6 @@
 /**
- * Naming what ended a judge call, for its failure reason. Whether to retry is the openai client's
- * decision (408, 409, 429, 5xx, timeouts, connection errors; see judge-client.ts), not made here.
+ * Naming what ended a judge call, for its failure reason. Whether to retry is decided in
+ * judge-client.ts (408, 409, 429, 5xx, timeouts, connection errors), not here.
  */
 import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
 import { errorMessage } from '../../shared/errors.ts';

@@ -1,13 +1,14 @@
 /**
- * One judge request, retries included: the openai client retries (judge-client.ts), every attempt
- * goes through a fetch that logs it and caps Retry-After (attempt-fetch.ts), and the result becomes
- * an outcome here.
+ * One judge request, retries included: one attempt at a time through the openai client, retried by
+ * withRetries (judge-client.ts); every attempt goes through a fetch that logs it and caps Retry-After
+ * (attempt-fetch.ts), and the result becomes an outcome here.
  */
 import type OpenAI from 'openai';
 import type { Config } from '../../shared/config.ts';
 import { rewardFor, type JudgeResult } from '../../shared/judge.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { createAttemptFetch, type Fetch } from './attempt-fetch.ts';
+import { withRetries } from './judge-client.ts';
 import { describeCallError, isContentRefusal, type CallFailure } from './call-errors.ts';
 import type { JudgePrompt } from './prompt.ts';
 import { parseVerdict } from './verdict.ts';
@@ -19,8 +20,10 @@ export interface JudgeCallContext {
   log: Logger;
   /** Removes secrets from text that may end up in logs or rows. */
   clean: (text: string) => string;
-  /** A client (with its retries) that sends every attempt through `fetch`. */
+  /** A client that sends every attempt through `fetch` (one per call: withRetries retries). */
   newClient: (fetch: Fetch) => OpenAI;
+  /** Jitter source in [0, 1) for the retry backoff; default Math.random. */
+  random?: () => number;
   /** Sends each attempt, under the attempt logging; default the global fetch. */
   fetch?: Fetch;
   /** Longest Retry-After honoured, in milliseconds. */
@@ -30,44 +33,28 @@ export interface JudgeCallContext {
 /** `attempts`: requests sent, retries included. */
 export type CallResult = { ok: true; text: string; finishReason: string | null; attempts: number } | { ok: false; failure: CallFailure; attempts: number };
 
-const ABORTED = Symbol('aborted');
-
-/**
- * `promise`, or ABORTED as soon as `signal` aborts. openai heeds the signal during an attempt and
- * before the next one, but not in its wait between attempts; this ends the grade at once anyway. That
- * wait (at most max(Retry-After cap, judge.backoff_max_ms)) then runs out in the background and the
- * client throws APIUserAbortError without sending another request.
- */
-function unlessAborted<T>(promise: Promise<T>, signal?: AbortSignal): Promise<T | typeof ABORTED> {
-  if (!signal) return promise;
-  return new Promise((resolve, reject) => {
-    const onAbort = (): void => resolve(ABORTED);
-    signal.addEventListener('abort', onAbort, { once: true });
-    // Settling twice is harmless: a rejection after the abort is handled here and ignored.
-    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
-  });
-}
-
-/** One chat-completions request with the client's retries; never throws. */
+/** One chat-completions request with its retries; never throws. An abort ends it at once, and nothing is sent after. */
 export async function callJudge(ctx: JudgeCallContext, prompt: JudgePrompt, signal?: AbortSignal): Promise<CallResult> {
   const sent = createAttemptFetch({ fetch: ctx.fetch, log: ctx.log, clean: ctx.clean, signal, retryAfterCapMs: ctx.retryAfterCapMs });
   const aborted = (): CallResult => ({ ok: false, failure: { kind: 'aborted', message: 'aborted' }, attempts: sent.attempts });
+  const client = ctx.newClient(sent.fetch);
+  const { settings } = ctx;
+  const backoff = { baseMs: settings.backoff_base_ms, maxMs: settings.backoff_max_ms, random: ctx.random };
+  const retries = { retries: settings.max_retries, backoff, retryAfterCapMs: ctx.retryAfterCapMs, signal };
   try {
-    const request = ctx.newClient(sent.fetch).chat.completions.create(
+    const completion = await withRetries(() => client.chat.completions.create(
       {
         model: ctx.model,
         messages: [
           { role: 'system', content: prompt.system },
           { role: 'user', content: prompt.user },
         ],
-        temperature: ctx.settings.temperature,
+        temperature: settings.temperature,
         top_p: 1,
-        max_tokens: ctx.settings.max_tokens,
+        max_tokens: settings.max_tokens,
       },
       { signal },
-    );
-    const completion = await unlessAborted(request, signal);
-    if (completion === ABORTED) return aborted();
+    ), retries);
     const choice = completion.choices?.[0];
     return { ok: true, text: choice?.message?.content ?? '', finishReason: choice?.finish_reason ?? null, attempts: sent.attempts };
   } catch (err) {
@@ -87,7 +74,7 @@ export function toJudgeResult(result: CallResult, maxAttempts: number, clean: (s
     const { failure, attempts } = result;
     if (failure.kind === 'aborted') return { status: 'failed', reason: 'aborted', kind: 'unavailable' };
     if (isContentRefusal(failure)) return { status: 'refused', reason: `the judge refused the grading input: ${failure.message}` };
-    // Attempts to spare mean the client judged the error final (a 4xx other than 408/409/429, say).
+    // Attempts to spare mean the error was judged final (a 4xx other than 408/409/429, say).
     const when = attempts < maxAttempts ? '(not retryable)' : `after ${attempts} attempt(s)`;
     return { status: 'failed', reason: `judge call failed ${when}: ${failure.message}`, kind: 'unavailable' };
   }

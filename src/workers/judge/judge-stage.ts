@@ -27,8 +27,8 @@ async function judgeContext(
 ): Promise<{ row: RowContext; task: PreparedTask; judge: RunJudgeSettings }> {
   const run = await store.requireRun(job.run_id);
   const { task, request } = await rolloutTask(store, requests, job);
-  const { judge } = runSettings(run);
-  return { row: rowContext(run, task, job, request), task, judge: { model: judge.model_name, temperature: judge.temperature, maxTokens: judge.max_tokens } };
+  const { visual_coding_opencode_judge_model_name: judgeModel, judge } = runSettings(run);
+  return { row: rowContext(run, task, job, request), task, judge: { visual_coding_opencode_judge_model_name: judgeModel, judge } };
 }
 
 /** The masked, rejudgeable row of a grading that failed (`unavailable` unless the judge's replies held no verdict). */
@@ -68,7 +68,7 @@ export async function runJudgeStage(job: JudgeJob, deps: JudgeStageDeps, signal?
   // Cut short by the worker stopping: not a grading. The job goes back to the queue, no row is made.
   if (signal?.aborted) throw new InfraError('the grading was aborted (worker shutting down)', { cause: signal.reason });
   // The judge's part of the rollout's transcript: what it was sent (as it says) and what it said.
-  const asked = grading.asked ?? { model: ctx.judge.model, prompt: promptOf(input) };
+  const asked = grading.asked ?? { model: ctx.judge.visual_coding_opencode_judge_model_name, prompt: promptOf(input) };
   const scored = grading.status === 'scored';
   await deps.store.putTranscriptJudge(job.run_id, job.rollout_id, {
     model: asked.model, verdict: scored ? grading.verdict : null, reason: grading.reason, prompt: asked.prompt, cached: scored && grading.cached,

@@ -8,7 +8,7 @@ import { rewardFor, type Judge, type JudgeInput, type JudgeResult } from '../../
 import { scrub, type Logger } from '../../shared/logger.ts';
 import type { Fetch } from './attempt-fetch.ts';
 import { RETRY_AFTER_CAP_MS } from '../../pacing/backoff.ts';
-import { assertRetryWaitHook, createJudgeClient } from './judge-client.ts';
+import { createJudgeClient } from './judge-client.ts';
 import { callJudge, toJudgeResult, type JudgeCallContext } from './judge-call.ts';
 import { judgeCacheKey, type JudgeCache } from './judge-cache.ts';
 import { buildJudgePrompt } from './prompt.ts';
@@ -48,7 +48,6 @@ export function resolveJudgeApiKey(config: Config): string {
 }
 
 function createContext(options: CreateJudgeOptions, apiKey: string): JudgeCallContext {
-  assertRetryWaitHook();
   const { config } = options;
   const model = config.visual_coding_opencode_judge_model_name;
   return {
@@ -56,7 +55,8 @@ function createContext(options: CreateJudgeOptions, apiKey: string): JudgeCallCo
     settings: config.judge,
     log: options.logger.child({ component: 'judge', judge_model: model }),
     clean: (text) => scrub(text, [apiKey]),
-    newClient: (fetch) => createJudgeClient(config, apiKey, fetch, options.random),
+    newClient: (fetch) => createJudgeClient(config, apiKey, fetch),
+    random: options.random,
     fetch: options.fetch,
     retryAfterCapMs: options.retryAfterCapMs ?? RETRY_AFTER_CAP_MS,
   };
@@ -86,11 +86,12 @@ async function writeCache(ctx: JudgeCallContext, cache: JudgeCache | undefined, 
 function forInput(ctx: JudgeCallContext, input: JudgeInput): JudgeCallContext {
   const run = input.run;
   if (!run) return { ...ctx, log: ctx.log.child({ rollout_id: input.rolloutId }) };
+  const model = run.visual_coding_opencode_judge_model_name;
   return {
     ...ctx,
-    model: run.model,
-    settings: { ...ctx.settings, temperature: run.temperature, max_tokens: run.maxTokens },
-    log: ctx.log.child({ rollout_id: input.rolloutId, ...(run.model === ctx.model ? {} : { judge_model: run.model }) }),
+    model,
+    settings: { ...ctx.settings, ...run.judge },
+    log: ctx.log.child({ rollout_id: input.rolloutId, ...(model === ctx.model ? {} : { judge_model: model }) }),
   };
 }
 
@@ -128,10 +129,9 @@ export async function gradeWith(judgeCtx: JudgeCallContext, cache: JudgeCache | 
 
 /**
  * Build the Judge from the resolved config; throws only at creation (ConfigError: no key for
- * api.openai.com; Error: an openai without the retry-wait hook, see judge-client.ts). grade() never
- * throws for endpoint failures. On abort, grade() returns `{ status: 'failed', reason: 'aborted' }` at
- * once (it does not throw an AbortError); a retry wait the client was in runs out in the background,
- * at most max(retryAfterCapMs, judge.backoff_max_ms), and sends nothing more.
+ * api.openai.com). grade() never throws for endpoint failures. On abort, grade() returns
+ * `{ status: 'failed', reason: 'aborted' }` at once (it does not throw an AbortError), in a call or in
+ * a retry wait alike, and sends nothing more.
  */
 export function createJudge(options: CreateJudgeOptions): Judge {
   const ctx = createContext(options, resolveJudgeApiKey(options.config));

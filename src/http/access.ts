@@ -1,5 +1,5 @@
 /**
- * Who may use the dashboard and the viewer (both bind one HTTP server each). Bound to loopback (127.0.0.1, ::1, localhost) it is open to reads;
+ * Who may use the dashboard, the viewer and `vcfleet serve` (each binds one HTTP server). Bound to loopback (127.0.0.1, ::1, localhost) it is open to reads;
  * bound to any other address it refuses to start without credentials, and then every request needs
  * them. When credentials are set, a state-changing request (anything but GET/HEAD: retry, remove,
  * promote, clean, pause...) always needs them; `read_only` refuses every such request with 403.
