@@ -47,6 +47,9 @@ export interface RoleOptions {
   onCommit?(row: Row, result: CommitResult): void;
 }
 
+/** What a role is built with: the process's options, and the logger its judge or agent runner logs with. */
+export type PrepareOptions = RoleOptions & { buildLogger: Logger };
+
 /** What a role's preflight checks against. */
 export interface PreflightTarget extends Pick<RoleOptions, 'agent' | 'judge'> {
   /** The policy model the run names (the endpoint must serve it); null: only that the endpoint answers (a worker serves any run). */
@@ -66,13 +69,13 @@ export interface StageRole {
   /**
    * Build what the role runs with (its agent runner, its sandboxes checked; its judge), each registered
    * to close, and return how to start it. Every role of a process is built before any starts, so a
-   * sandbox that cannot hold fails before anything is enqueued. `buildLogger` is what the parts log with.
+   * sandbox that cannot hold fails before anything is enqueued.
    */
-  prepare(parts: RoleParts, releasers: Releasers, options: RoleOptions & { buildLogger: Logger }): Promise<() => Promise<RoleWorker>>;
+  prepare(parts: RoleParts, releasers: Releasers, options: PrepareOptions): Promise<() => Promise<RoleWorker>>;
 }
 
 /** The sandbox role: runs the agent on each rollout; `onRolloutEnd` also hears each rollout job's end. */
-async function prepareSandboxRole(parts: RoleParts, releasers: Releasers, options: RoleOptions & { buildLogger: Logger }): Promise<() => Promise<SandboxWorker>> {
+async function prepareSandboxRole(parts: RoleParts, releasers: Releasers, options: PrepareOptions): Promise<() => Promise<SandboxWorker>> {
   const { metrics, presence } = parts;
   const runner = options.agent ?? (await createAgentRunner(parts.config, options.buildLogger, { onBoxReport: (report) => void publishNotice(presence, unenforcedNotice(report, presence.id)) }));
   releasers.add('close the agent runner (its sandboxes)', () => runner.close());
@@ -91,7 +94,7 @@ async function prepareSandboxRole(parts: RoleParts, releasers: Releasers, option
 }
 
 /** The judge role: grades each answered rollout. */
-async function prepareJudgeRole(parts: RoleParts, releasers: Releasers, options: RoleOptions & { buildLogger: Logger }): Promise<() => Promise<StageWorker<'judge'>>> {
+async function prepareJudgeRole(parts: RoleParts, releasers: Releasers, options: PrepareOptions): Promise<() => Promise<StageWorker<'judge'>>> {
   const judge = options.judge ?? createFleetJudge(parts.config, options.buildLogger, parts.connection);
   releasers.add('close the judge', () => judge.close());
   return async () => {
