@@ -9,9 +9,11 @@
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { WORKER_ROLES } from '../src/shared/worker-registry.ts';
 
 const SRC = path.resolve(import.meta.dirname, '../src');
-const ROLES = ['producer', 'workers/sandbox', 'workers/judge', 'workers/results'];
+/** The producer, and each stage's role in src/workers/<role>/ (shared/queues.ts names them). */
+const ROLES = ['producer', ...WORKER_ROLES.map((role) => `workers/${role}`)];
 const SUBSYSTEMS = ['gateway', 'sandboxes', 'agent', 'pacing'];
 /** Longest source file, in lines. */
 const MAX_LINES = 300;

@@ -16,24 +16,18 @@ import { checkRedisDeployment, checkRedisServer, createRedis, resolveRedisEndpoi
 import { watchRedisHealth } from '../shared/redis-health.ts';
 import { RunStore, type RunOrigin, type RunRecord } from '../shared/run-store.ts';
 import { stripCredentials } from '../shared/run-settings.ts';
-import { announceWorker, publishNotice } from '../shared/worker-registry.ts';
 import { loadOrPrepare } from '../prepare/load-or-prepare.ts';
 import { newRunId, produceRun, resumeRun, type ProduceResult } from '../producer/produce.ts';
-import { createFleetJudge } from '../workers/judge/judge-factory.ts';
 import { Releasers } from '../shared/releasers.ts';
-import { resolveJudgeApiKey } from '../workers/judge/openai-judge.ts';
 import { metricsPathFor, type AggregateMetrics } from '../shared/output/metrics.ts';
 import { resolveOutputPath } from '../shared/output/output-path.ts';
-import { createAgentRunner } from '../agent/agent-factory.ts';
-import { unenforcedNotice } from '../sandboxes/box-check.ts';
 import type { FleetMetrics } from '../shared/telemetry.ts';
-import { checkJudge, checkPolicy, checkRedisPersistence, checkTokenCapture, requirePassed, type PreflightFailure } from '../ops/preflight.ts';
-import { startRoleMetrics } from '../ops/role-metrics.ts';
+import { checkRedisPersistence } from '../ops/preflight.ts';
 import { openPrivateRedis } from './private-redis.ts';
 import { createProgressView, type ProgressView } from './progress.ts';
-import { noRoles, startRoles, type RunRoles } from './run-roles.ts';
-import { WORKER_ROLES, type WorkerRole } from '../workers/roles.ts';
-import { presenceRole } from '../ops/serving.ts';
+import { noRoles, startRunRoles, type RunRoles } from './run-roles.ts';
+import { WORKER_ROLES, type WorkerRole } from '../shared/worker-registry.ts';
+import { preflightRoles, type RolesPreflight } from '../workers/process-roles.ts';
 import { ConfigError } from '../shared/errors.ts';
 import type { InFlightJobs } from '../shared/in-flight-jobs.ts';
 import { watchRun, type WatchStatus } from './run-watch.ts';
@@ -89,15 +83,13 @@ export class DemoRunToResume extends Error {
   }
 }
 
-/** Preflight of a run: Redis keeps its data, the policy endpoint serves the model, the judge takes its key (of the roles run here). */
-async function preflightRun(options: RunAllOptions, config: Config, client: Redis, model: string, roles: ReadonlySet<WorkerRole>): Promise<void> {
-  if (!config.preflight.enabled) return;
-  const checks: Array<Promise<PreflightFailure | null>> = [];
-  if (config.preflight.require_redis_persistence) checks.push(checkRedisPersistence(client));
-  if (roles.has('sandbox') && !options.agent && config.agent.kind === 'opencode') checks.push(checkPolicy(config.policy_base_url, config.policy_api_key, model));
-  if (roles.has('sandbox') && !options.agent && config.agent.kind === 'opencode' && config.policy.token_capture) checks.push(checkTokenCapture(config.policy_base_url, config.policy_api_key, model));
-  if (roles.has('judge') && !options.judge) checks.push(checkJudge(config, resolveJudgeApiKey(config)));
-  requirePassed(await Promise.all(checks), options.origin === 'demo' ? '++preflight.enabled=false' : undefined);
+/** Preflight of a run: Redis keeps its data, and the roles run here pass theirs (the policy endpoint serves the model, the judge takes its key). */
+function runPreflight(options: RunAllOptions, config: Config, client: Redis, model: string): RolesPreflight {
+  return {
+    model,
+    also: () => (config.preflight.require_redis_persistence ? [checkRedisPersistence(client)] : []),
+    hint: options.origin === 'demo' ? '++preflight.enabled=false' : undefined,
+  };
 }
 
 /** The run: resumed from Redis when it exists (nothing prepared), else prepared and produced with its own queues. */
@@ -145,10 +137,14 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     if (existing?.origin === 'serve' && !options.requeued) {
       throw new ConfigError(`run ${existing.run_id} is a \`vcfleet serve\` run, whose tasks come by request: serve it with \`vcfleet serve --run-id ${existing.run_id}\` (--with-workers, or workers started with --run-id)`);
     }
-    await preflightRun(options, config, client, existing?.policy_model ?? config.policy_model_name, roles);
-    const own = options.metrics || roles.size === 0 ? null : await startRoleMetrics(config, logger, 'run');
-    if (own) releasers.add('stop the metrics server', () => own.close());
-    const fleet = roles.size === 0 ? await noRoles(connection, config.queues.prefix, existing!) : await startRun(options, config, client, connection, existing, roles, releasers, own?.metrics);
+    const preflight = runPreflight(options, config, client, existing?.policy_model ?? config.policy_model_name);
+    let fleet: RunRoles & { run: RunRecord };
+    if (roles.size === 0) {
+      await preflightRoles(config, roles, preflight, { outputFolder: false });
+      fleet = await noRoles(connection, config.queues.prefix, existing!);
+    } else {
+      fleet = await startRun(options, config, client, connection, existing, roles, releasers, preflight);
+    }
     // A serve run's total is the rollouts it accepted (its record counts no task list).
     const run = { ...fleet.run, total: await store.totalOf(fleet.run) };
     const watched = await watchRun({
@@ -172,28 +168,28 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
 }
 
 /** The roles of this process started on the run (produced or resumed first when the sandbox role runs here). */
-async function startRun(
+function startRun(
   options: RunAllOptions, config: Config, client: Redis, connection: Redis, existing: RunRecord | null, roles: ReadonlySet<WorkerRole>, releasers: Releasers,
-  ownMetrics: FleetMetrics | undefined,
+  preflight: RolesPreflight,
 ): Promise<RunRoles & { run: RunRecord }> {
   const { logger } = options;
-  const prom = options.metrics ?? ownMetrics!;
-  prom.watchQueues(client, config.queues.prefix);
-  const judge = roles.has('judge') ? (options.judge ?? createFleetJudge(config, logger, connection)) : undefined;
-  if (judge) releasers.add('close the judge', () => judge.close());
-  const presence = await announceWorker(connection, config.queues.prefix, presenceRole(roles), existing ? existing.queue_scope : config.run_id);
-  releasers.add("remove this process's worker record", () => presence.stop());
-  // Built (and its sandboxes checked) before anything is enqueued: a box that cannot hold fails the preflight.
-  const agent = roles.has('sandbox')
-    ? (options.agent ?? (await createAgentRunner(config, logger, { onBoxReport: (r) => void publishNotice(presence, unenforcedNotice(r, presence.id)) })))
-    : undefined;
-  if (agent) releasers.add('close the agent runner (its sandboxes)', () => agent.close());
-  // Without the sandbox role here (a rejudge), nothing is produced: the run is as Redis holds it.
-  const produced = roles.has('sandbox') ? await produceOrResume(config, client, logger, options.origin ?? 'run', existing) : null;
-  const run = await new RunStore(client, config.queues.prefix).requireRun(produced?.runId ?? existing!.run_id);
-  options.onStart?.(run.run_id, produced?.total ?? run.total, produced?.created ?? false);
-  const fleet = await startRoles({ ...options, config }, connection, run, { prom, judge, agent, presence }, releasers, roles);
-  return { ...fleet, run };
+  return startRunRoles({
+    config, logger, connection, releasers, inFlight: options.inFlight, roles, preflight,
+    // The run's own queues, and this process's record as their worker, are named by the run id.
+    scope: existing ? existing.queue_scope : config.run_id,
+    metrics: options.metrics ?? { own: 'run' },
+    queueDepthsVia: client,
+    agent: options.agent,
+    judge: options.judge,
+    // The agent runner is built (and its sandboxes checked) by now: a box that cannot hold failed before anything was enqueued.
+    async run() {
+      // Without the sandbox role here (a rejudge), nothing is produced: the run is as Redis holds it.
+      const produced = roles.has('sandbox') ? await produceOrResume(config, client, logger, options.origin ?? 'run', existing) : null;
+      const run = await new RunStore(client, config.queues.prefix).requireRun(produced?.runId ?? existing!.run_id);
+      options.onStart?.(run.run_id, produced?.total ?? run.total, produced?.created ?? false);
+      return run;
+    },
+  });
 }
 
 /** The metrics file the results consumer wrote at shutdown (null if it could not write one). */

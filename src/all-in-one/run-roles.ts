@@ -4,19 +4,11 @@
  * the run's row tally kept as rows are committed. `retry` and `rejudge` start only the roles no live
  * worker serves; the tally of a run whose rows another process commits is read again from Redis.
  */
-import type { AgentRunner } from '../shared/agent.ts';
-import type { Config } from '../shared/config.ts';
-import type { Judge } from '../shared/judge.ts';
-import type { Logger } from '../shared/logger.ts';
-import { openQueue } from '../shared/queues.ts';
+import { openQueue, QUEUE_NAMES } from '../shared/queues.ts';
 import type { Redis } from '../shared/redis.ts';
 import { RowTally } from '../shared/output/tally.ts';
 import { RunStore, type RunRecord } from '../shared/run-store.ts';
-import type { FleetMetrics } from '../shared/telemetry.ts';
-import type { Releasers } from '../shared/releasers.ts';
-import type { WorkerPresence } from '../shared/worker-registry.ts';
-import { startJudgeRole, startResultsRole, startSandboxRole, WORKER_ROLES, type WorkerRole } from '../workers/roles.ts';
-import type { InFlightJobs } from '../shared/in-flight-jobs.ts';
+import { startProcessRoles, type ProcessRolesOptions } from '../workers/process-roles.ts';
 import { PolicyFailures } from './run-watch.ts';
 import type { PaceState } from '../shared/telemetry.ts';
 
@@ -36,63 +28,57 @@ export interface RunRoles {
   close(graceMs: number): Promise<void>;
 }
 
-interface Parts {
-  prom: FleetMetrics;
-  /** The judge and the agent runner, unwrapped (the roles add the metrics hooks); default the configured ones. */
-  judge?: Judge;
-  agent?: AgentRunner;
-  presence: WorkerPresence;
+export interface RunRolesOptions extends Omit<ProcessRolesOptions, 'worker' | 'beforeStart' | 'afterStart' | 'onCommit' | 'onRolloutEnd'> {
+  /** The run served, once the roles are built (`vcfleet run` produces or resumes it then). */
+  run(): Promise<RunRecord>;
 }
 
-export async function startRoles(
-  options: { config: Config; logger: Logger; inFlight?: InFlightJobs },
-  connection: Redis,
-  run: RunRecord,
-  parts: Parts,
-  releasers: Releasers,
-  roles: ReadonlySet<WorkerRole> = new Set(WORKER_ROLES),
-): Promise<RunRoles> {
-  const { config, logger } = options;
-  const { prom, presence } = parts;
-  const scope = run.queue_scope;
-  const common = { config, connection, logger, workerName: presence.id, scope, inFlight: options.inFlight, metrics: prom, presence };
+/** Start the roles on one run (process-roles.ts), with the run's tally kept as rows are committed. */
+export async function startRunRoles(o: RunRolesOptions): Promise<RunRoles & { run: RunRecord }> {
+  const { config, connection } = o;
   const store = new RunStore(connection, config.queues.prefix);
   const tally = new RowTally();
-  const count = async () => {
-    for await (const row of store.scanRows(run.run_id)) tally.add(row);
-  };
-  await count();
-  if (scope !== null && roles.has('sandbox')) {
-    // A run paused because its policy server was down resumes with the run.
-    const rollouts = openQueue('rollout', connection, config.queues.prefix, { scope });
-    await rollouts.resume();
-    await rollouts.close();
-  }
-  // The same roles `vcfleet worker` starts (workers/roles.ts), each stop registered as it starts.
-  const results = roles.has('results') ? startResultsRole(common, releasers, { onCommit: (row) => row.run_id === run.run_id && tally.add(row) }) : null;
-  if (results) {
-    await results.ready;
-    await results.syncRun(run.run_id);
-    // Count again: another consumer may have written rows while this one waited for the writer lock.
-    await count();
-  }
-  const judge = roles.has('judge') ? await startJudgeRole(common, releasers, { judge: parts.judge }) : null;
   const policyFailures = new PolicyFailures();
-  const sandbox = roles.has('sandbox')
-    ? await startSandboxRole(common, releasers, { agent: parts.agent, onJobEnd: (outcome, _ms, err) => policyFailures.record(outcome, err) })
-    : null;
+  let run: RunRecord | undefined;
+  const count = async () => {
+    for await (const row of store.scanRows(run!.run_id)) tally.add(row);
+  };
+  const { workers } = await startProcessRoles({
+    ...o,
+    onCommit: (row) => row.run_id === run!.run_id && tally.add(row),
+    onRolloutEnd: (outcome, _ms, err) => policyFailures.record(outcome, err),
+    async beforeStart() {
+      run = await o.run();
+      await count();
+      if (run.queue_scope !== null && o.roles.has('sandbox')) {
+        // A run paused because its policy server was down resumes with the run.
+        const rollouts = openQueue('rollout', connection, config.queues.prefix, { scope: run.queue_scope });
+        await rollouts.resume();
+        await rollouts.close();
+      }
+    },
+    afterStart: {
+      async results(results) {
+        await results.ready;
+        await results.syncRun(run!.run_id);
+        // Count again: another consumer may have written rows while this one waited for the writer lock.
+        await count();
+      },
+    },
+  });
+  const { rollout: sandbox, results } = workers;
   return {
+    run: run!,
     tally,
-    commitsRows: results !== null,
+    commitsRows: results !== undefined,
     refresh: results ? async () => {} : count,
     policyFailures,
     held: () => sandbox?.admission().held ?? null,
     pace: () => sandbox?.pace() ?? null,
     async close(graceMs) {
-      // The roles again, newest first, with this grace (their releasers do nothing more then).
-      await sandbox?.close(graceMs);
-      await judge?.close(graceMs);
-      await results?.close(5_000);
+      // The roles again, newest first (upstream first), with this grace (their releasers do nothing more then);
+      // the results consumer always gets 5 s to write the rows already made.
+      for (const name of QUEUE_NAMES) await workers[name]?.close(name === 'results' ? 5_000 : graceMs);
     },
   };
 }

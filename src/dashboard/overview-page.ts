@@ -4,7 +4,7 @@
  */
 import { html } from 'hono/html';
 import type { HtmlEscapedString } from 'hono/utils/html';
-import type { WorkerList, WorkerRecord } from '../shared/worker-registry.ts';
+import { WORKER_ROLES, type WorkerList, type WorkerRecord } from '../shared/worker-registry.ts';
 import type { RunSummary } from './run-overview.ts';
 import { runPageUrl } from './viewer-links.ts';
 
@@ -77,7 +77,7 @@ function workersTable(workers: WorkerList): Html {
 <table id="workers">
 <thead><tr><th>role</th><th>host</th><th>id</th><th>serves</th><th>state</th><th>notices</th></tr></thead>
 <tbody>
-${rows.length ? rows : html`<tr><td colspan="6">no worker is running (vcfleet worker sandbox|judge|results, or vcfleet run)</td></tr>`}</tbody></table>
+${rows.length ? rows : html`<tr><td colspan="6">no worker is running (vcfleet worker ${WORKER_ROLES.join('|')}, or vcfleet run)</td></tr>`}</tbody></table>
 `;
 }
 

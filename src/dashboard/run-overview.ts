@@ -4,7 +4,7 @@
  * by run (run-jobs.ts, the one reader of a run's jobs); the rows of each run are counted with HSCAN.
  */
 import type { Redis } from 'ioredis';
-import type { QueueName } from '../shared/queues.ts';
+import { byStage, type QueueName } from '../shared/queues.ts';
 import { RunStore, type OutputLocation } from '../shared/run-store.ts';
 import { emptyJobCounts, readRunJobs, type JobState } from '../shared/run-jobs.ts';
 import { readRunProgress, type RunState } from '../ops/run-progress.ts';
@@ -60,7 +60,7 @@ export async function runOverview(redis: Redis, prefix: string, maxRuns = 50): P
       created_at: run.created_at, output_jsonl_fpath: run.output_jsonl_fpath, output: await store.getOutputLocation(id), total: p.total,
       done: p.done, scored: p.scored, correct: p.correct, accuracy: p.accuracy, masked: p.maskedByKind,
       running: jobs.rollout.active,
-      failed: { rollout: jobs.rollout.failed, judge: jobs.judge.failed, results: jobs.results.failed },
+      failed: byStage((q) => jobs[q].failed),
       complete: p.complete,
       notice: await unservedNotice(redis, prefix, run),
       state: p.state,

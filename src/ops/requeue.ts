@@ -2,7 +2,7 @@
 import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../shared/logger.ts';
-import { enqueueBulk, openQueue, type JobData, type QueueName, type QueuePolicy } from '../shared/queues.ts';
+import { byStage, enqueueBulk, openQueue, type JobData, type QueueName, type QueuePolicy } from '../shared/queues.ts';
 import { RunStore } from '../shared/run-store.ts';
 import type { Row } from '../shared/rows.ts';
 import { SCORING_RULES } from '../shared/scoring.ts';
@@ -17,7 +17,7 @@ export async function retryFailed(redis: Redis, prefix: string, runId: string, s
   // Collected first: retrying moves a job out of the failed list, which would shift the pages.
   const failed: Array<{ queue: QueueName; job: Job }> = [];
   await forEachJob(redis, prefix, ['failed'], (queue, _state, job) => void failed.push({ queue, job }), { queues: stages, runId, scope: run.queue_scope });
-  const n: RequeuedJobs = { rollout: 0, judge: 0, results: 0 };
+  const n: RequeuedJobs = byStage(() => 0);
   for (const { queue, job } of failed) {
     try {
       await job.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });

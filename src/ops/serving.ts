@@ -44,8 +44,8 @@ export function describeServing(s: Serving, roles: readonly WorkerRole[]): strin
 
 /** How to serve a run nobody serves: its own queues are served by `vcfleet run` (or `demo`), the fleet's by workers. */
 export function howToServe(run: Pick<RunRecord, 'run_id' | 'queue_scope' | 'origin'>): string {
-  if (run.queue_scope === null) return `${vcfleetCommand('worker sandbox|judge|results')}, or ${vcfleetCommand(`run --run-id ${run.run_id}`)}`;
-  if (run.origin === 'serve') return `${vcfleetCommand(`worker sandbox|judge|results --run-id ${run.run_id}`)}, or ${vcfleetCommand(`serve --run-id ${run.run_id} --with-workers`)}`;
+  if (run.queue_scope === null) return `${vcfleetCommand(`worker ${WORKER_ROLES.join('|')}`)}, or ${vcfleetCommand(`run --run-id ${run.run_id}`)}`;
+  if (run.origin === 'serve') return `${vcfleetCommand(`worker ${WORKER_ROLES.join('|')} --run-id ${run.run_id}`)}, or ${vcfleetCommand(`serve --run-id ${run.run_id} --with-workers`)}`;
   return vcfleetCommand(run.origin === 'demo' ? `demo --run-id ${run.run_id}` : `run --run-id ${run.run_id}`);
 }
 

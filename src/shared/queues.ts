@@ -21,9 +21,6 @@ import type { Config } from './config-schema.ts';
 import { RowSchema } from './rows.ts';
 import { RolloutOutcomeSchema } from './rollout-outcome.ts';
 
-export const QUEUE_NAMES = ['rollout', 'judge', 'results'] as const;
-export type QueueName = (typeof QUEUE_NAMES)[number];
-
 /**
  * Where a rollout's task is read: the run's prepared tasks (`run`, the default) or the task record its
  * request left in Redis (`request`: a rollout of `vcfleet serve`, request-store.ts).
@@ -58,47 +55,93 @@ export const ResultsJobSchema = z.object({
 });
 export type ResultsJob = z.infer<typeof ResultsJobSchema>;
 
-export const JOB_SCHEMAS = {
-  rollout: RolloutJobSchema,
-  judge: JudgeJobSchema,
-  results: ResultsJobSchema,
-} as const;
-
-export type JobData<N extends QueueName> = z.infer<(typeof JOB_SCHEMAS)[N]>;
-
 /** The queue settings of the config that shape job options (`queues.*`). */
 export type QueuePolicy = Pick<Config['queues'], 'rollout_attempts' | 'rollout_backoff_ms' | 'judge_attempts' | 'judge_backoff_ms'>;
 
-interface QueueSpec<N extends QueueName> {
+/** A key of a config section (`judge.concurrency`): a misspelt one is a compile error. */
+type SectionKey = { [S in keyof Config]: Config[S] extends Record<string, unknown> ? `${S}.${keyof Config[S] & string}` : never }[keyof Config];
+
+/**
+ * One stage of the pipeline, named by its key in `STAGES` (the name of its queue). The process side
+ * of a stage (its preflight checks and how its role starts) is in src/workers/roles.ts, by the same name.
+ */
+interface StageSpec<S extends z.ZodType, R extends string, X extends string | null> {
+  /** The role whose workers take the stage's jobs (`vcfleet worker <role>`); its code is src/workers/<role>/. */
+  role: R;
+  /** The stage its jobs go on to; null for the last. (A job may also skip ahead: an unanswered rollout goes straight to results.) */
+  next: X;
+  /** The job data, parsed first thing by the stage's worker. */
+  schema: S;
+  /** The config section of the stage's own settings (config-sections.ts); null when it has none of its own. */
+  section: keyof Config | null;
+  /** The config key `vcfleet worker <role> --concurrency` sets. */
+  concurrencyKey: SectionKey;
   /** The BullMQ job name of every job of the queue. */
   jobName: string;
   /** The job id of new data (undefined: BullMQ's own). The same id is never added twice. */
-  jobId(data: JobData<N>): string | undefined;
+  jobId(data: z.output<S>): string | undefined;
   /** Attempts and backoff of a new job. */
   options(policy: QueuePolicy): JobsOptions;
 }
 
-/** Every queue's contract beyond its data: job name, job ids, attempts and backoff. */
-export const QUEUES: { [N in QueueName]: QueueSpec<N> } = {
-  rollout: {
+/** A stage's spec, typed by its job data (so `jobId` reads it), its role and its next stage. */
+function stage<S extends z.ZodType, const R extends string, const X extends string | null>(spec: StageSpec<S, R, X>): StageSpec<S, R, X> {
+  return spec;
+}
+
+/** Every stage of the fleet, in the order work flows: its queue, role, job contract and where its jobs go next. */
+export const STAGES = {
+  rollout: stage({
+    role: 'sandbox',
+    next: 'judge',
+    schema: RolloutJobSchema,
+    section: 'sandbox_config',
+    concurrencyKey: 'queues.rollout_concurrency',
     jobName: 'rollout',
     // One job per rollout: producing a run twice adds nothing twice.
     jobId: (data) => data.rollout_id,
     options: (p) => ({ attempts: p.rollout_attempts, backoff: { type: 'exponential', delay: p.rollout_backoff_ms } }),
-  },
-  judge: {
+  }),
+  judge: stage({
+    role: 'judge',
+    next: 'results',
+    schema: JudgeJobSchema,
+    section: 'judge',
+    concurrencyKey: 'judge.concurrency',
     jobName: 'judge',
     // A new job per grading: a rollout run again after a masked row, or a rejudge, is graded again.
     jobId: (data) => `${data.rollout_id}-judge-${Date.now().toString(36)}${randomBytes(2).toString('hex')}`,
     options: (p) => ({ attempts: p.judge_attempts, backoff: { type: 'exponential', delay: p.judge_backoff_ms } }),
-  },
-  results: {
+  }),
+  results: stage({
+    role: 'results',
+    next: null,
+    schema: ResultsJobSchema,
+    section: null,
+    // As `vcfleet worker results --concurrency` always did: it sets this key, which the consumer does not read.
+    concurrencyKey: 'queues.rollout_concurrency',
     jobName: 'row',
     jobId: () => undefined,
     // Its only failures are the disk and Redis: retry long.
     options: () => ({ attempts: 20, backoff: { type: 'exponential', delay: 1000 } }),
-  },
+  }),
 };
+
+export type QueueName = keyof typeof STAGES;
+/** The stages (and their queues) in the order work flows. */
+export const QUEUE_NAMES = Object.keys(STAGES) as readonly QueueName[];
+
+export type JobData<N extends QueueName> = z.output<(typeof STAGES)[N]['schema']>;
+
+/** The stage whose jobs stage `name`'s go on to; null for the last. */
+export function nextStage(name: QueueName): QueueName | null {
+  return STAGES[name].next;
+}
+
+/** A value for every stage (failed jobs by queue, jobs requeued by stage). */
+export function byStage<T>(value: (name: QueueName) => T): Record<QueueName, T> {
+  return Object.fromEntries(QUEUE_NAMES.map((name) => [name, value(name)])) as Record<QueueName, T>;
+}
 
 /** Completed jobs are trimmed (their outcome lives on in the rows); failed ones are kept for `retry`. */
 const REMOVAL: JobsOptions = { removeOnComplete: { count: 1000 }, removeOnFail: false };
@@ -123,7 +166,7 @@ export interface OpenQueueOptions {
 
 /** A queue of the fleet. */
 export function openQueue<N extends QueueName>(name: N, connection: ConnectionOptions, prefix: string, options: OpenQueueOptions = {}): Queue<JobData<N>> {
-  const defaults = { ...REMOVAL, ...(options.policy ? QUEUES[name].options(options.policy) : {}) };
+  const defaults = { ...REMOVAL, ...(options.policy ? STAGES[name].options(options.policy) : {}) };
   const queue = new Queue<JobData<N>>(bullQueueName(name, options.scope), { connection, prefix, defaultJobOptions: defaults });
   // Without a listener BullMQ prints each connection error with its stack (hundreds while Redis is
   // away); the connection's monitor logs the loss once instead.
@@ -131,9 +174,12 @@ export function openQueue<N extends QueueName>(name: N, connection: ConnectionOp
   return queue;
 }
 
+/** Each stage's job contract as a map over the names, so that a generic name reads its own. */
+const CONTRACTS: { [N in QueueName]: { jobName: string; jobId(data: JobData<N>): string | undefined } } = STAGES;
+
 function jobOf<N extends QueueName>(name: N, data: JobData<N>) {
-  const jobId = QUEUES[name].jobId(data);
-  return { name: QUEUES[name].jobName, data, opts: jobId === undefined ? {} : { jobId } };
+  const jobId = CONTRACTS[name].jobId(data);
+  return { name: CONTRACTS[name].jobName, data, opts: jobId === undefined ? {} : { jobId } };
 }
 
 /** Add one job to queue `name` with its job name and id (attempts and backoff come from `openQueue`'s policy). */
@@ -163,7 +209,7 @@ export function parseJob<N extends QueueName>(
   name: N,
   data: unknown,
 ): { ok: true; data: JobData<N> } | { ok: false; error: string } {
-  const parsed = JOB_SCHEMAS[name].safeParse(data);
+  const parsed = STAGES[name].schema.safeParse(data);
   if (parsed.success) return { ok: true, data: parsed.data as JobData<N> };
   return { ok: false, error: `malformed ${name} job data: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}` };
 }

@@ -9,10 +9,16 @@ import os from 'node:os';
 import { settleWithin } from './settle-within.ts';
 import { z } from 'zod';
 import type { Redis } from 'ioredis';
+import { QUEUE_NAMES, STAGES, type QueueName } from './queues.ts';
 
-/** The roles `vcfleet worker <role>` accepts. */
-export const WORKER_ROLES = ['sandbox', 'judge', 'results'] as const;
-export type WorkerRole = (typeof WORKER_ROLES)[number];
+/** The roles `vcfleet worker <role>` accepts: one per stage (queues.ts), in the order work flows. */
+export type WorkerRole = (typeof STAGES)[QueueName]['role'];
+export const WORKER_ROLES: readonly WorkerRole[] = QUEUE_NAMES.map((name) => STAGES[name].role);
+
+/** The stage role `role` serves. */
+export function stageOf(role: WorkerRole): QueueName {
+  return QUEUE_NAMES.find((name) => STAGES[name].role === role)!;
+}
 
 export const HEARTBEAT_MS = 10_000;
 /** A worker whose last heartbeat is older than this is taken for dead. */

@@ -1,18 +1,24 @@
 /**
- * Starting the fleet's long-running roles, one way for `vcfleet worker <role>` (one role) and
- * `vcfleet run` (all three in one process): each role is built with its metrics hooks, and its stop
- * is registered with the process's releasers (shared/releasers.ts), so that every step of a stop runs
- * whatever failed before it. This module is not a role: the roles still never import each other.
+ * The process side of each stage, by the same names as its data side (`STAGES` in shared/queues.ts):
+ * the checks a host passes before the stage's role takes a job, and how the role is built and started,
+ * with its metrics hooks, each stop registered with the process's releasers (shared/releasers.ts) so
+ * that every step of a stop runs whatever failed before it. process-roles.ts starts them, one way for
+ * every process. This module is not a role: the roles still never import each other.
  */
+import path from 'node:path';
 import type { AgentRunner } from '../shared/agent.ts';
+import type { Config } from '../shared/config.ts';
 import type { Judge } from '../shared/judge.ts';
+import type { Logger } from '../shared/logger.ts';
 import type { Releasers } from '../shared/releasers.ts';
 import type { Row } from '../shared/rows.ts';
 import type { QueueName } from '../shared/queues.ts';
 import type { RoleDeps } from '../shared/stage-worker.ts';
-import { publishNotice, type WorkerPresence, type WorkerRole } from '../shared/worker-registry.ts';
+import { publishNotice, type WorkerPresence } from '../shared/worker-registry.ts';
 import type { FleetMetrics, JobEndHook } from '../shared/telemetry.ts';
+import { checkJudge, checkOutputFolder, checkPolicy, checkTokenCapture, type PreflightFailure } from '../ops/preflight.ts';
 import { createFleetJudge } from './judge/judge-factory.ts';
+import { resolveJudgeApiKey } from './judge/openai-judge.ts';
 import { startJudgeWorker } from './judge/worker.ts';
 import type { CommitResult } from './results/run-output.ts';
 import { startResultsWorker, type ResultsWorker } from './results/worker.ts';
@@ -29,59 +35,108 @@ export interface RoleParts extends Omit<RoleDeps<QueueName>, 'onJobEnd'> {
   presence: WorkerPresence;
 }
 
-/** The sandbox role: `agent` replaces the configured runner (the demo, tests); `onJobEnd` also hears each rollout job's end. */
-export async function startSandboxRole(
-  parts: RoleParts,
-  releasers: Releasers,
-  extra: { agent?: AgentRunner; onJobEnd?: JobEndHook } = {},
-): Promise<SandboxWorker> {
-  parts = { ...parts, logger: parts.logger.child({ role: 'sandbox' }) };
+/** What a process may give its roles beyond the common parts. */
+export interface RoleOptions {
+  /** Replace the configured agent runner (the demo, tests); the policy endpoint is then not checked. */
+  agent?: AgentRunner;
+  /** Replace the configured judge (the demo, tests); the judge endpoint is then not checked. */
+  judge?: Judge;
+  /** Also hears each rollout job's end (the run's policy failures). */
+  onRolloutEnd?: JobEndHook;
+  /** Also hears each committed row (the run's tally). */
+  onCommit?(row: Row, result: CommitResult): void;
+}
+
+/** What a role is built with: the process's options, and the logger its judge or agent runner logs with. */
+export type PrepareOptions = RoleOptions & { buildLogger: Logger };
+
+/** What a role's preflight checks against. */
+export interface PreflightTarget extends Pick<RoleOptions, 'agent' | 'judge'> {
+  /** The policy model the run names (the endpoint must serve it); null: only that the endpoint answers (a worker serves any run). */
+  model: string | null;
+  /** Check the results host's output folder (`vcfleet worker results`; `run` and `serve` never did). */
+  outputFolder: boolean;
+}
+
+/** A started role: whatever else it offers, it stops (running jobs get `graceMs`, then go back to the queue). */
+export interface RoleWorker {
+  close(graceMs?: number): Promise<void>;
+}
+
+export interface StageRole {
+  /** This host's checks before the role takes a job: its endpoints, keys and folders (null: nothing to check). */
+  preflight(config: Config, target: PreflightTarget): Array<Promise<PreflightFailure | null> | null>;
+  /**
+   * Build what the role runs with (its agent runner, its sandboxes checked; its judge), each registered
+   * to close, and return how to start it. Every role of a process is built before any starts, so a
+   * sandbox that cannot hold fails before anything is enqueued.
+   */
+  prepare(parts: RoleParts, releasers: Releasers, options: PrepareOptions): Promise<() => Promise<RoleWorker>>;
+}
+
+/** The sandbox role: runs the agent on each rollout; `onRolloutEnd` also hears each rollout job's end. */
+async function prepareSandboxRole(parts: RoleParts, releasers: Releasers, options: PrepareOptions): Promise<() => Promise<SandboxWorker>> {
   const { metrics, presence } = parts;
-  const runner = extra.agent ?? (await createAgentRunner(parts.config, parts.logger, { onBoxReport: (report) => void publishNotice(presence, unenforcedNotice(report, presence.id)) }));
-  const agent = metrics.wrapAgent(runner);
-  const rolloutEnd = metrics.jobEnd('rollout');
-  try {
+  const runner = options.agent ?? (await createAgentRunner(parts.config, options.buildLogger, { onBoxReport: (report) => void publishNotice(presence, unenforcedNotice(report, presence.id)) }));
+  releasers.add('close the agent runner (its sandboxes)', () => runner.close());
+  return async () => {
+    const rolloutEnd = metrics.jobEnd('rollout');
     const worker = await startSandboxWorker({
-      ...parts, agent, onAdmission: (state) => metrics.admission(state), onPace: (state) => metrics.pace(state),
+      ...parts, agent: metrics.wrapAgent(runner), onAdmission: (state) => metrics.admission(state), onPace: (state) => metrics.pace(state),
       onJobEnd: (outcome, ms, err) => {
         rolloutEnd(outcome, ms, err);
-        extra.onJobEnd?.(outcome, ms, err);
+        options.onRolloutEnd?.(outcome, ms, err);
       },
     });
     releasers.add('stop the sandbox worker', () => worker.close());
     return worker;
-  } catch (err) {
-    await agent.close();
-    throw err;
-  }
+  };
 }
 
-/** The judge role: `judge` replaces the configured judge (the demo, tests). */
-export async function startJudgeRole(parts: RoleParts, releasers: Releasers, extra: { judge?: Judge } = {}): Promise<StageWorker<'judge'>> {
-  parts = { ...parts, logger: parts.logger.child({ role: 'judge' }) };
-  const judge = parts.metrics.wrapJudge(extra.judge ?? createFleetJudge(parts.config, parts.logger, parts.connection));
-  const worker = await startJudgeWorker({ ...parts, judge, onJobEnd: parts.metrics.jobEnd('judge') });
-  releasers.add('stop the judge worker', () => worker.close());
-  return worker;
+/** The judge role: grades each answered rollout. */
+async function prepareJudgeRole(parts: RoleParts, releasers: Releasers, options: PrepareOptions): Promise<() => Promise<StageWorker<'judge'>>> {
+  const judge = options.judge ?? createFleetJudge(parts.config, options.buildLogger, parts.connection);
+  releasers.add('close the judge', () => judge.close());
+  return async () => {
+    const worker = await startJudgeWorker({ ...parts, judge: parts.metrics.wrapJudge(judge), onJobEnd: parts.metrics.jobEnd('judge') });
+    releasers.add('stop the judge worker', () => worker.close());
+    return worker;
+  };
 }
 
-/** The results role: `onCommit` also hears each committed row (the run's tally). */
-export function startResultsRole(parts: RoleParts, releasers: Releasers, extra: { onCommit?: (row: Row, result: CommitResult) => void } = {}): ResultsWorker {
-  parts = { ...parts, logger: parts.logger.child({ role: 'results' }) };
-  const worker = startResultsWorker({
-    ...parts, onJobEnd: parts.metrics.jobEnd('results'),
-    onCommit: (row, result) => {
-      parts.metrics.rowCommitted(row, result);
-      extra.onCommit?.(row, result);
-    },
-  });
-  releasers.add('stop the results consumer', () => worker.close());
-  return worker;
+/** The results role: writes each row; `onCommit` also hears each committed row. */
+async function prepareResultsRole(parts: RoleParts, releasers: Releasers, options: RoleOptions): Promise<() => Promise<ResultsWorker>> {
+  return async () => {
+    const worker = startResultsWorker({
+      ...parts, onJobEnd: parts.metrics.jobEnd('results'),
+      onCommit: (row, result) => {
+        parts.metrics.rowCommitted(row, result);
+        options.onCommit?.(row, result);
+      },
+    });
+    releasers.add('stop the results consumer', () => worker.close());
+    return worker;
+  };
 }
 
-/** Start one role as `vcfleet worker <role>` does. */
-export async function startRole(role: WorkerRole, parts: RoleParts, releasers: Releasers): Promise<void> {
-  if (role === 'sandbox') await startSandboxRole(parts, releasers);
-  else if (role === 'judge') await startJudgeRole(parts, releasers);
-  else startResultsRole(parts, releasers);
-}
+/** Every stage's role, by stage name: a stage missing here is a compile error. */
+export const STAGE_ROLES = {
+  rollout: {
+    preflight: (config, target) => (target.agent || config.agent.kind !== 'opencode' ? [] : [
+      checkPolicy(config.policy_base_url, config.policy_api_key, target.model),
+      config.policy.token_capture ? checkTokenCapture(config.policy_base_url, config.policy_api_key, target.model) : null,
+    ]),
+    prepare: prepareSandboxRole,
+  },
+  judge: {
+    preflight: (config, target) => (target.judge ? [] : [checkJudge(config, resolveJudgeApiKey(config))]),
+    prepare: prepareJudgeRole,
+  },
+  results: {
+    preflight: (config, target) => (target.outputFolder ? [checkOutputFolder(path.resolve(config.output_root ?? '.'))] : []),
+    prepare: prepareResultsRole,
+  },
+} satisfies { [N in QueueName]: StageRole };
+
+/** The worker a stage's role starts (`SandboxWorker` for `rollout`). */
+export type RoleWorkerOf<N extends QueueName> = Awaited<ReturnType<Awaited<ReturnType<(typeof STAGE_ROLES)[N]['prepare']>>>>;

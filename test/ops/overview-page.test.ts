@@ -7,13 +7,14 @@ import { renderOverviewPage } from '../../src/dashboard/overview-page.ts';
 import type { RunSummary } from '../../src/dashboard/run-overview.ts';
 import { runState } from '../../src/ops/run-progress.ts';
 import type { WorkerList, WorkerRecord } from '../../src/shared/worker-registry.ts';
+import { byStage } from '../../src/shared/queues.ts';
 
 const HOSTILE = `"><img src=x onerror=alert(1)>&'`;
 
 function summary(over: Partial<RunSummary>): RunSummary {
   return {
     run_id: 'r', benchmark: 'babyvision_opencode', policy_model: 'p', judge_model: 'j', created_at: '2025-01-01T00:00:00Z', output_jsonl_fpath: 'results/r.jsonl', output: null,
-    total: 3, done: 3, scored: 3, correct: 2, accuracy: 2 / 3, masked: {}, running: 0, failed: { rollout: 0, judge: 0, results: 0 }, complete: true, notice: null, state: 'complete', ...over,
+    total: 3, done: 3, scored: 3, correct: 2, accuracy: 2 / 3, masked: {}, running: 0, failed: byStage(() => 0), complete: true, notice: null, state: 'complete', ...over,
   };
 }
 

@@ -8,7 +8,7 @@
 import type { Command } from 'commander';
 import { ConfigError } from '../../shared/errors.ts';
 import { InFlightJobs } from '../../shared/in-flight-jobs.ts';
-import type { QueueName } from '../../shared/queues.ts';
+import { byStage, nextStage, QUEUE_NAMES, STAGES, type QueueName } from '../../shared/queues.ts';
 import { RunStore, type RunRecord } from '../../shared/run-store.ts';
 import { WORKER_ROLES, type WorkerRole } from '../../workers/roles.ts';
 import { DemoRunToResume, runAll, type RunAllResult } from '../../all-in-one/run-all.ts';
@@ -21,6 +21,7 @@ import { connectToRun } from '../run-redis.ts';
 import { onShutdownSignals, stopOnFatal } from '../runtime.ts';
 import { finish } from './run.ts';
 import { vcfleetCommand } from '../../shared/advice.ts';
+import { countWord, wordList } from '../../shared/word-list.ts';
 
 type Kind = 'retry' | 'rejudge';
 
@@ -34,12 +35,12 @@ interface RequeueOpts {
   rescore?: boolean;
 }
 
-/** The roles that finish requeued jobs: a rollout goes on to the judge and the results, a grading to the results. */
+/** The roles that finish requeued jobs: each stage's, and every stage's after it (a rollout goes on to the judge and the results). */
 export function rolesFor(jobs: RequeuedJobs): Set<WorkerRole> {
   const roles = new Set<WorkerRole>();
-  if (jobs.rollout > 0) roles.add('sandbox');
-  if (jobs.rollout > 0 || jobs.judge > 0) roles.add('judge');
-  if (jobs.rollout > 0 || jobs.judge > 0 || jobs.results > 0) roles.add('results');
+  for (const name of QUEUE_NAMES) {
+    if (jobs[name] > 0) for (let s: QueueName | null = name; s !== null; s = nextStage(s)) roles.add(STAGES[s].role);
+  }
   return roles;
 }
 
@@ -53,18 +54,18 @@ async function sendBack(kind: Kind, opts: RequeueOpts, { config, logger }: Comma
   const runId = opts.runId;
   if (kind === 'retry') {
     const jobs = await retryFailed(redis, config.queues.prefix, runId, stages, logger);
-    const total = jobs.rollout + jobs.judge + jobs.results;
+    const total = QUEUE_NAMES.reduce((n, q) => n + jobs[q], 0);
     return { text: `requeued ${total} failed job(s) of run ${runId} (${jobsText(jobs)})`, jobs };
   }
   const { sent, rescored, missing } = await rejudge(redis, config.queues.prefix, runId, logger, config.queues, { rescore: opts.rescore });
   const note = missing ? `; ${missing} had no kept outcome (retry them with \`${vcfleetCommand(`retry --run-id ${runId} --stage rollout`)}\`)` : '';
   const what = opts.rescore ? `${sent} row(s) (${sent - rescored} judge_failed, ${rescored} graded by older scoring rules)` : `${sent} judge_failed row(s)`;
-  return { text: `sent ${what} of run ${runId} back to the judge${note}`, jobs: { rollout: 0, judge: sent, results: 0 } };
+  return { text: `sent ${what} of run ${runId} back to the judge${note}`, jobs: { ...byStage(() => 0), judge: sent } };
 }
 
 async function requeueAndFinish(kind: Kind, opts: RequeueOpts, cli: Cli): Promise<void> {
-  if (opts.stage && !['rollout', 'judge', 'results'].includes(opts.stage)) throw new ConfigError(`--stage must be rollout, judge or results, not "${opts.stage}"`);
-  const stages: QueueName[] = opts.stage ? [opts.stage as QueueName] : ['rollout', 'judge', 'results'];
+  if (opts.stage && !QUEUE_NAMES.includes(opts.stage as QueueName)) throw new ConfigError(`--stage must be ${wordList(QUEUE_NAMES, 'or')}, not "${opts.stage}"`);
+  const stages: QueueName[] = opts.stage ? [opts.stage as QueueName] : [...QUEUE_NAMES];
   const context = cli.context(opts, { run_id: opts.runId }, true);
   const { config, logger } = context;
   const conn = await connectToRun(config, logger, opts.runId);
@@ -123,7 +124,7 @@ export function registerRequeue(program: Command, cli: Cli): void {
     .command('retry')
     .description('requeue the failed jobs of a run (attempts reset) and finish them: live workers pick them up, else this process runs the roles they need')
     .requiredOption('--run-id <id>', 'the run')
-    .option('--stage <stage>', 'rollout, judge or results (default: all three)')
+    .option('--stage <stage>', `${wordList(QUEUE_NAMES, 'or')} (default: all ${countWord(QUEUE_NAMES.length)})`)
     .option('--no-wait', 'only enqueue; do not wait for the rows or run any role here')
     .option('--config <path>', 'config YAML')
     .addHelpText('after', exitCodes)

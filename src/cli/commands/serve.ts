@@ -8,6 +8,8 @@ import { ConfigError } from '../../shared/errors.ts';
 import { InFlightJobs } from '../../shared/in-flight-jobs.ts';
 import type { Redis } from '../../shared/redis.ts';
 import { Releasers } from '../../shared/releasers.ts';
+import { WORKER_ROLES } from '../../shared/worker-registry.ts';
+import { wordList } from '../../shared/word-list.ts';
 import { checkBind, hasCredentials, isLoopback } from '../../http/access.ts';
 import { createServiceRun } from '../../producer/produce.ts';
 import { RolloutService } from '../../serve/rollout-service.ts';
@@ -36,12 +38,12 @@ export function registerServe(program: Command, cli: Cli): void {
     .option('--host <address>', 'address to bind (serve.host, default 127.0.0.1); any other address needs the dashboard credentials')
     .option('--port <n>', 'port (serve.port, default 8088; 0 = any free port)')
     .option('--run-id <id>', "the service's run: a new one by default; an id a serve made before shares or resumes it")
-    .option('--with-workers', "run this host's sandbox, judge and results roles in this process too")
+    .option('--with-workers', `run this host's ${wordList(WORKER_ROLES, 'and')} roles in this process too`)
     .addHelpText(
       'after',
       '\nEnvironment: REDIS_URL; credentials VCFLEET_DASHBOARD_TOKEN (bearer) or VCFLEET_DASHBOARD_USER +\n' +
         'VCFLEET_DASHBOARD_PASSWORD (basic auth), required beyond 127.0.0.1. Without --with-workers, start\n' +
-        '`vcfleet worker sandbox|judge|results --run-id <the run id printed>` on any host.',
+        `\`vcfleet worker ${WORKER_ROLES.join('|')} --run-id <the run id printed>\` on any host.`,
     )
     .action(async (opts: ServeFlags) => {
       const { config, logger } = cli.context(opts, flagsOf(opts));
@@ -80,7 +82,7 @@ export function registerServe(program: Command, cli: Cli): void {
       }
       process.stdout.write(
         `serve: ${url} (POST ${url}run) for run ${runId}` +
-          (opts.withWorkers ? ' with its workers in this process\n' : `\nworkers: vcfleet worker sandbox|judge|results --run-id ${runId}\n`),
+          (opts.withWorkers ? ' with its workers in this process\n' : `\nworkers: vcfleet worker ${WORKER_ROLES.join('|')} --run-id ${runId}\n`),
       );
       const stopped = await new Promise<boolean>((resolve) => {
         onShutdownSignals(logger, () => releasers.release().then(() => resolve(true), () => resolve(false)), { inFlight });

@@ -1,5 +1,4 @@
 /** `vcfleet worker sandbox|judge|results`: one role of the fleet, on any host with REDIS_URL. */
-import path from 'node:path';
 import type { Command } from 'commander';
 import type { Config } from '../../shared/config.ts';
 import { ConfigError } from '../../shared/errors.ts';
@@ -7,15 +6,14 @@ import { InFlightJobs } from '../../shared/in-flight-jobs.ts';
 import type { Redis } from '../../shared/redis.ts';
 import { Releasers } from '../../shared/releasers.ts';
 import { RunStore } from '../../shared/run-store.ts';
-import { announceWorker } from '../../shared/worker-registry.ts';
-import { checkJudge, checkOutputFolder, checkPolicy, checkTokenCapture, requirePassed } from '../../ops/preflight.ts';
+import { STAGES } from '../../shared/queues.ts';
+import { stageOf, WORKER_ROLES, type WorkerRole } from '../../shared/worker-registry.ts';
 import { startRoleMetrics } from '../../ops/role-metrics.ts';
-import { resolveJudgeApiKey } from '../../workers/judge/openai-judge.ts';
-import { startRole, WORKER_ROLES, type WorkerRole } from '../../workers/roles.ts';
+import { startProcessRoles } from '../../workers/process-roles.ts';
 import type { Cli } from '../context.ts';
 import { connect, exitSoon, onShutdownSignals } from '../runtime.ts';
 
-export { WORKER_ROLES } from '../../workers/roles.ts';
+export { WORKER_ROLES } from '../../shared/worker-registry.ts';
 
 export function registerWorker(program: Command, cli: Cli): void {
   program
@@ -30,7 +28,7 @@ export function registerWorker(program: Command, cli: Cli): void {
     .action(async (role: string, opts: { config?: string; concurrency?: string; runId?: string; skipPreflight?: boolean }) => {
       if (!WORKER_ROLES.includes(role as WorkerRole)) throw new ConfigError(`unknown worker role "${role}": use one of ${WORKER_ROLES.join(', ')}`);
       const flags: Record<string, unknown> = { 'preflight.enabled': opts.skipPreflight ? false : undefined };
-      if (opts.concurrency) flags[role === 'judge' ? 'judge.concurrency' : 'queues.rollout_concurrency'] = opts.concurrency === 'auto' ? 'auto' : Number(opts.concurrency);
+      if (opts.concurrency) flags[STAGES[stageOf(role as WorkerRole)].concurrencyKey] = opts.concurrency === 'auto' ? 'auto' : Number(opts.concurrency);
       const { config, logger } = cli.context(opts, flags);
       // Everything this process holds, released newest first on every path (a failed start too).
       const releasers = new Releasers(logger);
@@ -40,12 +38,13 @@ export function registerWorker(program: Command, cli: Cli): void {
         releasers.add('stop the metrics server', () => roleMetrics.close());
         const connection = await connect(config, logger, 'worker');
         releasers.add('close the Redis connection', () => connection.disconnect());
-        if (config.preflight.enabled) await preflightRole(role as WorkerRole, config);
-        roleMetrics.metrics.watchQueues(connection, config.queues.prefix);
-        const scope = opts.runId ? await ownQueuesOf(connection, config, opts.runId) : null;
-        const presence = await announceWorker(connection, config.queues.prefix, role, scope);
-        releasers.add("remove this worker's record", () => presence.stop());
-        await startRole(role as WorkerRole, { config, logger, connection, workerName: presence.id, scope, inFlight, metrics: roleMetrics.metrics, presence }, releasers);
+        const runId = opts.runId;
+        await startProcessRoles({
+          config, logger, connection, releasers, inFlight, roles: new Set([role as WorkerRole]), worker: true, metrics: roleMetrics.metrics,
+          // This host's own endpoints, keys and folders, checked before the role takes any job.
+          preflight: { model: null },
+          scope: runId ? () => ownQueuesOf(connection, config, runId) : null,
+        });
       } catch (err) {
         await releasers.release().catch(() => undefined);
         throw err;
@@ -58,15 +57,6 @@ export function registerWorker(program: Command, cli: Cli): void {
       if (!stopped) process.exitCode = 1;
       exitSoon();
     });
-}
-
-/** This host's own endpoints, keys and folders, checked before the role takes any job. */
-async function preflightRole(role: WorkerRole, config: Config): Promise<void> {
-  if (role === 'sandbox' && config.agent.kind === 'opencode') {
-    requirePassed([await checkPolicy(config.policy_base_url, config.policy_api_key, null), config.policy.token_capture ? await checkTokenCapture(config.policy_base_url, config.policy_api_key, null) : null]);
-  }
-  if (role === 'judge') requirePassed([await checkJudge(config, resolveJudgeApiKey(config))]);
-  if (role === 'results') requirePassed([await checkOutputFolder(path.resolve(config.output_root ?? '.'))]);
 }
 
 /** The queue scope of a run served with `--run-id`: its own queues; a run in the fleet's queues needs no flag. */

@@ -12,7 +12,7 @@
 import type { Redis } from 'ioredis';
 import type { Config } from '../../shared/config-schema.ts';
 import type { Logger } from '../../shared/logger.ts';
-import { enqueueBulk, openQueue, rolloutId, type RolloutJob } from '../../shared/queues.ts';
+import { enqueueBulk, openQueue, QUEUE_NAMES, rolloutId, type RolloutJob } from '../../shared/queues.ts';
 import type { RunRecord, RunStore } from '../../shared/run-store.ts';
 import { forEachJob } from '../../shared/run-jobs.ts';
 import { recordReconcile, type ReconcileReport } from '../../shared/reconcile-record.ts';
@@ -45,7 +45,7 @@ export async function reconcileRun(deps: ReconcileDeps, run: RunRecord, reason: 
   await forEachJob(redis, prefix, ['waiting', 'prioritized', 'delayed', 'active', 'failed'], (_q, _s, job) => {
     const id = rolloutOf(job.data);
     if (id) live.add(id);
-  }, { runId: run.run_id, scope: run.queue_scope, queues: ['rollout', 'judge', 'results'] });
+  }, { runId: run.run_id, scope: run.queue_scope, queues: QUEUE_NAMES });
   const rows = new Set(await redis.hkeys(store.keys.rows(run.run_id)));
   const isLost = (id: string) => !rows.has(id) && !live.has(id);
   const { missing, lostRequests } = run.origin === 'serve'
