@@ -2,7 +2,7 @@
  * The rollout viewer on a BabyVision-sized run (388 tasks x 8 repeats = 3,104 rollouts, every one
  * with its transcript): how long the run page and a rollout page take to become interactive in
  * headless Chromium, and how long the table takes to redraw after a filter, a sort or a search.
- * Optionally writes the README's screenshots.
+ * Optionally writes the screenshots in docs/.
  *
  *   node bin/run-ts.js bench/viewer.ts                       # print the figures
  *   node bin/run-ts.js bench/viewer.ts --screenshots docs    # and write docs/viewer-run.png, docs/viewer-rollout.png

@@ -1,5 +1,5 @@
 /**
- * The fleet as README's "Many hosts against one Redis" sets it up, with every host a set of Linux
+ * The fleet as docs/operate.md's "Many hosts against one Redis" sets it up, with every host a set of Linux
  * namespaces on one private network (host-namespaces.ts): Redis (AOF, a password, protected mode
  * left on), a models host (the scripted policy and judge servers bound to its address), and hosts
  * for the producer, two sandbox-workers (real OpenCode in bubblewrap sandboxes), a judge-worker and

@@ -1,6 +1,6 @@
 /**
  * A run graded by the first scoring rules (the last `\boxed{}` only; unboxed text scored 0 without a
- * judge call) re-scored by today's, as the README says: `vcfleet rejudge --run-id ID --rescore`, as
+ * judge call) re-scored by today's, as docs/data-and-scoring.md says: `vcfleet rejudge --run-id ID --rescore`, as
  * its own process, from the response text the run kept. The old run is made as the old code left it:
  * its kept outcomes without `scoring_rules`, its rows of the old grading, its JSONL file.
  */
