@@ -29,11 +29,11 @@ as an infrastructure error.
 """
 import ctypes
 import fcntl
-import importlib.util
 import os
 import socket
 import struct
 import sys
+import types
 
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
@@ -45,11 +45,13 @@ libc = ctypes.CDLL(None, use_errno=True)
 
 
 def load_beside(name):
-    """A module of this script's own folder, by its path: -I leaves that folder off sys.path."""
+    """A module of this script's own folder, by its path (-I leaves that folder off sys.path), from its
+    source alone: no bytecode cache is read or written beside it."""
     path = os.path.join(os.path.dirname(os.path.realpath(__file__)), name)
-    spec = importlib.util.spec_from_file_location(name.replace("-", "_").removesuffix(".py"), path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = types.ModuleType(name.replace("-", "_").removesuffix(".py"))
+    module.__file__ = path
+    with open(path, encoding="utf-8") as f:
+        exec(compile(f.read(), path, "exec"), module.__dict__)
     return module
 
 
