@@ -278,7 +278,7 @@ export class RolloutSession {
         })
       : null;
     this.log.info({ stop_reason: result.stop_reason, turns: result.turns, tool_calls: result.tool_calls, wall_s: result.wall_s, policy_wait_s: result.policy_wait_s, task_id: task.task_id }, 'rollout finished');
-    return { outcome: result, transcript, trajectory: trajectory ? { record: trajectory, images: trajectoryImages(trajectory.images, gateway.images) } : null };
+    return { outcome: result, transcript, trajectory: trajectory && capture ? { record: trajectory, images: trajectoryImages(trajectory.images, capture.images) } : null };
   }
 }
 

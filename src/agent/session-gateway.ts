@@ -50,7 +50,9 @@ function gatewayOptions(request: RolloutRequest, accessToken: string, logger: Lo
     capture: p.capture
       ? { path: path.join(request.captureDir, `${safeFileStem(request.rolloutId)}.calls.jsonl`), imageDir: path.join(request.captureDir, 'images') }
       : null,
-    tokenCapture: p.tokenCapture ? { weightVersion: p.weightVersion ?? null } : null,
+    tokenCapture: p.tokenCapture
+      ? { weightVersion: p.weightVersion ?? null, restoreTurns: p.restoreTurns ?? true, splice: p.splice ?? false, imageBudgetBytes: p.tokenImageBudgetBytes ?? 256 * 1024 * 1024 }
+      : null,
     sampling: p.sampling ?? {},
     logger,
     ...callbacks,

@@ -15,6 +15,7 @@ export interface TrajectoryInput {
   weightVersion: string | null;
   stopReason: StopReason;
   capture: TokenCaptureRecord;
+  /** The images known by SHA-256 (the capture's own, and the gateway's for their MIME types). */
   images: ReadonlyMap<string, StoredImage>;
 }
 
@@ -44,9 +45,14 @@ function flatten(answered: readonly TokenCall[], breaks: ReadonlySet<number>): F
   return flat;
 }
 
-/** Why a trainer may not use the rollout (the first that holds, in this order), or null. */
+/**
+ * Why a trainer may not use the rollout (the first that holds, in this order), or null. Only facts the
+ * model cannot cause mask: a server that returned no token fields, a capture lost on the way, a bound
+ * the fleet set. How the rollout ended (no answer, timeout, context limit, agent error, the output
+ * cap) never masks: it is trained on with its reward; a broken chain is `contiguous: false`.
+ */
 function maskOf(input: TrajectoryInput, answered: readonly TokenCall[]): { reason: MaskReason; detail: string } | null {
-  const { capture, stopReason } = input;
+  const { capture } = input;
   const has = (c: TokenCall, f: string) => !c.missing.includes(f as TokenCall['missing'][number]);
   if (answered.length === 0) return { reason: 'no_calls', detail: 'no call of the conversation was answered' };
   if (answered.every((c) => c.missing.length === 3)) {
@@ -56,12 +62,9 @@ function maskOf(input: TrajectoryInput, answered: readonly TokenCall[]): { reaso
   if (noIds) return { reason: 'missing_token_ids', detail: `call ${noIds.index} came back without ${noIds.missing.filter((f) => f !== 'logprobs').join(' and ')}` };
   const noLogprobs = answered.find((c) => !has(c, 'logprobs'));
   if (noLogprobs) return { reason: 'missing_logprobs', detail: `call ${noLogprobs.index} came back without a log-probability per generated token` };
-  const broken = capture.chain.breaks[0];
-  if (broken) return { reason: 'chain_broken', detail: `call ${broken.call}: ${broken.why}` };
-  if (capture.over_bounds) return { reason: 'over_bounds', detail: 'the rollout had more token ids than are kept per rollout' };
-  const capped = answered.find((c) => c.finish_reason === 'length');
-  if (capped || stopReason === 'output_cap') return { reason: 'output_cap', detail: capped ? `call ${capped.index} stopped at the output cap` : 'the rollout stopped at the output cap' };
-  if (stopReason !== 'answered') return { reason: 'not_finished', detail: `the rollout ended ${stopReason}, not answered` };
+  if (capture.images_over_budget) {
+    return { reason: 'images_over_budget', detail: 'the images the answered calls carried went past policy.token_capture_max_image_mib (or the image count): the prompts cannot be rebuilt; raise the bound' };
+  }
   return null;
 }
 
@@ -73,7 +76,7 @@ export function buildTrajectory(input: TrajectoryInput): Trajectory {
   const images = answered.flatMap((c) => c.images);
   const image_mimes: Record<string, string> = {};
   for (const sha of images) {
-    const img = input.images.get(sha);
+    const img = capture.images.get(sha) ?? input.images.get(sha);
     if (img) image_mimes[sha] = img.mime;
   }
   if (images.includes(request.task.image_sha256) && !image_mimes[request.task.image_sha256]) image_mimes[request.task.image_sha256] = 'image/png';
@@ -93,6 +96,6 @@ export function buildTrajectory(input: TrajectoryInput): Trajectory {
     })),
     images, image_mimes,
     flat_calls: flat.calls, prompt_ids: flat.prompt, response_ids: flat.ids, response_mask: flat.mask, response_logprobs: flat.logprobs,
-    truncated: capture.over_bounds ? ['token ids past the per-rollout bound were not kept'] : [],
+    truncated: capture.over_bounds ? ['token ids past the per-rollout bound were not kept: the flat form and the calls stop at the bound'] : [],
   };
 }

@@ -14,6 +14,16 @@ export interface GatewayLimits {
   maxCalls: number;
 }
 
+export interface TokenCaptureOptions {
+  weightVersion: string | null;
+  /** Send earlier assistant turns upstream as the model generated them (turn-restore.ts); default true. */
+  restoreTurns?: boolean;
+  /** Carry the earlier calls' token ids on the assistant messages, NeMo Gym's way (turn-restore.ts); default false. */
+  splice?: boolean;
+  /** Bytes of the answered calls' images kept for the trajectory; default 256 MiB. */
+  imageBudgetBytes?: number;
+}
+
 export interface PolicyGatewayOptions {
   /** The policy endpoint chosen by the worker's own configuration, e.g. `http://vllm:8000/v1`. */
   upstreamBaseUrl: string;
@@ -44,7 +54,7 @@ export interface PolicyGatewayOptions {
    * Token capture (`policy.token_capture`): ask upstream for token ids and log-probabilities without
    * streaming, stream to the sandbox here, and keep each call's tokens (`tokenCapture`). Null: off.
    */
-  tokenCapture?: { weightVersion: string | null } | null;
+  tokenCapture?: TokenCaptureOptions | null;
   /** Sampling fields pinned on every call over what the sandbox sent (`policy.sampling`); default none. */
   sampling?: Readonly<Record<string, unknown>>;
   logger?: Logger;

@@ -57,7 +57,8 @@ export class GatewayServer implements PolicyGateway {
     this.upstream = createUpstream(options.upstreamBaseUrl, options.apiKey, options.requestTimeoutMs ?? 600_000, options.connectTimeoutMs ?? 15_000);
     this.store = new ImageStore(options.imageBudgetBytes ?? 32 * 1024 * 1024);
     this.conversation = new ConversationReader(this.store, this.kept);
-    this.recorder = options.tokenCapture ? new TokenRecorder(options.tokenCapture.weightVersion) : null;
+    const tc = options.tokenCapture;
+    this.recorder = tc ? new TokenRecorder(tc.weightVersion, tc.imageBudgetBytes, { restore: tc.restoreTurns ?? true, splice: tc.splice ?? false }) : null;
   }
 
   get tokenCapture(): TokenCaptureRecord | null {
@@ -219,7 +220,7 @@ export class GatewayServer implements PolicyGateway {
     this.tracker.started(body.messages, origin);
     const request = this.conversation.read(body.messages);
     const started = Date.now();
-    const shaped = upstreamBody(body, this.options.sampling ?? {}, this.recorder !== null);
+    const shaped = upstreamBody(this.recorder ? { ...body, messages: this.recorder.upstreamMessages(body.messages) } : body, this.options.sampling ?? {}, this.recorder !== null);
     let result: ForwardResult | HoldEnd;
     let tokens: TokenFields | null = null;
     try {

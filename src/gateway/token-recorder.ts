@@ -6,11 +6,13 @@
  * is checked as calls arrive (each answered call's prompt must extend the previous answered call's
  * prompt + generation), so only what a call adds is kept: `prompt_token_ids` in full for the first
  * call and after a break, `inserted_token_ids` (what the environment added) otherwise. Everything
- * kept is bounded: ids per array (token-fields.ts) and ids per rollout.
+ * kept is bounded: ids per array (token-fields.ts) and ids per rollout. The images the answered calls
+ * carried are kept too (bytes once each, within their own budget, apart from the transcript's), so
+ * the results host can give a trainer every image of the prompts.
  */
-import { createHash } from 'node:crypto';
 import type { ChatMessage } from './chat-request.ts';
-import type { CallOrigin } from './conversation.ts';
+import { ImageStore, type CallOrigin, type StoredImage } from './conversation.ts';
+import { TurnRestorer, type TurnRestoreOptions } from './turn-restore.ts';
 import type { TokenField, TokenFields } from '../shared/token-fields.ts';
 
 /** Token ids kept per rollout (first prompt, inserted and generated ids together); past it none are kept. */
@@ -68,22 +70,26 @@ export interface TokenCaptureRecord {
   chain: { contiguous: boolean; breaks: ChainBreak[] };
   /** Ids stopped being kept past MAX_ROLLOUT_TOKEN_IDS. */
   over_bounds: boolean;
+  /** The images of the answered calls, by SHA-256 (bytes null past the budget). */
+  images: ReadonlyMap<string, StoredImage>;
+  /** Some image of an answered call is kept by hash only, or not listed (past the count). */
+  images_over_budget: boolean;
 }
 
-const DATA_URL = /^data:image\/[\w.+-]+;base64,/;
-
-/** SHA-256 of each image in `messages`, in order. */
-function imagesOf(messages: readonly ChatMessage[]): string[] {
-  const out: string[] = [];
+/** SHA-256 of each image in `messages`, in order, stored in `store`. */
+function imagesOf(messages: readonly ChatMessage[], store: ImageStore): { shas: string[]; unlisted: boolean } {
+  const shas: string[] = [];
+  let unlisted = false;
   for (const m of messages) {
     if (!Array.isArray(m.content)) continue;
     for (const part of m.content) {
-      if (part.type !== 'image_url' || out.length >= MAX_CALL_IMAGES) continue;
-      const match = DATA_URL.exec(part.image_url.url);
-      if (match) out.push(createHash('sha256').update(Buffer.from(part.image_url.url.slice(match[0].length), 'base64')).digest('hex'));
+      if (part.type !== 'image_url') continue;
+      const sha = shas.length < MAX_CALL_IMAGES ? store.addDataUrl(part.image_url.url) : null;
+      if (sha) shas.push(sha);
+      else if (/^data:image\//.test(part.image_url.url)) unlisted = true;
     }
   }
-  return out;
+  return { shas, unlisted };
 }
 
 function firstDifference(a: readonly number[], b: readonly number[]): number {
@@ -116,8 +122,21 @@ export class TokenRecorder {
   private seenMessages = 0;
   private kept = 0;
   private overBounds = false;
+  private readonly imageStore: ImageStore;
+  private imagesUnlisted = false;
 
-  constructor(private readonly weightVersion: string | null) {}
+  private readonly turns: TurnRestorer;
+
+  /** `imageBudgetBytes`: bytes of the answered calls' images kept (default 256 MiB); `turns`: what goes upstream as earlier turns (turn-restore.ts). */
+  constructor(private readonly weightVersion: string | null, imageBudgetBytes = 256 * 1024 * 1024, turns: TurnRestoreOptions = { restore: false, splice: false }) {
+    this.imageStore = new ImageStore(imageBudgetBytes);
+    this.turns = new TurnRestorer(turns);
+  }
+
+  /** The messages of a call of the conversation as they go upstream (turn-restore.ts). */
+  upstreamMessages(messages: readonly ChatMessage[]): ChatMessage[] {
+    return this.turns.shape(messages);
+  }
 
   /** A call of the agent's conversation, once it ended. */
   agentCall(f: CallFacts): void {
@@ -127,11 +146,17 @@ export class TokenRecorder {
       index: f.index, started_at: f.startedAt, latency_ms: f.latencyMs, status: f.status, finish_reason: f.finishReason, answered: f.answered,
       prompt_token_count: t?.promptIds?.length ?? f.promptTokens, generation_token_ids: null, generation_log_probs: null,
       missing: t ? [...t.missing] : ['prompt_token_ids', 'token_ids', 'logprobs'], sampling: f.sampling, weight_version: this.weightVersion,
-      images: imagesOf(fresh),
+      images: [],
     };
+    if (fresh.length > 0) {
+      const seen = imagesOf(fresh, this.imageStore);
+      call.images = seen.shas;
+      this.imagesUnlisted ||= seen.unlisted;
+    }
     this.calls.push(call);
     if (!f.answered) return;
     this.seenMessages = f.messages.length;
+    this.turns.answered(t?.message ?? null, t?.promptIds ?? null, t?.generationIds ?? null, t?.logprobs ?? null);
     this.chain(call, t);
     this.answeredBefore = true;
   }
@@ -149,6 +174,8 @@ export class TokenRecorder {
       other_calls_dropped: this.othersDropped,
       chain: { contiguous: this.breaks.length === 0, breaks: [...this.breaks] },
       over_bounds: this.overBounds,
+      images: this.imageStore.images,
+      images_over_budget: this.imagesUnlisted || this.imageStore.overBudget || this.imageStore.dropped > 0,
     };
   }
 

@@ -26,6 +26,12 @@ export interface PolicyEndpoint {
   maxCallsPerRollout: number;
   /** Ask for token ids and log-probabilities on every call and build the rollout's trajectory (`policy.token_capture`). */
   tokenCapture?: boolean;
+  /** With token capture: the earlier assistant turns go upstream as generated (`policy.token_capture_restore_turns`); default true. */
+  restoreTurns?: boolean;
+  /** With token capture: the earlier calls' token ids ride on the assistant messages (`policy.token_capture_splice`); default false. */
+  splice?: boolean;
+  /** With token capture: bytes of the answered calls' images kept for the trajectory (`policy.token_capture_max_image_mib`); default 256 MiB. */
+  tokenImageBudgetBytes?: number;
   /** Sampling fields pinned on every call (`policy.sampling`). */
   sampling?: Readonly<Record<string, unknown>>;
   /** The trainer's weight version (`policy.weight_version`), recorded on every captured call. */

@@ -110,6 +110,20 @@ export const PolicySchema = z
      */
     token_capture: runSetting(z.boolean().default(false)),
     /**
+     * With token capture: send each earlier assistant turn upstream as the model generated it (its
+     * content without the parser's stray whitespace, its reasoning under `reasoning` and
+     * `reasoning_content`), so a plain vLLM re-renders it as generated (docs/train.md).
+     */
+    token_capture_restore_turns: runSetting(z.boolean().default(true)),
+    /**
+     * With token capture: carry the earlier calls' token ids on the assistant messages the way NeMo Gym
+     * does (`prompt_token_ids`, `generation_token_ids`, `generation_log_probs`), for a splicing server
+     * (NeMo RL's vLLM server) to continue from the exact ids. Default off (plain vLLM ignores them).
+     */
+    token_capture_splice: runSetting(z.boolean().default(false)),
+    /** With token capture: MiB of the images the answered calls carried, kept for the trajectory (apart from `transcripts.max_image_mib`); past it the rollout is masked `images_over_budget`. */
+    token_capture_max_image_mib: runSetting(positiveInt.default(256)),
+    /**
      * Sampling settings pinned on every policy call (`temperature`, `top_p`, any other field the policy
      * server takes); they override what OpenCode sends, and token capture records them per call.
      */

@@ -12,18 +12,30 @@ export const MASK_REASONS = [
   'missing_token_ids',
   /** An answered call came back without a log-probability per generated token. */
   'missing_logprobs',
-  /** A call's prompt does not extend the previous call's prompt + generation. */
-  'chain_broken',
-  /** The rollout's ids went past what is kept per rollout, or the record past its size bound. */
+  /** The record went past its size bound in Redis (trajectory-codec.ts): its token arrays were dropped. */
   'over_bounds',
-  /** A generation stopped at the output cap (`finish_reason: length`). */
-  'output_cap',
-  /** The rollout did not finish with an answer (its stop reason is not `answered`). */
-  'not_finished',
   /** No call of the conversation was answered. */
   'no_calls',
+  /** The images the answered calls carried went past `policy.token_capture_max_image_mib`: the trainer could not rebuild the prompts. */
+  'images_over_budget',
+  /** Retired (records written before they stopped masking, still read): the model can cause them, so they no longer mask. */
+  'chain_broken',
+  'output_cap',
+  'not_finished',
 ] as const;
 export type MaskReason = (typeof MASK_REASONS)[number];
+
+/**
+ * Reasons the model can cause (a prompt that re-renders differently, a generation at the output cap, a
+ * rollout it ended without an answer): an old record's mask for one of them no longer masks, so a
+ * policy cannot learn that giving up costs nothing. A chain that breaks is `contiguous: false`.
+ */
+export const RETIRED_MASK_REASONS: ReadonlySet<MaskReason> = new Set(['chain_broken', 'output_cap', 'not_finished']);
+
+/** Whether a token capture's mask stands: set, and for a reason the model cannot cause. */
+export function captureMasks(c: { mask_sample: boolean; mask_reason: MaskReason | null }): boolean {
+  return c.mask_sample && (c.mask_reason === null || !RETIRED_MASK_REASONS.has(c.mask_reason));
+}
 
 /** What a row and an outcome carry of the token capture. */
 export const TokenCaptureSummarySchema = z.object({

@@ -23,6 +23,8 @@ export interface TokenFields {
   logprobs: number[] | null;
   /** The fields the answer did not carry (or carried malformed), by vLLM's names. */
   missing: TokenField[];
+  /** The answer's message (`choices[0].message`) as the server returned it; null when absent. */
+  message?: Record<string, unknown> | null;
 }
 
 type Json = Record<string, unknown>;
@@ -66,7 +68,7 @@ export function readTokenFields(body: unknown): TokenFields {
   if (!promptIds) missing.push('prompt_token_ids');
   if (!generationIds) missing.push('token_ids');
   if (!logprobs) missing.push('logprobs');
-  return { promptIds, generationIds, logprobs, missing };
+  return { promptIds, generationIds, logprobs, missing, message: obj(choice?.message) };
 }
 
 /** A copy of the body without the token fields (what OpenCode gets: it needs none of them). */

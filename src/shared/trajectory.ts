@@ -21,7 +21,7 @@ import { z } from 'zod';
 import { MASK_REASONS, type TokenCaptureSummary } from './token-capture.ts';
 import { safeFileStem } from './transcript.ts';
 
-export { MASK_REASONS, TokenCaptureSummarySchema, type MaskReason, type TokenCaptureSummary } from './token-capture.ts';
+export { MASK_REASONS, RETIRED_MASK_REASONS, TokenCaptureSummarySchema, captureMasks, type MaskReason, type TokenCaptureSummary } from './token-capture.ts';
 
 export const TRAJECTORY_VERSION = 1;
 

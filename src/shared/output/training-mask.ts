@@ -6,9 +6,11 @@
  * 2. a row without a reward masks (`no_reward`): there is nothing to train towards;
  * 3. the token capture's own mask: the trajectory's when it is at hand, else the row's `token_capture`
  *    summary (what the trajectory said when it was written); `not_finished` when it gives no reason.
+ *    Only reasons the model cannot cause mask (token-capture.ts): an old record masked `chain_broken`,
+ *    `output_cap` or `not_finished` is trainable with its reward.
  */
 import type { FailureKind, Row } from '../rows.ts';
-import type { MaskReason, Trajectory } from '../trajectory.ts';
+import { captureMasks, type MaskReason, type Trajectory } from '../trajectory.ts';
 
 export interface TrainingMask {
   /** A trainer must not use the rollout (its reward or its tokens). */
@@ -24,7 +26,8 @@ export function maskOf(
   row: Pick<Row, 'failure_kind' | 'reward' | 'token_capture'>, trajectory?: Pick<Trajectory, 'mask_sample' | 'mask_reason'> | null,
 ): TrainingMask {
   const capture = trajectory ?? row.token_capture;
-  const captureReason = capture?.mask_reason ?? null;
-  const reason = row.failure_kind ?? (row.reward === null ? 'no_reward' : capture?.mask_sample ? (captureReason ?? 'not_finished') : null);
+  const masks = capture ? captureMasks(capture) : false;
+  const captureReason = masks ? (capture?.mask_reason ?? null) : null;
+  const reason = row.failure_kind ?? (row.reward === null ? 'no_reward' : masks ? (captureReason ?? 'not_finished') : null);
   return { mask_sample: reason !== null, reason, capture_reason: captureReason };
 }

@@ -74,7 +74,8 @@ export function policyEndpoint(settings: RunSettings, baseUrl: string, apiKey: s
     baseUrl, apiKey, modelName: asked?.model ?? settings.policy_model_name, contextWindow: p.context_window, maxOutputTokens: asked?.max_output_tokens ?? p.max_output_tokens,
     requestTimeoutS: p.request_timeout_s, capture: p.capture, maxRequestBytes: p.max_request_mib * 1024 * 1024,
     maxConcurrentCalls: p.max_concurrent_calls, maxCallsPerRollout: p.max_calls_per_rollout,
-    tokenCapture: p.token_capture, sampling: { ...p.sampling, ...asked?.sampling }, weightVersion: asked?.weight_version ?? p.weight_version,
+    tokenCapture: p.token_capture, restoreTurns: p.token_capture_restore_turns, splice: p.token_capture_splice, tokenImageBudgetBytes: p.token_capture_max_image_mib * 1024 * 1024,
+    sampling: { ...p.sampling, ...asked?.sampling }, weightVersion: asked?.weight_version ?? p.weight_version,
   };
 }
 

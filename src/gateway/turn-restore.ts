@@ -1,0 +1,119 @@
+/**
+ * What goes upstream as the conversation's earlier assistant turns, with token capture on. OpenCode
+ * sends each earlier turn back as it stored it, and the policy server re-renders it with its chat
+ * template: a turn that re-renders differently from what the model generated breaks the token chain
+ * (docs/train.md, "Which servers chain"). Two remedies, each a switch:
+ *
+ * - restore (`policy.token_capture_restore_turns`): each earlier assistant message is replaced by the
+ *   message the server itself returned for that call: its content without the stray whitespace the
+ *   parsers leave (the newlines after a think block, the newline before a tool call, which the
+ *   template adds again), its reasoning under both `reasoning` and `reasoning_content` (servers read
+ *   one or the other), its tool-call arguments as the server gave them.
+ * - splice (`policy.token_capture_splice`): each earlier assistant message carries the call's
+ *   `prompt_token_ids`, `generation_token_ids` and `generation_log_probs`, the fields NeMo Gym puts
+ *   on its assistant messages, so a splicing server (NeMo RL's vLLM server) continues from the exact
+ *   ids instead of the re-rendered ones.
+ *
+ * The k-th assistant message of a request is the k-th answered call's turn; when its tool-call ids
+ * do not match the turn's, it is sent as OpenCode wrote it. Pure but for the turns it keeps.
+ */
+import type { ChatMessage } from './chat-request.ts';
+
+type Json = Record<string, unknown>;
+
+/** Token ids kept for splicing per rollout (full prompts of every turn); past it later turns carry none. */
+const MAX_SPLICE_IDS = 16 << 20;
+
+interface Turn {
+  message: Json;
+  toolCallIds: string[];
+  promptIds: number[] | null;
+  generationIds: number[] | null;
+  logprobs: number[] | null;
+}
+
+export interface TurnRestoreOptions {
+  restore: boolean;
+  splice: boolean;
+}
+
+const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
+
+function toolCallsOf(message: Json): Json[] {
+  return Array.isArray(message.tool_calls) ? (message.tool_calls.filter((t) => t && typeof t === 'object') as Json[]) : [];
+}
+
+/** The content the model generated, without the parsers' stray whitespace around a think block and before a tool call. */
+export function generatedContent(message: Json): string {
+  let content = str(message.content) ?? '';
+  if (reasoningOf(message) !== null) content = content.replace(/^\n+/, '');
+  if (toolCallsOf(message).length > 0) content = content.replace(/\s+$/, '');
+  return content;
+}
+
+function reasoningOf(message: Json): string | null {
+  return str(message.reasoning) ?? str(message.reasoning_content);
+}
+
+export class TurnRestorer {
+  private readonly turns: Turn[] = [];
+  private keptIds = 0;
+
+  constructor(private readonly options: TurnRestoreOptions) {}
+
+  /** An answered call of the conversation: the server's message and its token ids (null when absent). */
+  answered(message: Json | null, promptIds: number[] | null, generationIds: number[] | null, logprobs: number[] | null): void {
+    const m = message ?? {};
+    const ids = this.options.splice && promptIds && generationIds && this.keptIds + promptIds.length + generationIds.length <= MAX_SPLICE_IDS;
+    if (ids) this.keptIds += promptIds.length + generationIds.length;
+    this.turns.push({
+      message: m,
+      toolCallIds: toolCallsOf(m).map((t) => String(t.id ?? '')),
+      promptIds: ids ? promptIds : null,
+      generationIds: ids ? generationIds : null,
+      logprobs: ids ? logprobs : null,
+    });
+  }
+
+  /** The messages to send upstream (the same array when nothing changes). */
+  shape(messages: readonly ChatMessage[]): ChatMessage[] {
+    if (!this.options.restore && !this.options.splice) return messages as ChatMessage[];
+    let k = 0;
+    return messages.map((m) => {
+      if (m.role !== 'assistant') return m;
+      const turn = this.turns[k++];
+      if (!turn || !sameToolCalls(m, turn)) return m;
+      let out: Json = { ...m };
+      if (this.options.restore) out = restored(out, turn.message);
+      if (this.options.splice && turn.promptIds && turn.generationIds) {
+        out.prompt_token_ids = turn.promptIds;
+        out.generation_token_ids = turn.generationIds;
+        out.generation_log_probs = turn.logprobs ?? [];
+      }
+      return out as unknown as ChatMessage;
+    });
+  }
+}
+
+function sameToolCalls(m: ChatMessage, turn: Turn): boolean {
+  const ids = (m.tool_calls ?? []).map((t) => t.id);
+  return ids.length === turn.toolCallIds.length && ids.every((id, i) => id === turn.toolCallIds[i]);
+}
+
+/** The message OpenCode sent, with the content, reasoning and arguments the server returned for it. */
+function restored(sent: Json, generated: Json): Json {
+  const out: Json = { ...sent, content: generatedContent(generated) };
+  const reasoning = reasoningOf(generated);
+  if (reasoning !== null) {
+    out.reasoning = reasoning;
+    out.reasoning_content = reasoning;
+  }
+  const calls = toolCallsOf(generated);
+  if (Array.isArray(sent.tool_calls) && calls.length === sent.tool_calls.length) {
+    out.tool_calls = (sent.tool_calls as Json[]).map((t, i) => {
+      const args = str((calls[i].function as Json | undefined)?.arguments);
+      return args === null ? t : { ...t, function: { ...(t.function as Json), arguments: args } };
+    });
+  }
+  return out;
+}
