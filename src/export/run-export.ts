@@ -1,7 +1,8 @@
 /**
  * `vcfleet export`: a run's rows (and their transcripts and trajectories) as trainers read them, one
- * record per line: NeMo Gym's verify-response rows (`gym`) or flat token records (`tokens`), built by
- * shared/output/gym-row.ts and token-record.ts. Streamed in two passes over the JSONL, a line at a
+ * record per line: NeMo Gym's verify-response rows (`gym`), flat token records (`tokens`: only
+ * contiguous ones unless asked) or per-call step records (`steps`: every answered call, chain or not),
+ * built by shared/output/gym-row.ts, token-record.ts and step-records.ts. Streamed in two passes over the JSONL, a line at a
  * time: the first finds the line that stands for each rollout (the last one, as every reader of the
  * file takes it), the second builds and writes one record per standing row. Nothing is held but that
  * index, one row and its files. The output is written beside its final name and renamed into place at
@@ -19,13 +20,14 @@ import { ConfigError, DataError } from '../shared/errors.ts';
 import { benchmarkRequest } from '../shared/output/gym-request-fields.ts';
 import { gymRow } from '../shared/output/gym-row.ts';
 import { tokenRecord } from '../shared/output/token-record.ts';
+import { stepRecords } from '../shared/output/step-records.ts';
 import { maskOf } from '../shared/output/training-mask.ts';
 import type { Row } from '../shared/rows.ts';
 import { jsonlLines } from '../shared/output/jsonl-lines.ts';
 import { parseRowLine } from '../shared/output/row-file.ts';
 import { RolloutFiles } from './rollout-files.ts';
 
-export const EXPORT_FORMATS = ['gym', 'tokens'] as const;
+export const EXPORT_FORMATS = ['gym', 'tokens', 'steps'] as const;
 export type ExportFormat = (typeof EXPORT_FORMATS)[number];
 
 /** A row's line is longer than this: not read (rows are a few KB). */
@@ -43,18 +45,21 @@ export interface ExportOptions {
   runId?: string;
   /** `tokens`: keep the records a trainer must not use, flagged `mask_sample: true` (default: skip them). */
   includeMasked?: boolean;
+  /** `tokens`: keep the records whose flat form covers only a prefix (a broken chain, a capture cut at its bound), flagged `contiguous: false` (default: skip them; `steps` keeps every call). */
+  includePartial?: boolean;
   /** Called after each standing row with the rows done and the rows in all. */
   progress?(done: number, total: number): void;
 }
 
 /** Why rows gave no record, by kind. */
-export type SkipKind = 'bad_line' | 'no_transcript' | 'bad_transcript' | 'bad_image' | 'no_trajectory' | 'bad_trajectory' | 'masked';
+export type SkipKind = 'bad_line' | 'no_transcript' | 'bad_transcript' | 'bad_image' | 'no_trajectory' | 'bad_trajectory' | 'missing_image' | 'masked' | 'partial';
 
 export interface ExportSummary {
   format: ExportFormat;
   out: string;
   /** Rollouts of the file (one standing row each). */
   rows: number;
+  /** Records written (`steps`: one per answered call). */
   written: number;
   /** Of the records written, those flagged `mask_sample` (gym: masked rows or trajectories; tokens: only with includeMasked). */
   writtenMasked: number;
@@ -125,8 +130,8 @@ function indexRows(jsonl: string, runId: string | undefined, tally: Tally): { st
   return { standing, lines, runs };
 }
 
-/** What one standing row gives: a record to write (flagged masked or not), or nothing (the tally says why). */
-type Built = { record: object; masked: boolean } | null;
+/** What one standing row gives: records to write (flagged masked or not), or nothing (the tally says why). */
+type Built = { record: object; masked: boolean } | { records: object[]; masked: boolean } | null;
 
 function gymRecord(row: Row, files: RolloutFiles, tally: Tally, who: string): Built {
   if (row.transcript === null) return tally.skip('no_transcript'), null;
@@ -150,15 +155,25 @@ function gymRecord(row: Row, files: RolloutFiles, tally: Tally, who: string): Bu
   return { record, masked: record.mask_sample };
 }
 
-function tokensRecord(row: Row, files: RolloutFiles, tally: Tally, who: string, includeMasked: boolean): Built {
+function tokensRecord(row: Row, files: RolloutFiles, tally: Tally, who: string, o: ExportOptions): Built {
   if (row.trajectory === null) return tally.skip('no_trajectory'), null;
   const read = files.trajectory({ ...row, trajectory: row.trajectory });
   if (!read.ok) return tally.skip('bad_trajectory', `${who}: ${read.problem}; skipped`), null;
-  const built = tokenRecord(row, read.value, (sha) => files.imagePath(sha));
-  if (!built.ok) return tally.skip('bad_trajectory', `${who}: ${built.problem}; skipped`), null;
+  const imagePath = (sha: string) => files.imagePath(sha);
+  if (o.format === 'steps') {
+    const steps = stepRecords(row, read.value, imagePath);
+    if (!steps.ok) return tally.skip(steps.missingImage ? 'missing_image' : 'bad_trajectory', `${who}: ${steps.problem}; skipped`), null;
+    const masked = steps.records[0]?.mask_sample ?? false;
+    if (steps.records[0]?.mask_reason) tally.masked(steps.records[0].mask_reason);
+    if (masked && !o.includeMasked) return tally.skip('masked'), null;
+    return { records: steps.records, masked };
+  }
+  const built = tokenRecord(row, read.value, imagePath);
+  if (!built.ok) return tally.skip(built.missingImage ? 'missing_image' : 'bad_trajectory', `${who}: ${built.problem}; skipped`), null;
   const { record } = built;
   if (record.mask_reason !== null) tally.masked(record.mask_reason);
-  if (record.mask_sample && !includeMasked) return tally.skip('masked'), null;
+  if (record.mask_sample && !o.includeMasked) return tally.skip('masked'), null;
+  if (!record.contiguous && !o.includePartial) return tally.skip('partial'), null;
   return { record, masked: record.mask_sample };
 }
 
@@ -177,7 +192,7 @@ function nothingToExport(o: ExportOptions, jsonl: string, index: ReturnType<type
     return `${jsonl} holds no rows`;
   }
   const all = [...index.standing.values()];
-  if (o.format === 'tokens' && !all.some((s) => s.trajectory)) {
+  if (o.format !== 'gym' && !all.some((s) => s.trajectory)) {
     return `no row of ${jsonl} has a trajectory: token capture was off. Run with ++policy.token_capture=true (a vLLM policy server) to record them`;
   }
   if (o.format === 'gym' && !all.some((s) => s.transcript)) {
@@ -209,11 +224,11 @@ export async function exportRun(o: ExportOptions): Promise<ExportSummary> {
       const { row } = parsed;
       if (index.standing.get(rolloutKey(row))?.lineNo !== line.lineNo) continue;
       const who = `rollout ${short(row.rollout_id)} (line ${line.lineNo})`;
-      const built = o.format === 'gym' ? gymRecord(row, files, tally, who) : tokensRecord(row, files, tally, who, o.includeMasked ?? false);
-      if (built) {
+      const built = o.format === 'gym' ? gymRecord(row, files, tally, who) : tokensRecord(row, files, tally, who, o);
+      for (const record of built ? ('records' in built ? built.records : [built.record]) : []) {
         written++;
-        if (built.masked) writtenMasked++;
-        if (!sink.write(`${JSON.stringify(built.record)}\n`)) await once(sink, 'drain');
+        if (built!.masked) writtenMasked++;
+        if (!sink.write(`${JSON.stringify(record)}\n`)) await once(sink, 'drain');
       }
       o.progress?.(++done, total);
     }
@@ -238,12 +253,14 @@ const SKIP_WORDS: Record<SkipKind, string> = {
   bad_image: 'with an unreadable puzzle image',
   no_trajectory: 'without a trajectory',
   bad_trajectory: 'with an unusable trajectory',
+  missing_image: 'with an image of its prompts missing from the transcripts\' images folder',
   masked: 'masked (mask_sample: a trainer must not use them; --include-masked keeps them flagged)',
+  partial: 'not contiguous (a broken chain or a capture cut at its bound; --include-partial keeps the prefix flagged, --format steps keeps every call)',
 };
 
 /** The one summary line of an export, e.g. `wrote 380 gym rows of 388 rollouts to x.gym.jsonl; skipped ...`. */
 export function summaryLine(s: ExportSummary): string {
-  const what = s.format === 'gym' ? 'gym rows' : 'token records';
+  const what = s.format === 'gym' ? 'gym rows' : s.format === 'steps' ? 'step records' : 'token records';
   const flagged = s.writtenMasked > 0 ? ` (${s.writtenMasked} flagged mask_sample)` : '';
   const skipped = (Object.entries(s.skipped) as Array<[SkipKind, number]>).map(([k, n]) => `${n} ${SKIP_WORDS[k]}`);
   const reasons = Object.entries(s.maskReasons).map(([k, n]) => `${k} ${n}`).join(', ');

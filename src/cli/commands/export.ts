@@ -1,6 +1,7 @@
 /**
- * `vcfleet export <jsonl> --format gym|tokens [--out PATH]`: a run's rows as trainers read them
- * (export/run-export.ts): NeMo Gym verify-response rows, or flat token records of the trajectories.
+ * `vcfleet export <jsonl> --format gym|tokens|steps [--out PATH]`: a run's rows as trainers read them
+ * (export/run-export.ts): NeMo Gym verify-response rows, flat token records of the trajectories, or
+ * one record per policy call.
  * Progress goes to stderr (a line redrawn on a terminal, a plain line every few seconds otherwise);
  * the summary line to stdout.
  */
@@ -13,11 +14,12 @@ interface ExportFlags {
   out?: string;
   runId?: string;
   includeMasked?: boolean;
+  includePartial?: boolean;
 }
 
 function parseFormat(raw: string | undefined): ExportFormat {
-  if (raw === undefined) throw new ConfigError(`--format is required: gym (NeMo Gym verify-response rows) or tokens (flat token records)`);
-  if (!(EXPORT_FORMATS as readonly string[]).includes(raw)) throw new ConfigError(`--format must be gym or tokens, not "${raw}"`);
+  if (raw === undefined) throw new ConfigError(`--format is required: gym (NeMo Gym verify-response rows), tokens (flat token records) or steps (one record per policy call)`);
+  if (!(EXPORT_FORMATS as readonly string[]).includes(raw)) throw new ConfigError(`--format must be gym, tokens or steps, not "${raw}"`);
   return raw as ExportFormat;
 }
 
@@ -46,18 +48,20 @@ export function registerExport(program: Command): void {
     .command('export')
     .description(
       'write the rows of a run as trainers read them: --format gym (NeMo Gym verify-response rows, one per row) or ' +
-        '--format tokens (flat token records of the trajectories, for verl/SkyRL/Atropos-style loaders)',
+        '--format tokens (flat token records of the trajectories, for verl/SkyRL/Atropos-style loaders) or ' +
+        '--format steps (one record per policy call: its prompt ids as the server saw them, generation ids, log-probabilities, the reward)',
     )
     .argument('<jsonl>', 'an output JSONL')
-    .option('--format <format>', 'gym or tokens')
-    .option('--out <path>', 'where to write (default: <stem>.gym.jsonl or <stem>.tokens.jsonl beside the JSONL)')
+    .option('--format <format>', 'gym, tokens or steps')
+    .option('--out <path>', 'where to write (default: <stem>.<format>.jsonl beside the JSONL)')
     .option('--run-id <id>', 'only this run of the file')
-    .option('--include-masked', 'tokens: keep the records a trainer must not use, flagged mask_sample: true (default: skip them)')
+    .option('--include-masked', 'tokens, steps: keep the records a trainer must not use, flagged mask_sample: true (default: skip them)')
+    .option('--include-partial', 'tokens: keep the records whose flat form is only the contiguous prefix, flagged contiguous: false (default: skip them)')
     .action(async (file: string, opts: ExportFlags) => {
       const format = parseFormat(opts.format);
       const progress = exportProgress(process.stderr);
       try {
-        const summary = await exportRun({ jsonl: file, format, out: opts.out, runId: opts.runId, includeMasked: opts.includeMasked, progress: progress.update });
+        const summary = await exportRun({ jsonl: file, format, out: opts.out, runId: opts.runId, includeMasked: opts.includeMasked, includePartial: opts.includePartial, progress: progress.update });
         progress.end();
         for (const p of summary.problems) process.stderr.write(`${p}\n`);
         if (summary.problemCount > summary.problems.length) process.stderr.write(`... and ${summary.problemCount - summary.problems.length} more problems\n`);

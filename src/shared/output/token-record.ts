@@ -26,12 +26,16 @@ export interface TokenRecord {
   images: string[];
   /** Calls the flat form covers (up to the first break of the chain). */
   flat_calls: number;
+  /** The flat form covers every answered call: no break of the chain, nothing cut at the capture's bound. */
+  contiguous: boolean;
+  /** The capture stopped keeping ids at its bound: the record covers the rollout up to it. */
+  truncated: boolean;
   mask_sample: boolean;
   /** Why it cannot be trained on (training-mask.ts): the row's failure kind, a missing reward, the trajectory's mask reason; null when it can. */
   mask_reason: TrainingMask['reason'];
 }
 
-export type TokenRecordResult = { ok: true; record: TokenRecord } | { ok: false; problem: string };
+export type TokenRecordResult = { ok: true; record: TokenRecord } | { ok: false; problem: string; missingImage?: boolean };
 
 /**
  * The flat token record of a row's trajectory. `imagePath` gives the file of an image by SHA-256 (null
@@ -48,17 +52,20 @@ export function tokenRecord(row: Row, t: Trajectory, imagePath: (sha256: string)
   for (const call of t.calls.filter((c) => c.answered).slice(0, t.flat_calls)) {
     for (const sha of call.images) {
       const file = imagePath(sha);
-      if (file === null) return { ok: false, problem: `image ${sha} of call ${call.index} has no file in the transcripts' images folder` };
+      if (file === null) return { ok: false, problem: `image ${sha} of call ${call.index} has no file in the transcripts' images folder`, missingImage: true };
       images.push(file);
     }
   }
   const mask = maskOf(row, t);
+  const answered = t.calls.filter((c) => c.answered).length;
+  const truncated = t.truncated.length > 0;
   return {
     ok: true,
     record: {
       run_id: row.run_id, rollout_id: row.rollout_id, task_id: row.task_id, repeat: row.repeat, weight_version: t.weight_version,
       prompt_ids: t.prompt_ids, response_ids: t.response_ids, response_mask: t.response_mask, response_logprobs: t.response_logprobs,
-      reward: row.failure_kind === null ? row.reward : null, images, flat_calls: t.flat_calls, mask_sample: mask.mask_sample, mask_reason: mask.reason,
+      reward: row.failure_kind === null ? row.reward : null, images, flat_calls: t.flat_calls,
+      contiguous: t.chain.contiguous && !truncated && t.flat_calls === answered, truncated, mask_sample: mask.mask_sample, mask_reason: mask.reason,
     },
   };
 }
