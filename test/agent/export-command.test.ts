@@ -15,6 +15,7 @@ import type { GymRow } from '../../src/shared/output/gym-row.ts';
 import type { TokenRecord } from '../../src/shared/output/token-record.ts';
 import { RowSchema, type Row } from '../../src/shared/rows.ts';
 import { TranscriptRecordSchema } from '../../src/shared/transcript.ts';
+import type { StepRecord } from '../../src/shared/output/step-records.ts';
 import { TrajectorySchema, type Trajectory } from '../../src/shared/trajectory.ts';
 import { writeFixtureParquet } from '../helpers/fixture-parquet.ts';
 import { scripts } from '../helpers/scripted-policy-server.ts';
@@ -118,7 +119,7 @@ describe('vcfleet export', () => {
       expect(r).toEqual({
         run_id: rows[i].run_id, rollout_id: rows[i].rollout_id, task_id: rows[i].task_id, repeat: 0, weight_version: 'step-3',
         prompt_ids: t.prompt_ids, response_ids: t.response_ids, response_mask: t.response_mask, response_logprobs: t.response_logprobs,
-        reward: rows[i].reward, images: r.images, flat_calls: 2, mask_sample: false, mask_reason: null,
+        reward: rows[i].reward, images: r.images, flat_calls: 2, contiguous: true, truncated: false, mask_sample: false, mask_reason: null,
       });
       expect(r.response_mask.filter((m) => m === 1).length).toBe(t.calls.reduce((n, c) => n + (c.generation_token_ids?.length ?? 0), 0));
       expect(r.images.length).toBe(t.images.length);
@@ -126,6 +127,23 @@ describe('vcfleet export', () => {
         expect(path.isAbsolute(p)).toBe(true);
         expect(p.endsWith(`${t.images[k]}.png`) && existsSync(p)).toBe(true);
       }
+    }
+  }, 240_000);
+
+  it('--format steps writes one record per policy call: its prompt as the server saw it, the generation, the reward', async () => {
+    const out = path.join(dir, 'steps.jsonl');
+    const res = await runCli(['export', output, '--format', 'steps', '--out', out]);
+    expect(res.code, res.output).toBe(0);
+    expect(res.stdout.trim()).toBe(`wrote 4 step records of 2 rollouts to ${out}; skipped none`);
+    const records = readLines<StepRecord>(out);
+    for (const [i, row] of rows.entries()) {
+      const t = trajectoryOf(row);
+      const steps = records.filter((r) => r.rollout_id === row.rollout_id);
+      expect(steps.map((r) => [r.step, r.steps, r.reward, r.extends_previous])).toEqual([[0, 2, rows[i].reward, true], [1, 2, rows[i].reward, true]]);
+      // The steps and the flat form are the same ids: the last step's prompt + generation is the flat prompt + response.
+      expect([...steps[1].prompt_token_ids, ...steps[1].generation_token_ids]).toEqual([...t.prompt_ids, ...t.response_ids]);
+      expect(steps[0].prompt_token_ids).toEqual(t.prompt_ids);
+      expect(steps[1].generation_log_probs).toEqual(t.calls.filter((c) => c.answered)[1].generation_log_probs);
     }
   }, 240_000);
 
@@ -185,6 +203,6 @@ describe('vcfleet export', () => {
     expect(existsSync(path.join(dir, 'plain.tokens.jsonl'))).toBe(false);
     const format = await runCli(['export', plain, '--format', 'verl']);
     expect(format.code).toBe(2);
-    expect(format.output).toContain('--format must be gym or tokens, not "verl"');
+    expect(format.output).toContain('--format must be gym, tokens or steps, not "verl"');
   }, 240_000);
 });

@@ -69,11 +69,11 @@ describe('token capture in the gateway', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  async function open(upstream = server.url): Promise<string> {
+  async function open(upstream = server.url, imageBudgetBytes?: number): Promise<string> {
     gateway = await startPolicyGateway({
       upstreamBaseUrl: upstream, apiKey: null, model: 'toy', maxOutputTokens: 100, accessToken: TOKEN,
       limits: { maxBodyBytes: 1024 * 1024, maxConcurrentCalls: 4, maxCalls: 100 },
-      socketPath: path.join(dir, 'gw.sock'), tokenCapture: { weightVersion: 'w1' }, sampling: { temperature: 1 },
+      socketPath: path.join(dir, 'gw.sock'), tokenCapture: { weightVersion: 'w1', imageBudgetBytes }, sampling: { temperature: 1 },
     });
     return gateway.socketPath!;
   }
@@ -154,7 +154,7 @@ describe('token capture in the gateway', () => {
     expect(t.mask_detail).toMatch(/vLLM/);
   });
 
-  it('an output cap and an unfinished rollout mask the trajectory; a call that is not the conversation\'s stays out of the chain', async () => {
+  it('an output cap and an unfinished rollout do not mask the trajectory (the model caused them); a call that is not the conversation\'s stays out of the chain', async () => {
     server.setScript((body) => ((body.messages ?? []).some((m) => m.role === 'tool') ? { kind: 'text', text: 'cut', finishReason: 'length' } : bashThenAnswer(body, 0, { note: () => undefined })));
     const sock = await open();
     await conversation(sock, true);
@@ -163,12 +163,28 @@ describe('token capture in the gateway', () => {
     const rec = gateway!.tokenCapture!;
     expect(rec.calls).toHaveLength(2);
     expect(rec.other_calls).toMatchObject([{ index: 2, origin: 'unknown', status: 200 }]);
-    expect(trajectory()).toMatchObject({ mask_sample: true, mask_reason: 'output_cap' });
+    expect(trajectory('output_cap')).toMatchObject({ mask_sample: false, mask_reason: null, flat_calls: 2, stop_reason: 'output_cap' });
+    expect(trajectory('output_cap').calls[1].finish_reason).toBe('length');
     server.setScript(bashThenAnswer);
     await gateway!.close();
     await open();
     await conversation(gateway!.socketPath!, true);
-    expect(trajectory('timeout')).toMatchObject({ mask_sample: true, mask_reason: 'not_finished', mask_detail: 'the rollout ended timeout, not answered' });
+    for (const stop of ['timeout', 'no_answer', 'context_limit', 'agent_error'] as const) expect(trajectory(stop)).toMatchObject({ mask_sample: false, mask_reason: null, flat_calls: 2 });
+  });
+
+  it('the images of the answered calls are kept for the trajectory within their own budget; past it the rollout says it cannot be trained and why', async () => {
+    await open(server.url);
+    await conversation(gateway!.socketPath!, false);
+    const sha = gateway!.tokenCapture!.calls[0].images[0];
+    expect(gateway!.tokenCapture!.images.get(sha)?.bytes?.length).toBeGreaterThan(0);
+    expect(trajectory()).toMatchObject({ mask_sample: false, images: [sha] });
+    await gateway!.close();
+    await open(server.url, 10);
+    await conversation(gateway!.socketPath!, false);
+    expect(gateway!.tokenCapture!.images.get(sha)?.bytes).toBeNull();
+    const t = trajectory();
+    expect(t).toMatchObject({ mask_sample: true, mask_reason: 'images_over_budget' });
+    expect(t.mask_detail).toMatch(/policy\.token_capture_max_image_mib/);
   });
 
   it('a hostile policy server: ids that are not token ids, log-probabilities that are not, a mismatch; recorded as missing, never thrown', async () => {

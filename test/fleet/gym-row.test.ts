@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { benchmarkRequest, type GymRequestFields } from '../../src/shared/output/gym-request-fields.ts';
 import { callTokens, responseOutput } from '../../src/shared/output/gym-response.ts';
 import { failureReason, gymRow } from '../../src/shared/output/gym-row.ts';
+import { stepRecords } from '../../src/shared/output/step-records.ts';
 import { tokenRecord } from '../../src/shared/output/token-record.ts';
 import { buildRow, type Grading, type Row } from '../../src/shared/rows.ts';
 import { rolloutOutcome, type RolloutOutcomeInput } from '../../src/shared/rollout-outcome.ts';
@@ -122,10 +123,12 @@ describe('gymRow', () => {
   });
 
   it('takes the mask from the trajectory, and from the row\'s token capture when the trajectory is not at hand', () => {
-    const broken = trajectory({ mask_sample: true, mask_reason: 'chain_broken' });
-    expect(gymRow({ row: answered(), trajectory: broken, request: REQUEST })).toMatchObject({ mask_sample: true, mask_reason: 'chain_broken', reward: 1 });
-    const summary = { ...answered(), token_capture: { calls: 2, contiguous: true, mask_sample: true, mask_reason: 'output_cap' as const } };
-    expect(gymRow({ row: summary, request: REQUEST })).toMatchObject({ mask_sample: true, mask_reason: 'output_cap' });
+    const ignored = trajectory({ mask_sample: true, mask_reason: 'server_ignored_token_fields' });
+    expect(gymRow({ row: answered(), trajectory: ignored, request: REQUEST })).toMatchObject({ mask_sample: true, mask_reason: 'server_ignored_token_fields', reward: 1 });
+    const summary = { ...answered(), token_capture: { calls: 2, contiguous: true, mask_sample: true, mask_reason: 'images_over_budget' as const } };
+    expect(gymRow({ row: summary, request: REQUEST })).toMatchObject({ mask_sample: true, mask_reason: 'images_over_budget' });
+    // An old record masked for what the model caused (a broken chain, the output cap) is trainable.
+    expect(gymRow({ row: answered(), trajectory: trajectory({ mask_sample: true, mask_reason: 'chain_broken' }), request: REQUEST })).toMatchObject({ mask_sample: false, mask_reason: null, reward: 1 });
   });
 
   it('without a transcript, gives each answered call of the trajectory as a content-less message carrying its tokens', () => {
@@ -177,14 +180,35 @@ describe('tokenRecord', () => {
       ok: true,
       record: {
         run_id: 'r1', rollout_id: 'r1-t7-0', task_id: 't7', repeat: 0, weight_version: 'w1', prompt_ids: [1, 2, 3], response_ids: [10, 11, 4, 5, 12],
-        response_mask: [1, 1, 0, 0, 1], response_logprobs: [-0.5, -0.25, 0, 0, -1], reward: 1, images: ['/imgs/a.png', '/imgs/b.png'], flat_calls: 2, mask_sample: false, mask_reason: null,
+        response_mask: [1, 1, 0, 0, 1], response_logprobs: [-0.5, -0.25, 0, 0, -1], reward: 1, images: ['/imgs/a.png', '/imgs/b.png'], flat_calls: 2, contiguous: true, truncated: false, mask_sample: false, mask_reason: null,
       },
     });
   });
 
   it('keeps only the images of the calls the flat form covers', () => {
-    const res = tokenRecord(answered(), trajectory({ flat_calls: 1, mask_sample: true, mask_reason: 'chain_broken' }), paths);
-    expect(res.ok && res.record).toMatchObject({ images: ['/imgs/a.png'], mask_sample: true, mask_reason: 'chain_broken' });
+    const broken = { contiguous: false, breaks: [{ call: 2, token: 4, why: 'differs' }] };
+    const res = tokenRecord(answered(), trajectory({ flat_calls: 1, chain: broken }), paths);
+    expect(res.ok && res.record).toMatchObject({ images: ['/imgs/a.png'], contiguous: false, mask_sample: false, mask_reason: null });
+  });
+
+  it('a chain that broke loses nothing as steps: each answered call with its whole prompt as the server saw it', () => {
+    const broken = { contiguous: false, breaks: [{ call: 2, token: 4, why: 'differs' }] };
+    const t = trajectory({ flat_calls: 1, chain: broken });
+    t.calls[2] = { ...t.calls[2], inserted_token_ids: undefined, prompt_token_ids: [1, 2, 3, 10, 99, 4, 5] };
+    const res = stepRecords(answered(), t, paths);
+    expect(res.ok && res.records.map((r) => [r.call, r.step, r.prompt_token_ids, r.generation_token_ids, r.generation_log_probs, r.extends_previous, r.images])).toEqual([
+      [0, 0, [1, 2, 3], [10, 11], [-0.5, -0.25], true, ['/imgs/a.png']],
+      [2, 1, [1, 2, 3, 10, 99, 4, 5], [12], [-1], false, ['/imgs/a.png', '/imgs/b.png']],
+    ]);
+    expect(res.ok && res.records[0]).toMatchObject({ reward: 1, steps: 2, mask_sample: false, weight_version: 'w1' });
+    // Chained, a call's prompt is rebuilt from the previous prompt + generation + the inserted ids.
+    const chained = stepRecords(answered(), trajectory(), paths);
+    expect(chained.ok && chained.records[1].prompt_token_ids).toEqual([1, 2, 3, 10, 11, 4, 5]);
+    // Past the capture's bound the steps stop where the ids stop.
+    const cut = trajectory({ truncated: ['token ids past the per-rollout bound were not kept'] });
+    cut.calls[2] = { ...cut.calls[2], inserted_token_ids: undefined, generation_token_ids: null };
+    expect(stepRecords(answered(), cut, paths)).toMatchObject({ ok: true, truncated: true, records: [{ call: 0 }] });
+    expect(stepRecords(answered(), trajectory(), () => null)).toMatchObject({ ok: false, missingImage: true });
   });
 
   it('marks a masked row, and refuses another rollout\'s trajectory, unequal arrays and a missing image', () => {
@@ -193,6 +217,6 @@ describe('tokenRecord', () => {
     expect(res.ok && res.record).toMatchObject({ reward: null, mask_sample: true, mask_reason: 'judge_failed' });
     expect(tokenRecord({ ...answered(), rollout_id: 'other' }, trajectory(), paths)).toEqual({ ok: false, problem: 'the trajectory is of rollout r1-t7-0 of run r1, not this one' });
     expect(tokenRecord(answered(), trajectory({ response_mask: [1] }), paths)).toMatchObject({ ok: false, problem: expect.stringMatching(/differ in length/) });
-    expect(tokenRecord(answered(), trajectory(), (sha) => (sha === CROP ? null : paths(sha)))).toEqual({ ok: false, problem: `image ${CROP} of call 2 has no file in the transcripts' images folder` });
+    expect(tokenRecord(answered(), trajectory(), (sha) => (sha === CROP ? null : paths(sha)))).toEqual({ ok: false, problem: `image ${CROP} of call 2 has no file in the transcripts' images folder`, missingImage: true });
   });
 });
