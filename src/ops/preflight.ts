@@ -23,7 +23,7 @@ const TIMEOUT_MS = 10_000;
 
 type Answer = { status: number; body: unknown } | { error: string };
 
-async function call(url: string, init: RequestInit): Promise<Answer> {
+export async function call(url: string, init: RequestInit): Promise<Answer> {
   try {
     const res = await fetch(url, { ...init, signal: AbortSignal.timeout(TIMEOUT_MS) });
     const text = await res.text();
@@ -40,7 +40,7 @@ async function call(url: string, init: RequestInit): Promise<Answer> {
   }
 }
 
-function authHeaders(key: string | null): Record<string, string> {
+export function authHeaders(key: string | null): Record<string, string> {
   return key ? { authorization: `Bearer ${key}` } : {};
 }
 

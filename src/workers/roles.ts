@@ -17,6 +17,7 @@ import type { RoleDeps } from '../shared/stage-worker.ts';
 import { publishNotice, type WorkerPresence } from '../shared/worker-registry.ts';
 import type { FleetMetrics, JobEndHook } from '../shared/telemetry.ts';
 import { checkJudge, checkOutputFolder, checkPolicy, checkTokenCapture, type PreflightFailure } from '../ops/preflight.ts';
+import { checkSplice } from '../ops/splice-check.ts';
 import { createFleetJudge } from './judge/judge-factory.ts';
 import { resolveJudgeApiKey } from './judge/openai-judge.ts';
 import { startJudgeWorker } from './judge/worker.ts';
@@ -125,6 +126,7 @@ export const STAGE_ROLES = {
     preflight: (config, target) => (target.agent || config.agent.kind !== 'opencode' ? [] : [
       checkPolicy(config.policy_base_url, config.policy_api_key, target.model),
       config.policy.token_capture ? checkTokenCapture(config.policy_base_url, config.policy_api_key, target.model) : null,
+      config.policy.token_capture && config.policy.token_capture_splice ? checkSplice(config.policy_base_url, config.policy_api_key, target.model) : null,
     ]),
     prepare: prepareSandboxRole,
   },
