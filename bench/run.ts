@@ -9,7 +9,7 @@
  *   npm run bench -- --only 7 --capacity-ladder 8,16,24,32,40,48 --out /tmp/ladder.md   # how far this host goes
  *
  * Flags (defaults in brackets):
- *   --only LIST              benchmarks to run, e.g. 1,3 [1,2,3,4,5,6,7,8,9,10,11,12,13]
+ *   --only LIST              benchmarks to run, e.g. 1,3 [1,2,3,4,5,6,7,8,9,10,11,12,13,14]
  *   --rollouts N             1: rollouts per side [10000]
  *   --latency-samples N      1: unloaded latency samples, one at a time [300]
  *   --concurrency N          1: jobs at once in hops 1 and 2 (hop 3 is always 1) [8]
@@ -63,7 +63,7 @@ import { startBenchRedis } from './lib/redis-server.ts';
 import { fmt } from './lib/stats.ts';
 
 const DEFAULTS = {
-  only: '1,2,3,4,5,6,7,8,9,10,11,12,13',
+  only: '1,2,3,4,5,6,7,8,9,10,11,12,13,14',
   rollouts: 10000,
   'latency-samples': 300,
   concurrency: 8,
@@ -201,6 +201,7 @@ async function main(): Promise<void> {
     await step('12', 'token capture', async () => (await import('./token-capture.ts')).benchTokenCapture({ dir, runs: flags['capture-runs'], log }));
     await step('13', 'serve', async () =>
       (await import('./serve.ts')).benchServe({ redisUrl: redis.url, dir, requests: flags['serve-requests'], concurrency: flags['serve-concurrency'], delayS: flags['serve-delay-s'], log }));
+    await step('14', 'token chain', async () => (await import('./token-chain.ts')).benchTokenChain({ dir, log }));
   } finally {
     await redis.stop();
     rmSync(dir, { recursive: true, force: true });

@@ -6,7 +6,7 @@
  * all but the compact JSON (3) and thinking with a `read` (7) chain; splicing
  * (`policy.token_capture_splice`) chains those two, the flat form equal, id for id, to what the
  * server fed and generated. A broken chain never masks: the steps keep every call.
- * (The share over all eight cases in each mode is `npm run bench -- --only 15`.)
+ * (The share over all eight cases in each mode is `npm run bench -- --only 14`.)
  */
 import { rmSync } from 'node:fs';
 import path from 'node:path';
