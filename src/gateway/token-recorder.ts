@@ -128,7 +128,12 @@ export class TokenRecorder {
   private readonly turns: TurnRestorer;
 
   /** `imageBudgetBytes`: bytes of the answered calls' images kept (default 256 MiB); `turns`: what goes upstream as earlier turns (turn-restore.ts). */
-  constructor(private readonly weightVersion: string | null, imageBudgetBytes = 256 * 1024 * 1024, turns: TurnRestoreOptions = { restore: false, splice: false }) {
+  constructor(
+    private readonly weightVersion: string | null,
+    imageBudgetBytes = 256 * 1024 * 1024,
+    turns: TurnRestoreOptions = { restore: false, splice: false },
+    private readonly maxIds = MAX_ROLLOUT_TOKEN_IDS,
+  ) {
     this.imageStore = new ImageStore(imageBudgetBytes);
     this.turns = new TurnRestorer(turns);
   }
@@ -180,7 +185,7 @@ export class TokenRecorder {
   }
 
   private keep(n: number): boolean {
-    if (this.overBounds || this.kept + n > MAX_ROLLOUT_TOKEN_IDS) {
+    if (this.overBounds || this.kept + n > this.maxIds) {
       this.overBounds = true;
       return false;
     }
