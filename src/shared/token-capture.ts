@@ -25,17 +25,7 @@ export const MASK_REASONS = [
 ] as const;
 export type MaskReason = (typeof MASK_REASONS)[number];
 
-/**
- * Reasons the model can cause (a prompt that re-renders differently, a generation at the output cap, a
- * rollout it ended without an answer): an old record's mask for one of them no longer masks, so a
- * policy cannot learn that giving up costs nothing. A chain that breaks is `contiguous: false`.
- */
-export const RETIRED_MASK_REASONS: ReadonlySet<MaskReason> = new Set(['chain_broken', 'output_cap', 'not_finished']);
-
-/** Whether a token capture's mask stands: set, and for a reason the model cannot cause. */
-export function captureMasks(c: { mask_sample: boolean; mask_reason: MaskReason | null }): boolean {
-  return c.mask_sample && (c.mask_reason === null || !RETIRED_MASK_REASONS.has(c.mask_reason));
-}
+export { RETIRED_MASK_REASONS, captureMasks } from './capture-mask.ts';
 
 /** What a row and an outcome carry of the token capture. */
 export const TokenCaptureSummarySchema = z.object({

@@ -46,6 +46,8 @@ describe('token capture on the rollout page', () => {
       const broken = row.repeat === 1;
       const rel = trajectoryRelPath(f.jsonl, row.rollout_id);
       if (row.repeat !== 2) writeFileSync(path.join(dir, rel), JSON.stringify(trajectory(row.run_id, row.rollout_id, broken)));
+      // Repeat 1 is an old record, masked chain_broken before a broken chain stopped masking; repeat 2's server gave no log-probabilities.
+      if (row.repeat === 2) return { ...row, trajectory: rel, token_capture: { calls: 2, contiguous: true, mask_sample: true, mask_reason: 'missing_logprobs' as const } };
       return { ...row, trajectory: rel, token_capture: { calls: 2, contiguous: !broken, mask_sample: broken, mask_reason: broken ? 'chain_broken' : null } };
     });
     writeFileSync(f.jsonl, rows.map((r) => `${JSON.stringify(r)}\n`).join(''));
@@ -68,9 +70,10 @@ describe('token capture on the rollout page', () => {
     expect(await page.locator('table.token-turns tbody tr').evaluateAll((trs) => trs.map((tr) => Array.from(tr.querySelectorAll('td'), (td) => td.textContent)))).toEqual([['0', '120', '3'], ['1', '45', '3']]);
     await navigate(page, () => page.goto(`${server.url}runs/tc/rollouts/tc-201-1`));
     expect(await text('[data-field="tc_chain"]')).toBe('broken at call 1: its prompt differs at token 12');
-    expect(await text('[data-field="tc_mask"]')).toBe('yes: chain_broken (call 1: its prompt differs at token 12)');
+    expect(await text('[data-field="tc_mask"]')).toBe('no (trainable)');
     await navigate(page, () => page.goto(`${server.url}runs/tc/rollouts/tc-201-2`));
     expect(await text('[data-field="tc_calls"]')).toBe('2');
+    expect(await text('[data-field="tc_mask"]')).toBe('yes: missing_logprobs');
     expect(await text('section.token-capture p.notice')).toMatch(/not on this host/);
     expect(errors).toEqual([]);
   });

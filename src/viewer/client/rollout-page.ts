@@ -11,6 +11,7 @@ import { api, urls } from './routes.ts';
 import { applyFilter, filterFromQuery, filterToQuery } from './table-filter.ts';
 import { puzzleView, textBlock, turnView } from './transcript-view.ts';
 import { isMasked } from '../../shared/scored.ts';
+import { captureMasks } from '../../shared/capture-mask.ts';
 
 const rewardText = (r: Row) => (isMasked(r) ? 'masked' : r.reward === null ? '–' : String(r.reward));
 
@@ -100,7 +101,7 @@ function tokenCaptureView(row: Row, view: TokenCaptureView | null | undefined): 
   const tc = row.token_capture;
   if (!tc) return '';
   const chain = tc.contiguous ? 'contiguous' : `broken${view?.chain.breaks[0] ? ` at call ${view.chain.breaks[0].call}: ${view.chain.breaks[0].why}` : ''}`;
-  const mask = tc.mask_sample ? `yes: ${tc.mask_reason ?? '?'}${view?.mask_detail ? ` (${view.mask_detail})` : ''}` : 'no (trainable)';
+  const mask = captureMasks(tc) ? `yes: ${tc.mask_reason ?? '?'}${view?.mask_detail ? ` (${view.mask_detail})` : ''}` : 'no (trainable)';
   return h('section', { class: 'token-capture' },
     h('h2', null, 'Token capture'),
     h('dl', { class: 'facts' },
