@@ -10,7 +10,7 @@
 import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { exportRun } from '../../src/export/run-export.ts';
+import { exportRun, summaryLine } from '../../src/export/run-export.ts';
 import type { GymRow } from '../../src/shared/output/gym-row.ts';
 import type { TokenRecord } from '../../src/shared/output/token-record.ts';
 import { RowSchema, type Row } from '../../src/shared/rows.ts';
@@ -145,6 +145,33 @@ describe('vcfleet export', () => {
       expect(steps[0].prompt_token_ids).toEqual(t.prompt_ids);
       expect(steps[1].generation_log_probs).toEqual(t.calls.filter((c) => c.answered)[1].generation_log_probs);
     }
+  }, 240_000);
+
+  it('a rollout whose chain broke is skipped as partial by --format tokens unless --include-partial, and kept whole by --format steps', async () => {
+    const part = path.join(dir, 'partial');
+    cpSync(path.join(dir, 'out'), part, { recursive: true });
+    const jsonl = path.join(part, 'bv.jsonl');
+    const [first] = rows;
+    const t = trajectoryOf(first);
+    const [c0, c1] = t.calls.filter((c) => c.answered);
+    // As a template that re-renders the earlier turn differently leaves it: the second call's whole prompt, the flat form its first call.
+    const prompt1 = [...c0.prompt_token_ids!, ...c0.generation_token_ids!.slice(0, -1), 999_999, ...c1.inserted_token_ids!];
+    const broken: Trajectory = {
+      ...t, chain: { contiguous: false, breaks: [{ call: c1.index, token: 5, why: 'differs' }] }, flat_calls: 1,
+      calls: t.calls.map((c) => (c.index === c1.index ? { ...c, inserted_token_ids: undefined, prompt_token_ids: prompt1 } : c)),
+      response_ids: c0.generation_token_ids!, response_mask: c0.generation_token_ids!.map(() => 1 as const), response_logprobs: c0.generation_log_probs!,
+    };
+    writeFileSync(path.join(part, first.trajectory!), JSON.stringify(broken));
+    const tokens = await exportRun({ jsonl, format: 'tokens' });
+    expect(tokens).toMatchObject({ rows: 2, written: 1, skipped: { partial: 1 } });
+    expect(summaryLine(tokens)).toContain('1 not contiguous (a broken chain');
+    const kept = await exportRun({ jsonl, format: 'tokens', includePartial: true, out: path.join(part, 'kept.jsonl') });
+    expect(kept).toMatchObject({ written: 2, skipped: {} });
+    expect(readLines<TokenRecord>(path.join(part, 'kept.jsonl')).find((r) => r.rollout_id === first.rollout_id)).toMatchObject({ contiguous: false, flat_calls: 1, mask_sample: false, reward: first.reward });
+    const steps = await exportRun({ jsonl, format: 'steps' });
+    expect(steps).toMatchObject({ written: 4, skipped: {} });
+    const mine = readLines<StepRecord>(steps.out).filter((r) => r.rollout_id === first.rollout_id);
+    expect(mine.map((r) => [r.extends_previous, r.prompt_token_ids])).toEqual([[true, c0.prompt_token_ids], [false, prompt1]]);
   }, 240_000);
 
   it('exports what it can of a damaged run and names every problem; masked rows are skipped unless asked for', async () => {

@@ -50,7 +50,7 @@ describe('token capture through the real OpenCode', () => {
     rmSync(ROOT, { recursive: true, force: true });
   });
 
-  function request(): RolloutRequest {
+  function request(transcriptImageBytes = 32 * 1024 * 1024): RolloutRequest {
     n++;
     return {
       runId: 'run-tc', rolloutId: `task-${n}:r0`, repeat: 0, attempt: 1,
@@ -65,15 +65,15 @@ describe('token capture through the real OpenCode', () => {
         tokenCapture: true, sampling: { temperature: 0.7, top_k: 20 }, weightVersion: 'step-42',
       },
       timeoutS: 100, maxToolCalls: 50, captureDir: path.join(ROOT, 'captures'),
-      transcript: { enabled: true, imageBudgetBytes: 32 * 1024 * 1024 },
+      transcript: { enabled: true, imageBudgetBytes: transcriptImageBytes },
     };
   }
 
-  async function run() {
+  async function run(transcriptImageBytes?: number) {
     server.requests.length = 0;
     const runner = createOpenCodeRunner({ config: ConfigSchema.parse({ policy_api_key: KEY }), logger, provider, socketDir: path.join(ROOT, 'sockets') });
     try {
-      return await runner.run(request(), new AbortController().signal);
+      return await runner.run(request(transcriptImageBytes), new AbortController().signal);
     } finally {
       await runner.close();
     }
@@ -130,6 +130,27 @@ describe('token capture through the real OpenCode', () => {
       expect(result.outcome.token_capture).toMatchObject({ contiguous: false, mask_sample: false, mask_reason: null });
     } finally {
       server.switches.drift = false;
+    }
+  });
+
+  it('the images the model showed itself reach the trajectory past the transcript\'s image budget (they have their own)', async () => {
+    const PIL = "from PIL import Image; Image.new('RGB', (9, 7), (1, 2, 3)).save('crop.png')";
+    server.setScript((body) => {
+      const k = toolResults(body);
+      if (k === 0) return { kind: 'tool_calls', text: 'Make a crop.', calls: [{ name: 'bash', arguments: { command: `python3 -c "${PIL}"`, description: 'Crop' } }] };
+      if (k === 1) return { kind: 'tool_calls', text: 'Look at it.', calls: [{ name: 'read', arguments: { filePath: 'crop.png' } }] };
+      return { kind: 'text', text: '\\boxed{B}' };
+    });
+    try {
+      const result = await run(1);
+      const t = result.trajectory!.record;
+      const shown = t.images.find((sha) => sha !== SHA)!;
+      expect(shown).toBeDefined();
+      expect(result.transcript!.images.has(shown)).toBe(false);
+      expect(result.trajectory!.images.get(shown)?.bytes.length).toBeGreaterThan(0);
+      expect(t).toMatchObject({ mask_sample: false, mask_reason: null });
+    } finally {
+      server.setScript(readBashAnswer);
     }
   });
 });
