@@ -14,8 +14,9 @@
  *   on its assistant messages, so a splicing server (NeMo RL's vLLM server) continues from the exact
  *   ids instead of the re-rendered ones.
  *
- * The k-th assistant message of a request is the k-th answered call's turn; when its tool-call ids
- * do not match the turn's, it is sent as OpenCode wrote it. Pure but for the turns it keeps.
+ * An assistant message with tool calls is the turn that returned those tool-call ids; one without is
+ * the k-th answered call's turn when that turn has no tool calls either. A message no turn matches
+ * is sent as OpenCode wrote it. Pure but for the turns it keeps.
  */
 import type { ChatMessage } from './chat-request.ts';
 
@@ -81,8 +82,10 @@ export class TurnRestorer {
     let k = 0;
     return messages.map((m) => {
       if (m.role !== 'assistant') return m;
-      const turn = this.turns[k++];
-      if (!turn || !sameToolCalls(m, turn)) return m;
+      const at = k++;
+      const ids = (m.tool_calls ?? []).map((t) => t.id);
+      const turn = ids.length > 0 ? this.turns.find((t) => sameIds(ids, t.toolCallIds)) : this.turns[at];
+      if (!turn || !sameIds(ids, turn.toolCallIds)) return m;
       let out: Json = { ...m };
       if (this.options.restore) out = restored(out, turn.message);
       if (this.options.splice && turn.promptIds && turn.generationIds) {
@@ -95,9 +98,8 @@ export class TurnRestorer {
   }
 }
 
-function sameToolCalls(m: ChatMessage, turn: Turn): boolean {
-  const ids = (m.tool_calls ?? []).map((t) => t.id);
-  return ids.length === turn.toolCallIds.length && ids.every((id, i) => id === turn.toolCallIds[i]);
+function sameIds(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((id, i) => id === b[i]);
 }
 
 /** The message OpenCode sent, with the content, reasoning and arguments the server returned for it. */
