@@ -33,6 +33,9 @@ export interface ComparisonFigures {
   pairs: number;
   accuracy_a: number | null;
   accuracy_b: number | null;
+  /** 95% bootstrap intervals of each side's accuracy over the pairs (for charts). */
+  accuracy_a_ci95: [number, number] | null;
+  accuracy_b_ci95: [number, number] | null;
   /** B − A over the pairs. */
   difference: number | null;
   difference_ci95: [number, number] | null;
@@ -104,7 +107,12 @@ export function figuresOf(pairs: readonly Pair[], seed = 1): ComparisonFigures {
   const n = pairs.length;
   const single = pairs.every((p) => p.a.scored === 1 && p.b.scored === 1);
   const p_method = single ? 'mcnemar_exact' : 'sign_test';
-  if (n === 0) return { pairs: 0, accuracy_a: null, accuracy_b: null, difference: null, difference_ci95: null, a_right_b_wrong: 0, a_wrong_b_right: 0, mcnemar_p: null, p_method };
+  if (n === 0) {
+    return {
+      pairs: 0, accuracy_a: null, accuracy_b: null, accuracy_a_ci95: null, accuracy_b_ci95: null, difference: null, difference_ci95: null,
+      a_right_b_wrong: 0, a_wrong_b_right: 0, mcnemar_p: null, p_method,
+    };
+  }
   const diffs = pairs.map((p) => scoreOf(p.b) - scoreOf(p.a));
   const accA = pairs.reduce((s, p) => s + scoreOf(p.a), 0) / n;
   const accB = pairs.reduce((s, p) => s + scoreOf(p.b), 0) / n;
@@ -112,7 +120,9 @@ export function figuresOf(pairs: readonly Pair[], seed = 1): ComparisonFigures {
   const aBetter = diffs.filter((d) => d < -1e-12).length;
   const bBetter = diffs.filter((d) => d > 1e-12).length;
   return {
-    pairs: n, accuracy_a: round(accA), accuracy_b: round(accB), difference: round(accB - accA),
+    pairs: n, accuracy_a: round(accA), accuracy_b: round(accB),
+    accuracy_a_ci95: pairedBootstrapCi95(pairs.map((p) => scoreOf(p.a)), seed), accuracy_b_ci95: pairedBootstrapCi95(pairs.map((p) => scoreOf(p.b)), seed),
+    difference: round(accB - accA),
     difference_ci95: pairedBootstrapCi95(diffs, seed), a_right_b_wrong: aBetter, a_wrong_b_right: bBetter,
     mcnemar_p: exactBinomialP(aBetter, bBetter), p_method,
   };
