@@ -17,7 +17,7 @@ import { paperCellText, paperTable } from '../../src/shared/output/paper-table.t
 import { readPublishedResults } from '../../src/shared/output/published-results.ts';
 import { RowTally } from '../../src/shared/output/tally.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
-import { makeFleetEnv, type FleetEnv } from '../helpers/fleet.ts';
+import { makeFleetEnv, runCli, type FleetEnv } from '../helpers/fleet.ts';
 import { removeTmpDirs } from '../helpers/tmp.ts';
 
 const quiet = { update() {}, stop() {} };
@@ -152,5 +152,10 @@ describe('the report of a run with ++num_repeats=3', () => {
     const want = (tokens.policy.input * 3 + tokens.policy.output * 15 + tokens.judge.input * 0.15 + tokens.judge.output * 0.6) / 1e6;
     expect(metrics.cost_usd.total).toBeCloseTo(want, 8);
     expect(text).toMatch(/^cost +\$/m);
-  }, 120_000);
+    // `vcfleet status` prints the same table from the rows in Redis.
+    const status = await runCli(['status', '--run-id', 'paper1', ...env.overrides]);
+    expect(status.code, status.output).toBe(0);
+    expect(status.stdout).toMatch(/^paper table \(3 passes, every rollout counted\) +72\.2 ± 7\.9$/m);
+    expect(status.stdout).toMatch(/^ {2}Human adults +94\.1$/m);
+  }, 180_000);
 });
