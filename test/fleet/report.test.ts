@@ -6,7 +6,8 @@
  * tokens reach the rows (a cached verdict counts 0); with prices set, `cost_usd` is the tokens times
  * the prices. The table's pure parts are checked against hand-computed numbers.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { runAll } from '../../src/all-in-one/run-all.ts';
 import { createScriptedAgent } from '../../src/agent/scripted-agent.ts';
@@ -14,11 +15,11 @@ import { summaryText } from '../../src/cli/commands/run.ts';
 import { RowSchema, type Row } from '../../src/shared/rows.ts';
 import { aggregateMetrics, metricsPathFor, type MetricRow } from '../../src/shared/output/metrics.ts';
 import { paperCellText, paperTable } from '../../src/shared/output/paper-table.ts';
-import { readPublishedResults } from '../../src/shared/output/published-results.ts';
+import { DEFAULT_PUBLISHED_RESULTS, readPublishedResults } from '../../src/shared/output/published-results.ts';
 import { RowTally } from '../../src/shared/output/tally.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
 import { makeFleetEnv, runCli, type FleetEnv } from '../helpers/fleet.ts';
-import { removeTmpDirs } from '../helpers/tmp.ts';
+import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
 
 const quiet = { update() {}, stop() {} };
 
@@ -84,6 +85,21 @@ describe('the paper table (pure)', () => {
     expect(aggregateMetrics(rows, 3).cost_usd).toBeUndefined();
     const judgeOnly = aggregateMetrics(rows, 3, { policy: { input_usd_per_mtok: null, output_usd_per_mtok: null }, judge: { input_usd_per_mtok: 1, output_usd_per_mtok: null } });
     expect(judgeOnly.cost_usd).toEqual({ policy: null, judge: 600 / 1e6, total: 600 / 1e6 });
+  });
+});
+
+describe('the published rows', () => {
+  it('ships the paper\'s rows, reads a user\'s extended copy, and names a bad file and its key', () => {
+    const shipped = readPublishedResults();
+    expect(shipped[0]).toEqual({ name: 'Human adults', overall: 94.1 });
+    expect(shipped.map((r) => r.overall)).toEqual([94.1, 49.7, 34.4, 30.2, 19.2, 16.2, 14.2]);
+    const dir = createTmpDir();
+    const mine = path.join(dir, 'mine.yaml');
+    writeFileSync(mine, `${readFileSync(DEFAULT_PUBLISHED_RESULTS, 'utf8')}  - name: Our model v2\n    overall: 41.3\n`);
+    expect(readPublishedResults(mine).at(-1)).toEqual({ name: 'Our model v2', overall: 41.3 });
+    const bad = path.join(dir, 'bad.yaml');
+    writeFileSync(bad, 'rows:\n  - name: X\n    overall: 140\n');
+    expect(() => readPublishedResults(bad)).toThrow(`${bad} (report.published_results): rows.0.overall:`);
   });
 });
 
@@ -157,5 +173,10 @@ describe('the report of a run with ++num_repeats=3', () => {
     expect(status.code, status.output).toBe(0);
     expect(status.stdout).toMatch(/^paper table \(3 passes, every rollout counted\) +72\.2 ± 7\.9$/m);
     expect(status.stdout).toMatch(/^ {2}Human adults +94\.1$/m);
+    // `vcfleet compare` reads a side by run id from Redis: the run against its own file pairs every task, no flip.
+    const compared = await runCli(['compare', 'paper1', env.output, '--json', ...env.overrides]);
+    expect(compared.code, compared.output).toBe(0);
+    expect(JSON.parse(compared.stdout)).toMatchObject({ pairs: 6, unpaired: [], difference: 0, a_right_b_wrong: 0, a_wrong_b_right: 0, mcnemar_p: 1, p_method: 'sign_test' });
+    expect(compared.output).toContain('A: 18 rows from run paper1');
   }, 180_000);
 });
