@@ -123,6 +123,17 @@ describe('compareRuns', () => {
       expect(got[1], `${d}`).toBeCloseTo(hi, 6);
     }
     expect(pairedBootstrapCi95([])).toBeNull();
+    // Scores of 7, 9, 11 and 13 repeats make a lattice too fine to convolve: 20,000 seeded resamples instead.
+    const fine = Array.from({ length: 200 }, (_, i) => [1 / 7, -2 / 9, 3 / 11, -1 / 13, 0][i % 5]);
+    const mean = fine.reduce((a, b) => a + b, 0) / fine.length;
+    const [lo, hi] = pairedBootstrapCi95(fine, 3)!;
+    expect(pairedBootstrapCi95(fine, 3)).toEqual([lo, hi]);
+    expect(lo).toBeLessThan(mean);
+    expect(hi).toBeGreaterThan(mean);
+    // Within a few hundredths of the normal interval (sd of the mean from the values' own spread).
+    const sd = Math.sqrt(fine.reduce((a, v) => a + (v - mean) ** 2, 0) / fine.length / fine.length);
+    expect(Math.abs(lo - (mean - 1.96 * sd))).toBeLessThan(0.01);
+    expect(Math.abs(hi - (mean + 1.96 * sd))).toBeLessThan(0.01);
     expect(exactBinomialP(0, 0)).toBe(1);
     expect(exactBinomialP(0, 6)).toBeCloseTo(2 / 64, 6);
   });

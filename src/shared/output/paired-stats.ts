@@ -4,17 +4,16 @@
  * - `pairedBootstrapCi95`: the 95% percentile-bootstrap interval of the mean per-task difference,
  *   resampling tasks. It is read exactly off the distribution of the resampled mean (the n-fold
  *   convolution of the differences' empirical distribution), as if with infinitely many resamples,
- *   so it needs no seed; with very many distinct differences it falls back to 20,000 seeded resamples.
+ *   so it needs no seed; when that is too much work (many repeats with uneven masked rows make a
+ *   fine lattice) it takes the percentiles of 20,000 seeded resamples instead.
  * - `exactBinomialP`: the two-sided exact binomial test at 1/2 (McNemar's exact test on the flips;
  *   the sign test on the signs of per-task differences).
  */
 
 const round = (x: number): number => Math.round(x * 1e6) / 1e6;
 
-/** Sums are kept on a lattice of this resolution, so equal sums reached by different paths meet. */
-const KEY = 1e9;
-/** Most distinct sums the exact convolution keeps before it falls back to resampling. */
-const MAX_STATES = 60_000;
+/** Most work (draws x sums x distinct values) the exact convolution may take before the interval is resampled instead. */
+const MAX_WORK = 5e7;
 const RESAMPLES = 20_000;
 
 /** Lower and upper 2.5% / 97.5% percentiles of a distribution given as sorted (value, probability) pairs. */
@@ -30,19 +29,50 @@ function percentiles(dist: Array<[number, number]>): [number, number] {
   return [lo ?? last, last];
 }
 
-/** The exact distribution of the sum of n draws with replacement from `values`; null when it grows too wide. */
-function sumDistribution(values: readonly number[]): Map<number, number> | null {
+const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
+
+/** The smallest q <= 5040 that makes `v * q` whole (a per-task score is a fraction of at most a few repeats); null if none. */
+function denominator(v: number): number | null {
+  for (let q = 1; q <= 5040; q++) if (Math.abs(v * q - Math.round(v * q)) < 1e-9) return q;
+  return null;
+}
+
+/**
+ * The exact distribution of the mean of n draws with replacement from `values`, as sorted (mean,
+ * probability) pairs: the values are put on their common lattice (1/L), and the n-fold convolution of
+ * their empirical distribution is computed over whole numbers. Null when that is too much work.
+ */
+function meanDistribution(values: readonly number[]): Array<[number, number]> | null {
   const n = values.length;
-  const step = new Map<number, number>();
-  for (const v of values) step.set(Math.round(v * KEY), (step.get(Math.round(v * KEY)) ?? 0) + 1 / n);
-  let dist = new Map<number, number>([[0, 1]]);
-  for (let i = 0; i < n; i++) {
-    const next = new Map<number, number>();
-    for (const [s, p] of dist) for (const [v, q] of step) next.set(s + v, (next.get(s + v) ?? 0) + p * q);
-    if (next.size > MAX_STATES) return null;
-    dist = next;
+  let lattice = 1;
+  for (const v of values) {
+    const q = denominator(v);
+    if (q === null) return null;
+    lattice = (lattice * q) / gcd(lattice, q);
+    if (lattice > 5040) return null;
   }
-  return dist;
+  const ints = values.map((v) => Math.round(v * lattice));
+  const lo = Math.min(...ints);
+  const width = Math.max(...ints) - lo;
+  const step = new Map<number, number>();
+  for (const k of ints) step.set(k - lo, (step.get(k - lo) ?? 0) + 1 / n);
+  if ((n * n * Math.max(width, 1) * step.size) / 2 > MAX_WORK) return null;
+  const offsets = [...step.entries()];
+  let dist = new Float64Array(n * width + 1);
+  let next = new Float64Array(n * width + 1);
+  dist[0] = 1;
+  for (let i = 0; i < n; i++) {
+    next.fill(0, 0, (i + 1) * width + 1);
+    for (let sum = 0; sum <= i * width; sum++) {
+      const p = dist[sum];
+      if (p === 0) continue;
+      for (const [off, q] of offsets) next[sum + off] += p * q;
+    }
+    [dist, next] = [next, dist];
+  }
+  const out: Array<[number, number]> = [];
+  for (let sum = 0; sum <= n * width; sum++) if (dist[sum] > 0) out.push([(sum + n * lo) / (lattice * n), dist[sum]]);
+  return out;
 }
 
 /** A small seeded generator (mulberry32): the same seed gives the same resamples. */
@@ -74,13 +104,8 @@ function resampledCi95(values: readonly number[], seed: number): [number, number
 export function pairedBootstrapCi95(differences: readonly number[], seed = 1): [number, number] | null {
   const n = differences.length;
   if (n === 0) return null;
-  const dist = sumDistribution(differences);
-  if (!dist) {
-    const [lo, hi] = resampledCi95(differences, seed);
-    return [round(lo), round(hi)];
-  }
-  const sorted = [...dist.entries()].sort(([a], [b]) => a - b).map(([s, p]): [number, number] => [s / KEY / n, p]);
-  const [lo, hi] = percentiles(sorted);
+  const dist = meanDistribution(differences);
+  const [lo, hi] = dist ? percentiles(dist) : resampledCi95(differences, seed);
   return [round(lo), round(hi)];
 }
 
@@ -101,5 +126,6 @@ export function exactBinomialP(b: number, c: number): number {
   const k = Math.min(b, c);
   let tail = 0;
   for (let i = 0; i <= k; i++) tail += Math.exp(logChoose(n, i) - n * Math.LN2);
-  return round(Math.min(1, 2 * tail));
+  // Six significant digits, never rounded to 0: a tiny p stays a (tiny) number.
+  return Number(Math.min(1, 2 * tail).toPrecision(6));
 }
