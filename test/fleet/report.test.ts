@@ -168,6 +168,10 @@ describe('the report of a run with ++num_repeats=3', () => {
     const want = (tokens.policy.input * 3 + tokens.policy.output * 15 + tokens.judge.input * 0.15 + tokens.judge.output * 0.6) / 1e6;
     expect(metrics.cost_usd.total).toBeCloseTo(want, 8);
     expect(text).toMatch(/^cost +\$/m);
+    // `vcfleet metrics` recomputes from the rows alone and keeps the prices the results consumer recorded.
+    const recomputed = await runCli(['metrics', env.output, '--json', '--stdout']);
+    expect(recomputed.code, recomputed.output).toBe(0);
+    expect(JSON.parse(recomputed.stdout).paper1).toMatchObject({ paper, tokens, cost_usd: metrics.cost_usd, pricing: metrics.pricing });
     // `vcfleet status` prints the same table from the rows in Redis.
     const status = await runCli(['status', '--run-id', 'paper1', ...env.overrides]);
     expect(status.code, status.output).toBe(0);
