@@ -7,7 +7,8 @@ import { table } from './runtime.ts';
 function points(x: number | null): string {
   if (x === null) return '-';
   const v = 100 * x;
-  return `${v > 0 ? '+' : v < 0 ? '-' : '±'}${Math.abs(v).toFixed(1)} pp`;
+  const text = Math.abs(v).toFixed(1);
+  return `${Number(text) === 0 ? '' : v > 0 ? '+' : '-'}${text} pp`;
 }
 
 function ci(x: [number, number] | null): string {
@@ -24,22 +25,29 @@ function groupRows(groups: Record<string, ComparisonFigures>, indent: string): A
   ]);
 }
 
+/** A task's score: 0 or 1, or the mean of its repeats to two places. */
+const score = (x: number): string => (x === 0 || x === 1 ? String(x) : x.toFixed(2));
+
 export function comparisonText(c: Comparison): string {
-  const test = c.p_method === 'mcnemar_exact' ? "McNemar's exact p" : 'sign test p (repeats: per-task mean rewards)';
+  const single = c.p_method === 'mcnemar_exact';
+  const test = single ? "(McNemar's exact test)" : '(sign test over the per-task differences: repeats)';
+  const flips = single
+    ? `A right, B wrong ${c.a_right_b_wrong}; A wrong, B right ${c.a_wrong_b_right}`
+    : `A higher ${c.a_right_b_wrong}; B higher ${c.a_wrong_b_right} (tasks, by mean reward of their repeats)`;
   const head = table([
     ['A', `${c.a.name} (run ${c.a.run_id}, ${c.a.benchmark})`],
     ['B', `${c.b.name} (run ${c.b.run_id}, ${c.b.benchmark})`],
     ['paired tasks', `${c.pairs}${c.unpaired.length ? ` (${c.unpaired.length} unpaired, left out)` : ''}`],
     ['accuracy A / B', `${percent(c.accuracy_a)} / ${percent(c.accuracy_b)}`],
     ['B - A', `${points(c.difference)}  95% CI ${ci(c.difference_ci95)} (paired bootstrap over tasks)`],
-    ['flips', `A right, B wrong ${c.a_right_b_wrong}; A wrong, B right ${c.a_wrong_b_right}`],
-    [test, p(c.mcnemar_p)],
+    ['flips', flips],
+    ['p', `${p(c.mcnemar_p)} ${test}`],
   ]);
   const header = ['', 'pairs', 'A', 'B', 'B - A', '95% CI', 'A>B', 'B>A', 'p'];
   const groups = table([header, ...groupRows(c.by_type, ''), ...groupRows(c.by_subtype, '  ')]);
-  const flips = c.flipped.length
-    ? table([['flipped task', 'type', 'subtype', 'A', 'B'], ...c.flipped.map((f) => [f.task_id, f.type, f.subtype, f.score_a, f.score_b])])
+  const flipped = c.flipped.length
+    ? table([['flipped task', 'type', 'subtype', 'A', 'B'], ...c.flipped.map((f) => [f.task_id, f.type, f.subtype, score(f.score_a), score(f.score_b)])])
     : 'no task flipped';
   const unpaired = c.unpaired.length ? `\nunpaired (scored on one side only): ${c.unpaired.map((u) => `${u.task_id} (${u.scored_in.toUpperCase()} only)`).join(', ')}` : '';
-  return `${head}\n\n${groups}\n\n${flips}${unpaired}`;
+  return `${head}\n\n${groups}\n\n${flipped}${unpaired}`;
 }

@@ -169,7 +169,7 @@ describe('vcfleet compare', () => {
     expect(text.stdout).toMatch(/^accuracy A \/ B +66\.7% \/ 88\.9%$/m);
     expect(text.stdout).toMatch(/^B - A +\+22\.2 pp {2}95% CI \[/m);
     expect(text.stdout).toMatch(/^flips +A right, B wrong 1; A wrong, B right 3$/m);
-    expect(text.stdout).toMatch(/^McNemar's exact p +0\.6250$/m);
+    expect(text.stdout).toMatch(/^p +0\.6250 \(McNemar's exact test\)$/m);
     expect(text.stdout).toContain('unpaired (scored on one side only): t9 (A only)');
     expect(text.stdout).toMatch(/^t7 +T2 +S3 +0 +1$/m);
     const json = await runCli(['compare', a, b, '--json']);

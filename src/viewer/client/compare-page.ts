@@ -16,7 +16,8 @@ function card(metric: string, label: string, value: string, detail: string): HTM
 /** `+3.2 pp` */
 function points(x: number | null): string {
   if (x === null) return '–';
-  return `${x > 0 ? '+' : x < 0 ? '−' : '±'}${Math.abs(100 * x).toFixed(1)} pp`;
+  const text = Math.abs(100 * x).toFixed(1);
+  return `${Number(text) === 0 ? '' : x > 0 ? '+' : '−'}${text} pp`;
 }
 
 /** The chooser: two selects of the source's runs; the button goes to `?a=&b=` (the pages' CSP allows no form posts). */
