@@ -3,7 +3,8 @@
  * playwright-core) over an output file with two runs, B made from A with two answers flipped and a
  * task removed: the page is reached from the runs list by choosing both runs, shows both runs, their
  * per-type chart with intervals, and the flipped puzzles linking to the rollouts of both; it is
- * screenshotted. The run page prints the paper's table with ± and the published rows.
+ * screenshotted (into `VCFLEET_SCREENSHOTS` when set: `VCFLEET_SCREENSHOTS=docs` writes
+ * docs/viewer-compare.png). The run page prints the paper's table with ± and the published rows.
  */
 import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -85,7 +86,7 @@ describe('the compare page in a browser', () => {
     expect(await page.locator('table.flips tr[data-task="t1"] td').nth(3).textContent()).toBe('1');
     expect(await page.locator('table.flips tr[data-task="t1"] td').nth(4).textContent()).toBe('0');
     expect(await page.locator(`table.flips tr[data-task="t3"] a[data-rollout="${rolloutOf('ra', 't3')}"]`).count()).toBe(1);
-    const shot = path.join(process.env.VCFLEET_SCREENSHOTS ?? dir, 'compare-page.png');
+    const shot = path.join(process.env.VCFLEET_SCREENSHOTS ?? dir, 'viewer-compare.png');
     await page.screenshot({ path: shot, fullPage: true });
     expect(existsSync(shot) && statSync(shot).size > 10_000).toBe(true);
 
