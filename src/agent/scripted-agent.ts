@@ -5,6 +5,7 @@
  *   { "answer": "B" | "@gold", "stop_reason": "answered", "text": "...", "delay_ms": 200,
  *     "infra_fail_attempts": 2, "turns": 3, "tool_calls": 2, "input_tokens": 100, "output_tokens": 20 }
  *
+ * A key `<task id>#<repeat>` scripts one repeat of a task, before its task id's entry and `*`.
  * `@gold` answers the task's gold answer. The text (default `The answer is \boxed{<answer>}.`) is the
  * response; its answer is extracted from it as a real session's is. `infra_fail_attempts: n` throws InfraError on the first n
  * attempts of a rollout (n >= the attempt budget makes it fail for good).
@@ -76,7 +77,8 @@ export function createScriptedAgent(input: z.input<typeof AgentScriptSchema>): A
     // It runs on this host, like a local session would (admission still counts its memory).
     host: { usesHostMemory: true, maxLifetimeS: null },
     async run(request: RolloutRequest, signal: AbortSignal): Promise<AgentResult> {
-      const entry = script[request.task.task_id] ?? script['*'] ?? EntrySchema.parse({});
+      const id = request.task.task_id;
+      const entry = script[`${id}#${request.repeat}`] ?? script[id] ?? script['*'] ?? EntrySchema.parse({});
       const started = Date.now();
       if (entry.delay_ms > 0) await sleep(entry.delay_ms, undefined, { signal });
       if ((request.attempt ?? 1) <= entry.infra_fail_attempts) {

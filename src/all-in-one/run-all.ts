@@ -21,6 +21,7 @@ import { newRunId, produceRun, resumeRun, type ProduceResult } from '../producer
 import { Releasers } from '../shared/releasers.ts';
 import { metricsPathFor, type AggregateMetrics } from '../shared/output/metrics.ts';
 import { resolveOutputPath } from '../shared/output/output-path.ts';
+import { pricingOf } from '../shared/output/run-pricing.ts';
 import type { FleetMetrics } from '../shared/telemetry.ts';
 import { checkRedisPersistence } from '../ops/preflight.ts';
 import { openPrivateRedis } from './private-redis.ts';
@@ -160,7 +161,7 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     const metricsPath = metricsPathFor(outputPath);
     const { done, masked } = fleet.tally.counts;
     // The metrics file is this process's when it committed the rows; else the tally read from Redis says the same.
-    const metrics = fleet.commitsRows ? await readMetrics(metricsPath) : fleet.tally.metrics.result(run.num_repeats);
+    const metrics = fleet.commitsRows ? await readMetrics(metricsPath) : fleet.tally.metrics.result(run.num_repeats, pricingOf(run));
     return { runId: run.run_id, ...watched, total: run.total, done, masked, outputPath, metricsPath, metrics };
   } finally {
     await releasers.release().catch(() => undefined); // each failure is logged by the releasers

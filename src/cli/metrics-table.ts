@@ -5,6 +5,9 @@
  * `table()` (runtime.ts) aligns the columns.
  */
 import type { AggregateMetrics } from '../shared/output/metrics.ts';
+import { paperTableLines } from '../shared/output/paper-table.ts';
+import { publishedLines, type PublishedRow } from '../shared/output/published-results.ts';
+import { usdText } from '../shared/output/run-cost.ts';
 import type { RunIdentity } from '../shared/output/run-identity.ts';
 
 /** One line of a two-column table: a label, then its value. */
@@ -40,6 +43,25 @@ export function metricsRows(m: AggregateMetrics): TableRow[] {
   if (m.judge_failures && Object.keys(m.judge_failures).length > 0) rows.push(['judge gave no verdict', counts(m.judge_failures)]);
   if (m.forged_calls) rows.push(['forged calls', `${m.forged_calls} in ${m.rollouts_with_forged_calls} rollout(s) (never counted)`]);
   for (const [type, g] of Object.entries(m.accuracy_by_type)) rows.push([`  ${type}`, `${percent(g.accuracy)} (${g.scored} scored)`]);
+  return rows;
+}
+
+/**
+ * The paper's table (mean ± std over passes, every rollout of a pass counted, masked ones as wrong),
+ * types then subtypes, and the published rows beside it; then tokens and cost. Old metrics files
+ * lack these lines' figures and print none of them.
+ */
+export function reportRows(m: AggregateMetrics, published: readonly PublishedRow[] = []): TableRow[] {
+  const rows: TableRow[] = [];
+  if (m.paper) {
+    const passes = `${m.paper.passes} pass${m.paper.passes === 1 ? '' : 'es'}`;
+    rows.push(...paperTableLines(m.paper, `paper table (${passes})`), ...publishedLines(published));
+  }
+  if (m.tokens) {
+    const t = m.tokens;
+    rows.push(['tokens', `policy ${t.policy.input} in / ${t.policy.output} out; judge ${t.judge.input} in / ${t.judge.output} out`]);
+  }
+  if (m.cost_usd) rows.push(['cost', `${usdText(m.cost_usd.total)} (policy ${usdText(m.cost_usd.policy)}, judge ${usdText(m.cost_usd.judge)})`]);
   return rows;
 }
 

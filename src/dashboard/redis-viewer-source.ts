@@ -12,6 +12,7 @@ import { errorMessage } from '../shared/errors.ts';
 import type { Row } from '../shared/rows.ts';
 import type { RunRecord, RunStore } from '../shared/run-store.ts';
 import { aggregateMetrics } from '../shared/output/metrics.ts';
+import { pricingOf } from '../shared/output/run-pricing.ts';
 import { unservedNotice } from '../ops/serving.ts';
 import { resolveOutputPath, type OutputHostSettings } from '../shared/output/output-path.ts';
 import { runListEntry } from '../viewer/run-list.ts';
@@ -94,7 +95,7 @@ export function createRedisViewerSource(opts: RedisViewerSourceOptions): ViewerS
       if (!run) return null;
       const rows = (await rowsOf(runId)).sort(byTask);
       const notice = await unservedNotice(store.redis, store.prefix, run);
-      return { meta: { ...meta(run, outputOf(run)), notices: notice ? [notice] : [] }, rows, metrics: aggregateMetrics(rows, run.num_repeats) };
+      return { meta: { ...meta(run, outputOf(run)), notices: notice ? [notice] : [] }, rows, metrics: aggregateMetrics(rows, run.num_repeats, pricingOf(run)) };
     },
     async rollout(runId, rolloutId): Promise<RolloutData | null> {
       const run = await knownRun(runId);

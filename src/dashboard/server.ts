@@ -16,6 +16,7 @@ import type { Logger } from '../shared/logger.ts';
 import { runStatus } from '../ops/run-status.ts';
 import { RunStore } from '../shared/run-store.ts';
 import { createViewerApp } from '../viewer/app.ts';
+import { readPublishedResults } from '../shared/output/published-results.ts';
 import { accessGuard, accessPolicy, checkBind } from '../http/access.ts';
 import { listen, type Listening } from '../http/listen.ts';
 import { mountBullBoard } from './bull-board.ts';
@@ -58,6 +59,7 @@ function viewerApp({ config, logger, redis }: DashboardDeps): Hono {
   return createViewerApp(source, {
     basePath: VIEWER_PATH,
     title: `vcfleet rollouts (${prefix})`,
+    published: readPublishedResults(config.report.published_results),
     onError: (err, path) => logger.error({ path, err: errorMessage(err) }, 'viewer request failed'),
   });
 }

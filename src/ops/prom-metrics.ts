@@ -83,6 +83,10 @@ export function createFleetMetrics(options: FleetMetricsOptions = {}): FleetMetr
     name: 'vcfleet_judge_calls_total', help: 'Judge gradings by outcome (scored, refused: the rollout\'s content made the judge refuse it, failed, error), verdict and cache hit.', labelNames: ['outcome', 'verdict', 'cached'], registers,
   });
   const rows = new Counter({ name: 'vcfleet_rows_committed_total', help: 'Rows committed by the results consumer.', labelNames: ['result', 'kind'], registers });
+  const tokens = new Counter({
+    name: 'vcfleet_tokens_total', help: 'Tokens of committed rows, by model role (policy, judge) and kind (input, output); a replaced row adds its judge tokens only (a rejudge).',
+    labelNames: ['model_role', 'kind'], registers,
+  });
   const depth: QueueDepthSource = createQueueDepthGauge(registry);
   const admission = admissionMetrics(registers);
   const pace = paceMetrics(registers);
@@ -95,6 +99,14 @@ export function createFleetMetrics(options: FleetMetricsOptions = {}): FleetMetr
     },
     rowCommitted(row, result) {
       rows.inc({ result, kind: row.failure_kind ?? 'scored' });
+      if (result === 'new') {
+        tokens.inc({ model_role: 'policy', kind: 'input' }, row.input_tokens);
+        tokens.inc({ model_role: 'policy', kind: 'output' }, row.output_tokens);
+      }
+      if (result === 'new' || result === 'replaced') {
+        tokens.inc({ model_role: 'judge', kind: 'input' }, row.judge_input_tokens);
+        tokens.inc({ model_role: 'judge', kind: 'output' }, row.judge_output_tokens);
+      }
     },
     wrapAgent: (agent) => ({
       host: agent.host,

@@ -6,6 +6,7 @@
  */
 import { accuracyOf, RowTally, type TallyCounts } from '../shared/output/tally.ts';
 import type { RunRecord, RunStore } from '../shared/run-store.ts';
+import type { PaperTable } from '../shared/output/paper-table.ts';
 
 /** `failed`: every rollout has a row and none was scored (all masked); `complete`: with scores; else `running`. */
 export type RunState = 'running' | 'complete' | 'failed';
@@ -24,6 +25,8 @@ export interface RunProgress extends TallyCounts {
   /** Every rollout has a row (scored or masked). */
   complete: boolean;
   state: RunState;
+  /** The paper's table of the rows so far (mean ± std over passes); only when read from the rows (`readRunProgress`). */
+  paper?: PaperTable;
 }
 
 /** The summary of a run of `total` rollouts from the tally of its rows. */
@@ -35,5 +38,5 @@ export function runProgress(counts: TallyCounts, total: number): RunProgress {
 export async function readRunProgress(store: RunStore, run: RunRecord): Promise<RunProgress> {
   const tally = new RowTally();
   for await (const row of store.scanRows(run.run_id)) tally.add(row);
-  return runProgress(tally.counts, await store.totalOf(run));
+  return { ...runProgress(tally.counts, await store.totalOf(run)), paper: tally.metrics.result(run.num_repeats).paper };
 }

@@ -8,6 +8,7 @@ import { listWorkers, type WorkerRecord } from '../shared/worker-registry.ts';
 import { emptyJobCounts, openJobs, readRunJobs, type JobState } from '../shared/run-jobs.ts';
 import { readPolicyPace, type EndpointPace } from '../pacing/policy-pace.ts';
 import { readRunProgress } from './run-progress.ts';
+import type { PaperTable } from '../shared/output/paper-table.ts';
 
 export interface RunStatus {
   run: RunRecord;
@@ -15,6 +16,8 @@ export interface RunStatus {
   scored: number;
   correct: number;
   accuracy: number | null;
+  /** The paper's table of the rows so far: overall, per type, per subtype, mean ± std over passes. */
+  paper: PaperTable | null;
   masked: Record<string, number>;
   stop_reasons: Record<string, number>;
   /** Warnings about the run (a policy server that never answers, sandboxes without their limits). */
@@ -48,7 +51,7 @@ export async function runStatus(redis: Redis, prefix: string, runId: string, now
   const silence = policySilenceWarning(p);
   const warnings = [...(silence ? [silence] : []), ...fleet.live.flatMap((w) => w.notices)];
   return {
-    run, rows: p.done, scored: p.scored, correct: p.correct, accuracy: p.accuracy,
+    run, rows: p.done, scored: p.scored, correct: p.correct, accuracy: p.accuracy, paper: p.paper ?? null,
     masked: p.maskedByKind, stop_reasons: p.stopReasons, warnings, jobs: jobs.counts, pending, complete: p.complete && pending === 0,
     output: await store.getOutputLocation(runId),
     workers: { live: fleet.live, stale },

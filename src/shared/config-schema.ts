@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import { envFlag, nullableString, positiveInt, runSetting } from './config-fields.ts';
 import { DashboardSchema, MetricsServerSchema, PreflightSchema, QueuesSchema, RedisSchema, ServeSchema } from './config-fleet-sections.ts';
+import { PricingSchema, ReportSchema } from './config-report-sections.ts';
 import { AgentSchema, JudgeSchema, PolicySchema, SandboxConfigSchema, TranscriptsSchema } from './config-sections.ts';
 
 export const BENCHMARKS = ['babyvision_opencode', 'babyvision_opencode_question_only'] as const;
@@ -79,6 +80,10 @@ export const ConfigSchema = z
     dashboard: DashboardSchema.prefault({}),
     /** `vcfleet serve`: the rollout service that speaks NeMo Gym's `/run`. */
     serve: ServeSchema.prefault({}),
+    /** Token prices, for a run's `cost_usd` (run settings). */
+    pricing: PricingSchema.prefault({}),
+    /** The evaluator's report: where the paper's published rows come from. */
+    report: ReportSchema.prefault({}),
     log_level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
     /** Log JSON lines even on a terminal (`VCFLEET_LOG_JSON`). */
     log_json: envFlag.default(false),

@@ -40,7 +40,17 @@ export type JudgeResult = (
    * verdict, twice (`no_verdict`). Masked, rejudgeable.
    */
   | { status: 'failed'; reason: string; kind?: 'no_verdict' | 'unavailable' }
-) & { asked?: JudgeAsked };
+) & {
+  asked?: JudgeAsked;
+  /** The tokens the judge's replies counted for this grading (0 and 0 for a cached verdict); absent when the judge does not say. */
+  usage?: JudgeUsage;
+};
+
+/** A judge's token usage, as its replies report it (`usage.prompt_tokens`, `usage.completion_tokens`). */
+export interface JudgeUsage {
+  input_tokens: number;
+  output_tokens: number;
+}
 
 export interface Judge {
   readonly modelName: string;

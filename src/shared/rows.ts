@@ -7,7 +7,7 @@
 import { z } from 'zod';
 import { OUTCOME_FIELDS_NOT_IN_ROWS, RolloutOutcomeSchema, STOP_REASONS, type RolloutOutcome } from './rollout-outcome.ts';
 import { isMasked } from './scored.ts';
-import { VERDICTS } from './judge.ts';
+import { VERDICTS, type JudgeUsage } from './judge.ts';
 import { ROW_FAILURE_REASONS, rowFailureReason, SCORING_RULES } from './scoring.ts';
 import { stringMatchReward } from './string-match.ts';
 
@@ -19,9 +19,12 @@ export type FailureKind = (typeof FAILURE_KINDS)[number];
 export const JUDGE_FAILURES = ['refused_input', 'no_verdict', 'unavailable'] as const;
 export type JudgeFailure = (typeof JUDGE_FAILURES)[number];
 
+/** The row version this code writes and reads; a row of a newer one is refused by name (row-file.ts). */
+export const ROW_VERSION = 1;
+
 /** Who the rollout is: its run, task, repeat and the task's gold answer. */
 const IdentitySchema = z.object({
-  row_version: z.literal(1).default(1),
+  row_version: z.literal(ROW_VERSION).default(ROW_VERSION),
   run_id: z.string(),
   rollout_id: z.string(),
   task_id: z.string(),
@@ -69,6 +72,10 @@ const GradingSchema = z.object({
   string_match_reward: z.number().min(0).max(1),
   /** The reference's name for why the row is not a 1 (scoring.ts `rowFailureReason`); null for a 1. */
   failure_reason: z.enum(ROW_FAILURE_REASONS).nullable(),
+  /** Tokens the judge's replies counted for this row's grading (`usage.prompt_tokens`); 0 for a cached verdict, no call, or a row older than the field. */
+  judge_input_tokens: z.number().int().min(0).default(0),
+  /** Tokens of the judge's replies (`usage.completion_tokens`); 0 as `judge_input_tokens`. */
+  judge_output_tokens: z.number().int().min(0).default(0),
 });
 
 const RowObjectSchema = IdentitySchema.extend(RowOutcomeSchema.shape).extend(GradingSchema.shape);
@@ -135,8 +142,11 @@ function outcomePart(outcome: RolloutOutcome | null): z.input<typeof RowOutcomeS
   return part as z.input<typeof RowOutcomeSchema>;
 }
 
-/** One row from what is known of a rollout: its identity, its outcome (null when none), and its grading. */
-export function buildRow(ctx: RowContext, outcome: RolloutOutcome | null, grading: Grading): Row {
+/**
+ * One row from what is known of a rollout: its identity, its outcome (null when none), its grading,
+ * and the tokens the judge counted for that grading (none: no call, or a cached verdict).
+ */
+export function buildRow(ctx: RowContext, outcome: RolloutOutcome | null, grading: Grading, judgeUsage?: JudgeUsage): Row {
   const judged = grading.kind === 'scored' || grading.kind === 'refused' || (grading.kind === 'masked' && grading.failure === 'judge_failed');
   const reward = grading.kind === 'scored' ? grading.reward : grading.kind === 'masked' ? null : 0;
   const failure_kind = grading.kind === 'masked' ? grading.failure : null;
@@ -165,6 +175,8 @@ export function buildRow(ctx: RowContext, outcome: RolloutOutcome | null, gradin
     string_match_reward: stringMatchReward(ctx.task.gold, outcome?.extracted_answer ?? null),
     failure_reason: rowFailureReason({ reward, failure_kind, judge_verdict, judge_failure }),
     error: grading.kind === 'masked' || grading.kind === 'refused' ? grading.error : (outcome?.error ?? null),
+    judge_input_tokens: judgeUsage?.input_tokens ?? 0,
+    judge_output_tokens: judgeUsage?.output_tokens ?? 0,
     finished_at: new Date().toISOString(),
   });
 }

@@ -4,7 +4,8 @@
  *   /                               the runs of the source
  *   /runs/:run                      a run: headline metrics, charts, the rollout table
  *   /runs/:run/rollouts/:rollout    one rollout: the puzzle, every turn, the verdict
- *   /api/runs, /api/runs/:run, /api/runs/:run/rows, /api/runs/:run/rollouts/:rollout   JSON
+ *   /compare?a=RUN&b=RUN            run B against run A: per-type chart, the flipped puzzles
+ *   /api/runs, /api/runs/:run, /api/runs/:run/rows, /api/runs/:run/rollouts/:rollout, /api/compare   JSON
  *   /images/:sha256                 an image, by SHA-256 only (PNG, JPEG, GIF, WebP)
  *   /assets/viewer.js, /assets/viewer.css
  *
@@ -12,7 +13,9 @@
  * dashboard mounts this app behind its own guard.
  */
 import { Hono, type Context } from 'hono';
-import { errorMessage } from '../shared/errors.ts';
+import { DataError, errorMessage } from '../shared/errors.ts';
+import { readPublishedResults, type PublishedRow } from '../shared/output/published-results.ts';
+import { comparePayload } from './compare-api.ts';
 import { clientAssets } from './client-assets.ts';
 import { securityHeaders } from './http-headers.ts';
 import { servedImageMime } from './image-mime.ts';
@@ -25,6 +28,8 @@ export interface ViewerAppOptions {
   basePath?: string;
   /** Title of the pages (default `vcfleet rollouts`). */
   title?: string;
+  /** Published results shown beside a run's paper table (default: `configs/published_results.yaml`). */
+  published?: readonly PublishedRow[];
   /** Told of every error the app answers with HTTP 500 (e.g. to log it); the default does nothing. */
   onError?: (err: unknown, path: string) => void;
 }
@@ -52,6 +57,7 @@ async function serveImage(c: Context, source: ViewerSource): Promise<Response> {
 export function createViewerApp(source: ViewerSource, options: ViewerAppOptions = {}): Hono {
   const basePath = checkBasePath(options.basePath ?? '');
   const title = options.title ?? 'vcfleet rollouts';
+  const published = options.published ?? readPublishedResults();
   const root = new Hono();
   // basePath() returns a view of `root` sharing its routes, so routes added to either are served.
   const app = basePath ? root.basePath(basePath) : root;
@@ -65,6 +71,7 @@ export function createViewerApp(source: ViewerSource, options: ViewerAppOptions 
   if (basePath) root.get(`${basePath}/`, shell);
   app.get('/runs/:run', shell);
   app.get('/runs/:run/rollouts/:rollout', shell);
+  app.get('/compare', shell);
 
   app.get('/assets/viewer.js', async (c) => c.body((await clientAssets()).script, 200, { 'Content-Type': 'text/javascript; charset=utf-8', ...noStore }));
   app.get('/assets/viewer.css', async (c) => c.body((await clientAssets()).css, 200, { 'Content-Type': 'text/css; charset=utf-8', ...noStore }));
@@ -73,7 +80,7 @@ export function createViewerApp(source: ViewerSource, options: ViewerAppOptions 
   app.get('/api/runs/:run', async (c) => {
     const run = await source.run(c.req.param('run'));
     if (!run) return c.json({ error: `no run "${c.req.param('run')}" here` }, 404);
-    return c.json({ meta: run.meta, metrics: run.metrics, view: runView(run.rows) }, 200, noStore);
+    return c.json({ meta: run.meta, metrics: run.metrics, view: runView(run.rows), published }, 200, noStore);
   });
   app.get('/api/runs/:run/rows', async (c) => {
     const run = await source.run(c.req.param('run'));
@@ -85,6 +92,14 @@ export function createViewerApp(source: ViewerSource, options: ViewerAppOptions 
     const data = await source.rollout(run, rollout);
     if (!data) return c.json({ error: `run "${run}" has no rollout "${rollout}"` }, 404);
     return c.json(data, 200, noStore);
+  });
+  app.get('/api/compare', async (c) => {
+    try {
+      return c.json(await comparePayload(source, c.req.query('a') ?? '', c.req.query('b') ?? ''), 200, noStore);
+    } catch (err) {
+      if (err instanceof DataError) return c.json({ error: err.message }, 400);
+      throw err;
+    }
   });
   app.get('/images/:sha', (c) => serveImage(c, source));
 

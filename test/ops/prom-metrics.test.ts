@@ -197,12 +197,18 @@ describe('/metrics of running fleet processes', () => {
     expect(await scrape(port)).toBe(''); // closed with the run
 
     const metrics = createFleetMetrics({ role: 'run' });
-    const second = await runAll({ config: env.config(['++run_id=hooked']), logger: env.logger, agent: createScriptedAgent({ '*': { answer: '@gold' } }), progress: quiet, metrics });
+    const tokens = createScriptedAgent({ '*': { answer: '@gold', input_tokens: 100, output_tokens: 10 } });
+    const second = await runAll({ config: env.config(['++run_id=hooked']), logger: env.logger, agent: tokens, progress: quiet, metrics });
     expect(second.status).toBe('complete');
     const text = await metrics.registry.metrics();
     for (const queue of ['rollout', 'judge', 'results']) expect(sample(text, 'vcfleet_jobs_total', { queue, outcome: 'completed' }), queue).toBe(4);
     expect(sample(text, 'vcfleet_rows_committed_total', { result: 'new', kind: 'scored' })).toBe(4);
     expect(sample(text, 'vcfleet_judge_calls_total', { outcome: 'scored', verdict: 'equivalent' })).toBe(4);
+    expect(sample(text, 'vcfleet_tokens_total', { model_role: 'policy', kind: 'input' })).toBe(400);
+    expect(sample(text, 'vcfleet_tokens_total', { model_role: 'policy', kind: 'output' })).toBe(40);
+    // Every verdict of this run came from the cache the first run filled: the judge's tokens count 0.
+    expect(sample(text, 'vcfleet_judge_calls_total', { outcome: 'scored', verdict: 'equivalent', cached: 'true' })).toBe(4);
+    expect(sample(text, 'vcfleet_tokens_total', { model_role: 'judge', kind: 'input' })).toBe(0);
     await metrics.close();
   });
 });

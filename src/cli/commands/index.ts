@@ -14,8 +14,9 @@ import { registerServe } from './serve.ts';
 import { registerDemo } from './demo.ts';
 import { registerView } from './view.ts';
 import { registerRuns } from './runs.ts';
+import { registerCompare } from './compare.ts';
 import { registerFleetSet, registerRunSet } from './settings.ts';
 
 export type RegisterCommand = (program: Command, cli: Cli) => void;
 
-export const COMMANDS: RegisterCommand[] = [registerDemo, registerPrepare, registerRun, registerProduce, registerWorker, registerOps, registerRequeue, registerRunSet, registerFleetSet, registerRuns, registerMetrics, registerExport, registerDashboard, registerServe, registerView];
+export const COMMANDS: RegisterCommand[] = [registerDemo, registerPrepare, registerRun, registerProduce, registerWorker, registerOps, registerRequeue, registerRunSet, registerFleetSet, registerRuns, registerMetrics, registerCompare, registerExport, registerDashboard, registerServe, registerView];

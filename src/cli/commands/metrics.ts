@@ -9,8 +9,10 @@ import { ConfigError, DataError } from '../../shared/errors.ts';
 import type { Row } from '../../shared/rows.ts';
 import { readRunsStrict } from '../../shared/output/row-file.ts';
 import { aggregateMetrics, metricsPathFor } from '../../shared/output/metrics.ts';
+import { readPublishedResults, type PublishedRow } from '../../shared/output/published-results.ts';
+import { recordedPricing } from '../../shared/output/run-pricing.ts';
 import { identityFromRows, metricsFile, recordedIdentity, type MetricsFile } from '../../shared/output/run-identity.ts';
-import { identityRows, metricsRows, type TableRow } from '../metrics-table.ts';
+import { identityRows, metricsRows, reportRows, type TableRow } from '../metrics-table.ts';
 import { table } from '../runtime.ts';
 
 interface MetricsFlags {
@@ -51,7 +53,7 @@ function runMetrics(file: string, runId: string, rows: readonly Row[], numRepeat
     throw new ConfigError(`--num-repeats ${numRepeats} is fewer than run ${runId} of ${file} has: it holds rows of repeat ${inRows - 1} (repeats count from 0)`);
   }
   const repeats = numRepeats ?? Math.max(inRows, recorded?.num_repeats ?? 1);
-  return metricsFile(identityFromRows(runId, rows, recorded), aggregateMetrics(rows, repeats));
+  return metricsFile(identityFromRows(runId, rows, recorded), aggregateMetrics(rows, repeats, recordedPricing(metricsPathFor(file), runId)));
 }
 
 function writeAtomically(out: string, text: string): void {
@@ -60,12 +62,13 @@ function writeAtomically(out: string, text: string): void {
 }
 
 /** The summary table of one run, as `vcfleet run` prints it; `written`: where its metrics file went, or why not. */
-function runTable(file: string, m: MetricsFile, written: string): string {
+function runTable(file: string, m: MetricsFile, written: string, published: readonly PublishedRow[]): string {
   const lines: TableRow[] = [
     ['run', m.run_id],
     ['rollouts', `${m.num_rollouts}${m.num_repeats > 1 ? ` (${m.num_repeats} repeats)` : ''}`],
     ...identityRows(m.run),
     ...metricsRows(m),
+    ...reportRows(m, published),
     ['rows', file],
     ['metrics', written],
   ];
@@ -103,7 +106,8 @@ export function registerMetrics(program: Command): void {
         const body = opts.runId !== undefined ? results[0] : Object.fromEntries(results.map((m) => [m.run_id, m]));
         process.stdout.write(`${JSON.stringify(body, null, 2)}\n`);
       } else {
-        process.stdout.write(`${results.map((m) => runTable(file, m, written)).join('\n\n')}\n`);
+        const published = readPublishedResults();
+        process.stdout.write(`${results.map((m) => runTable(file, m, written, published)).join('\n\n')}\n`);
       }
     });
 }

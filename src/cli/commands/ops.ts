@@ -10,8 +10,17 @@ import { runStatus, type RunStatus } from '../../ops/run-status.ts';
 import { JOB_STATES } from '../../shared/run-jobs.ts';
 import { paceLines } from '../../pacing/policy-pace.ts';
 import { vcfleetCommand } from '../../shared/advice.ts';
+import { paperTableLines } from '../../shared/output/paper-table.ts';
+import { publishedLines, readPublishedResults, type PublishedRow } from '../../shared/output/published-results.ts';
 
-function formatStatus(s: RunStatus): string {
+/** The paper's table of the rows so far, with the published rows beside it. */
+function paperText(s: RunStatus, published: readonly PublishedRow[]): string[] {
+  if (!s.paper || s.rows === 0) return [];
+  const passes = `${s.paper.passes} pass${s.paper.passes === 1 ? '' : 'es'}`;
+  return ['', table([...paperTableLines(s.paper, `paper table (${passes}, every rollout counted)`), ...publishedLines(published)])];
+}
+
+function formatStatus(s: RunStatus, published: readonly PublishedRow[] = []): string {
   const acc = s.accuracy === null ? '-' : `${(100 * s.accuracy).toFixed(1)}%`;
   const masked = Object.entries(s.masked).map(([k, v]) => `${k} ${v}`).join(', ') || 'none';
   const stops = Object.entries(s.stop_reasons).map(([k, v]) => `${k} ${v}`).join(', ') || 'none';
@@ -23,6 +32,7 @@ function formatStatus(s: RunStatus): string {
     `rows ${s.rows}/${s.run.total}${s.complete ? ' (complete)' : s.pending ? `; ${s.pending} job(s) still waiting or running` : ''}; scored ${s.scored}, correct ${s.correct}, accuracy ${acc}`,
     `masked: ${masked}`,
     `stop reasons: ${stops}`,
+    ...paperText(s, published),
     ...s.warnings.map((w) => `WARNING: ${w}`),
     s.output ? `output: ${s.output.path} on host ${s.output.host} (results consumer ${s.output.worker ?? '?'})` : `output: ${s.run.output_jsonl_fpath} (not opened yet: the results consumer resolves it under its own output_root)`,
     ...(s.reconciled ? [reconcileLine(s.reconciled)] : []),
@@ -52,7 +62,7 @@ export function registerOps(program: Command, cli: Cli): void {
       const redis = conn.redis;
       try {
         const s = await runStatus(redis, config.queues.prefix, opts.runId);
-        process.stdout.write(opts.json ? `${JSON.stringify(s, null, 2)}\n` : `${formatStatus(s)}\n`);
+        process.stdout.write(opts.json ? `${JSON.stringify(s, null, 2)}\n` : `${formatStatus(s, readPublishedResults(config.report.published_results))}\n`);
         if (opts.json) return;
         if (s.pending > 0) {
           const serving = await servingOf(redis, config.queues.prefix, s.run);

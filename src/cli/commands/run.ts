@@ -5,7 +5,8 @@ import { InFlightJobs } from '../../shared/in-flight-jobs.ts';
 import { exitSoon, onShutdownSignals, stopOnFatal, table } from '../runtime.ts';
 import { DemoRunToResume, runAll, type RunAllResult } from '../../all-in-one/run-all.ts';
 import { runDemo } from '../../demo/run-demo.ts';
-import { metricsRows, type TableRow } from '../metrics-table.ts';
+import { metricsRows, reportRows, type TableRow } from '../metrics-table.ts';
+import { readPublishedResults, type PublishedRow } from '../../shared/output/published-results.ts';
 import { vcfleetCommand } from '../../shared/advice.ts';
 
 /** Exit codes of `run` and `demo`: every rollout scored, some masked, some missing (stopped, stuck, paused). */
@@ -34,9 +35,9 @@ export function endingText(r: RunAllResult): string {
 }
 
 /** The summary table `run` and `demo` end with (the same metrics lines as `vcfleet metrics`). */
-export function summaryText(r: RunAllResult): string {
+export function summaryText(r: RunAllResult, published: readonly PublishedRow[] = []): string {
   const lines: TableRow[] = [['run', r.runId], ['status', `${r.status} (${r.done}/${r.total} rollouts)`]];
-  if (r.metrics) lines.push(...metricsRows(r.metrics));
+  if (r.metrics) lines.push(...metricsRows(r.metrics), ...reportRows(r.metrics, published));
   lines.push(['rows', r.outputPath], ['metrics', r.metricsPath]);
   return table(lines);
 }
@@ -47,8 +48,8 @@ export function announceRun(runId: string, total: number, created: boolean): voi
 }
 
 /** Print the summary and how the run ended; set the exit code. */
-export function finish(result: RunAllResult, after = ''): void {
-  process.stdout.write(`\n${summaryText(result)}\n\n${endingText(result)}\n${after}`);
+export function finish(result: RunAllResult, after = '', published: readonly PublishedRow[] = []): void {
+  process.stdout.write(`\n${summaryText(result, published)}\n\n${endingText(result)}\n${after}`);
   process.exitCode = exitCodeOf(result);
 }
 
@@ -78,7 +79,7 @@ export function registerRun(program: Command, cli: Cli): void {
         if (!(err instanceof DemoRunToResume)) throw err;
         result = (await runDemo({ configPath: opts.config, overrides: cli.overrides, logger, signal, onStart, runId: err.runId, inFlight })).result;
       }
-      finish(result);
+      finish(result, '', readPublishedResults(config.report.published_results));
       exitSoon();
     });
 }

@@ -6,6 +6,7 @@ import { ConfigError, DataError } from '../../shared/errors.ts';
 import { createFileSource } from '../../viewer/file-source.ts';
 import { newestJsonl } from '../../viewer/newest-output.ts';
 import { startViewerServer } from '../../viewer/server.ts';
+import { readPublishedResults } from '../../shared/output/published-results.ts';
 import type { Cli } from '../context.ts';
 import { onShutdownSignals } from '../runtime.ts';
 
@@ -60,6 +61,7 @@ export function registerView(program: Command, cli: Cli): void {
       const d = config.dashboard;
       const viewer = await startViewerServer(source, {
         host: opts.host, port, credentials: { user: d.user, password: d.password, token: d.token },
+        published: readPublishedResults(config.report.published_results),
         onError: (err, at) => logger.error({ path: at, err: (err as Error).message }, 'viewer request failed'),
       });
       const runs = await source.runs();

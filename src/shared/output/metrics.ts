@@ -11,18 +11,28 @@
  *   persuaded shows up as `judge_only`.
  * - with repeats > 1: `repeats/mean` and `repeats/std` (population std of the per-repeat means, as
  *   the official scorer's numpy default) and `pass@k` (unbiased estimator, per task over its scored rows).
+ * - `paper`: the BabyVision paper's table (paper-table.ts); `tokens` and, with prices, `cost_usd` (run-cost.ts).
  */
 import { isMasked, isScored, type Row } from '../rows.ts';
+import { PaperTableAccumulator, type PaperTable } from './paper-table.ts';
+import { costOf, type CostUsd, type Pricing, type TokenTotals } from './run-cost.ts';
+import { binomialCi95, passAtK } from './stats.ts';
+
+export { binomialCi95, bootstrapCi95, passAtK } from './stats.ts';
 
 export type MetricRow = Pick<
   Row,
   'task_id' | 'repeat' | 'type' | 'subtype' | 'reward' | 'failure_kind' | 'stop_reason' | 'turns' | 'tool_calls' | 'input_tokens' | 'output_tokens' | 'wall_s'
-> & Partial<Pick<Row, 'judge_failure' | 'forged_calls' | 'string_match_reward'>>;
+> & Partial<Pick<Row, 'judge_failure' | 'forged_calls' | 'string_match_reward' | 'judge_input_tokens' | 'judge_output_tokens'>>;
 
 /** The fields of a row the metrics count, and nothing else (what a tally keeps of each rollout). */
 export function metricRowOf(row: MetricRow): MetricRow {
-  const { task_id, repeat, type, subtype, reward, failure_kind, stop_reason, turns, tool_calls, input_tokens, output_tokens, wall_s, judge_failure, forged_calls, string_match_reward } = row;
-  return { task_id, repeat, type, subtype, reward, failure_kind, stop_reason, turns, tool_calls, input_tokens, output_tokens, wall_s, judge_failure, forged_calls, string_match_reward };
+  const { task_id, repeat, type, subtype, reward, failure_kind, stop_reason, turns, tool_calls, input_tokens, output_tokens, wall_s } = row;
+  const { judge_failure, forged_calls, string_match_reward, judge_input_tokens, judge_output_tokens } = row;
+  return {
+    task_id, repeat, type, subtype, reward, failure_kind, stop_reason, turns, tool_calls, input_tokens, output_tokens, wall_s,
+    judge_failure, forged_calls, string_match_reward, judge_input_tokens, judge_output_tokens,
+  };
 }
 
 export interface GroupAccuracy {
@@ -66,6 +76,14 @@ export interface AggregateMetrics {
   'repeats/std'?: number | null;
   'repeats/means'?: Array<number | null>;
   'pass@k'?: Record<string, number | null>;
+  /** The BabyVision paper's table (paper-table.ts): mean ± population std over passes; absent in metrics of older versions. */
+  paper?: PaperTable;
+  /** Policy and judge tokens of every row; absent in metrics of older versions. */
+  tokens?: TokenTotals;
+  /** What the tokens cost, when `pricing.*` is set (run-cost.ts). */
+  cost_usd?: CostUsd;
+  /** The prices `cost_usd` was computed with (US dollars per million tokens). */
+  pricing?: Pricing;
 }
 
 const round = (x: number | null): number | null => (x === null ? null : Math.round(x * 1e6) / 1e6);
@@ -105,42 +123,6 @@ function groups(map: Map<string, Tally>): Record<string, GroupAccuracy> {
   return out;
 }
 
-/**
- * The 95% percentile-bootstrap interval of the mean of 0/1 rewards. Resampling n rewards of which a
- * fraction p is 1 gives a mean distributed as Binomial(n, p) / n, so the interval is read off that
- * distribution exactly (as if with infinitely many resamples), in O(n) and with no randomness.
- */
-export function bootstrapCi95(values: readonly number[]): [number, number] | null {
-  if (values.length === 0) return null;
-  if (values.some((v) => v !== 0 && v !== 1)) throw new Error('bootstrapCi95 takes 0/1 rewards');
-  return binomialCi95(values.length, values.filter((v) => v === 1).length);
-}
-
-export function binomialCi95(n: number, ones: number): [number, number] | null {
-  if (n === 0) return null;
-  const p = ones / n;
-  if (p === 0 || p === 1) return [p, p];
-  const [lo, hi] = [0.025, 0.975];
-  let logC = 0;
-  let cdf = 0;
-  let kLo = -1;
-  for (let k = 0; k <= n; k++) {
-    if (k > 0) logC += Math.log((n - k + 1) / k);
-    cdf += Math.exp(logC + k * Math.log(p) + (n - k) * Math.log(1 - p));
-    if (kLo < 0 && cdf >= lo) kLo = k;
-    if (cdf >= hi) return [round(kLo / n)!, round(k / n)!];
-  }
-  return [round(kLo / n)!, 1];
-}
-
-/** Unbiased pass@k for one task with n scored attempts of which c are correct. */
-export function passAtK(n: number, c: number, k: number): number {
-  if (n - c < k) return 1;
-  let ratioLeft = 1;
-  for (let i = 0; i < k; i++) ratioLeft *= (n - c - i) / (n - i);
-  return 1 - ratioLeft;
-}
-
 /** The counts of a run's rows that a progress line, `vcfleet status` and the dashboard show. */
 export interface TallyCounts {
   /** Rollouts with a row (scored or masked). */
@@ -177,6 +159,8 @@ export class MetricsAccumulator {
   private silentTimeouts = 0;
   private answeredCalls = 0;
   private stringMatch = { sum: 0, judgeOnly: 0, stringOnly: 0 };
+  private readonly paper = new PaperTableAccumulator();
+  private readonly judgeTokens = { input: 0, output: 0 };
 
   add(row: MetricRow): void {
     this.apply(row, 1);
@@ -211,6 +195,10 @@ export class MetricsAccumulator {
     for (const key of Object.keys(this.sums) as Array<keyof typeof this.sums>) this.sums[key] += sign * row[key];
     if (!isMasked(row) && row.stop_reason === 'timeout' && row.turns === 0) this.silentTimeouts += sign;
     if (row.turns > 0) this.answeredCalls += sign;
+    if (sign === 1) this.paper.add(row);
+    else this.paper.remove(row);
+    this.judgeTokens.input += sign * (row.judge_input_tokens ?? 0);
+    this.judgeTokens.output += sign * (row.judge_output_tokens ?? 0);
   }
 
   get size(): number {
@@ -226,8 +214,11 @@ export class MetricsAccumulator {
     };
   }
 
-  result(numRepeats = 1): AggregateMetrics {
+  /** The metrics; `pricing`: the run's token prices (`cost_usd` when any is set). */
+  result(numRepeats = 1, pricing?: Pricing): AggregateMetrics {
     const n = this.rollouts;
+    const tokens: TokenTotals = { policy: { input: this.sums.input_tokens, output: this.sums.output_tokens }, judge: { ...this.judgeTokens } };
+    const cost = costOf(tokens, pricing);
     const base: AggregateMetrics = {
       'mean/reward': round(ratio(this.all.correct, this.all.scored)),
       'strict/reward': round(ratio(this.all.correct, n)),
@@ -251,6 +242,9 @@ export class MetricsAccumulator {
       'mean/output_tokens': round(ratio(this.sums.output_tokens, n)),
       'mean/wall_s': round(ratio(this.sums.wall_s, n)),
       num_repeats: numRepeats,
+      paper: this.paper.result(numRepeats),
+      tokens,
+      ...(cost && pricing ? { cost_usd: cost, pricing } : {}),
     };
     return numRepeats > 1 ? { ...base, ...this.repeatStats(numRepeats) } : base;
   }
@@ -273,10 +267,10 @@ export class MetricsAccumulator {
   }
 }
 
-export function aggregateMetrics(rows: readonly MetricRow[], numRepeats = 1): AggregateMetrics {
+export function aggregateMetrics(rows: readonly MetricRow[], numRepeats = 1, pricing?: Pricing): AggregateMetrics {
   const acc = new MetricsAccumulator();
   for (const row of rows) acc.add(row);
-  return acc.result(numRepeats);
+  return acc.result(numRepeats, pricing);
 }
 
 export function metricsPathFor(outputJsonl: string): string {

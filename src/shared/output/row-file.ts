@@ -6,7 +6,7 @@
  * reads its lines with `parseRowLine`. Lines are read one at a time (jsonl-lines.ts).
  */
 import { DataError } from '../errors.ts';
-import { RowSchema, type Row } from '../rows.ts';
+import { ROW_VERSION, RowSchema, type Row } from '../rows.ts';
 import { jsonlLines } from './jsonl-lines.ts';
 
 /** Problems listed per file at most; the rest are counted. */
@@ -34,6 +34,10 @@ export function parseRowLine(text: string): { row: Row } | { problem: string } {
     value = JSON.parse(text);
   } catch {
     return { problem: 'not JSON (a line cut short?)' };
+  }
+  const version = value !== null && typeof value === 'object' ? (value as { row_version?: unknown }).row_version : undefined;
+  if (typeof version === 'number' && version > ROW_VERSION) {
+    return { problem: `a row of row version ${version}, newer than this vcfleet reads (${ROW_VERSION}): read it with a newer vcfleet` };
   }
   const parsed = RowSchema.safeParse(value);
   if (parsed.success) return { row: parsed.data };

@@ -1,5 +1,6 @@
 /** The viewer's client entry: draw the page the URL names, or say what went wrong. */
 import { h } from './dom.ts';
+import { renderComparePage } from './compare-page.ts';
 import { renderRolloutPage } from './rollout-page.ts';
 import { currentPage, urls } from './routes.ts';
 import { renderRunPage } from './run-page.ts';
@@ -10,6 +11,7 @@ async function render(root: HTMLElement): Promise<void> {
   if (page.kind === 'runs') return renderRunsPage(root);
   if (page.kind === 'run') return renderRunPage(root, page.runId);
   if (page.kind === 'rollout') return renderRolloutPage(root, page.runId, page.rolloutId);
+  if (page.kind === 'compare') return renderComparePage(root, page.a, page.b);
   root.replaceChildren(h('p', { class: 'error' }, `No viewer page at ${page.path}. `), h('a', { href: urls.runs() }, 'runs'));
 }
 

@@ -2,8 +2,10 @@
 import type { AggregateMetrics } from '../../shared/output/metrics.ts';
 import { accuracyChart, histogramChart, outcomeChart } from './charts.ts';
 import { h, num, pct, type Child } from './dom.ts';
+import { paperSection } from './paper-section.ts';
 import { rolloutTable } from './rollout-table.ts';
 import { api, urls, type RunPayload } from './routes.ts';
+import { usdText } from '../../shared/output/run-cost.ts';
 import { filterFromQuery, filterToQuery } from './table-filter.ts';
 
 function card(metric: string, label: string, value: string, ...detail: Child[]): HTMLElement {
@@ -38,7 +40,9 @@ function headline(m: AggregateMetrics): HTMLElement {
   }
   const means = h('p', { class: 'means' },
     `mean per rollout: ${mean(m, 'mean/turns', 1)} turns · ${mean(m, 'mean/tool_calls', 1)} tool calls · `,
-    `${mean(m, 'mean/input_tokens', 0)} input / ${mean(m, 'mean/output_tokens', 0)} output tokens · ${mean(m, 'mean/wall_s', 1)} s wall`);
+    `${mean(m, 'mean/input_tokens', 0)} input / ${mean(m, 'mean/output_tokens', 0)} output tokens · ${mean(m, 'mean/wall_s', 1)} s wall`,
+    m.tokens ? ` · in all: policy ${num(m.tokens.policy.input)} / ${num(m.tokens.policy.output)}, judge ${num(m.tokens.judge.input)} / ${num(m.tokens.judge.output)} tokens` : '',
+    m.cost_usd ? ` · cost ${usdText(m.cost_usd.total)}` : '');
   return h('section', { class: 'headline' }, h('div', { class: 'cards' }, ...cards), means);
 }
 
@@ -74,6 +78,7 @@ export async function renderRunPage(root: HTMLElement, runId: string): Promise<v
     problems ?? '',
     notices ?? '',
     headline(payload.metrics),
+    paperSection(payload.metrics, payload.published ?? []) ?? '',
     charts(payload),
     table,
   );

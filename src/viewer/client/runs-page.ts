@@ -14,6 +14,7 @@ export async function renderRunsPage(root: HTMLElement): Promise<void> {
   ));
   root.replaceChildren(
     h('h1', null, 'Runs'),
+    runs.length > 1 ? h('p', null, h('a', { href: urls.compare(), id: 'compare-link' }, 'Compare two runs')) : '',
     runs.length
       ? h('table', { class: 'runs' },
         h('thead', null, h('tr', null, ...['run', 'benchmark', 'policy', 'rollouts', 'mean/reward', 'last row'].map((t) => h('th', null, t)))),

@@ -5,7 +5,7 @@
  */
 import type OpenAI from 'openai';
 import type { Config } from '../../shared/config.ts';
-import { rewardFor, type JudgeResult } from '../../shared/judge.ts';
+import { rewardFor, type JudgeResult, type JudgeUsage } from '../../shared/judge.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { createAttemptFetch, type Fetch } from './attempt-fetch.ts';
 import { withRetries } from './judge-client.ts';
@@ -30,8 +30,13 @@ export interface JudgeCallContext {
   retryAfterCapMs: number;
 }
 
-/** `attempts`: requests sent, retries included. */
-export type CallResult = { ok: true; text: string; finishReason: string | null; attempts: number } | { ok: false; failure: CallFailure; attempts: number };
+/** `attempts`: requests sent, retries included; `usage`: the tokens the judge's reply says it counted (0 when it says none). */
+export type CallResult =
+  | { ok: true; text: string; finishReason: string | null; attempts: number; usage: JudgeUsage }
+  | { ok: false; failure: CallFailure; attempts: number };
+
+/** A token count as the judge's reply gives it: a whole number of at least 0, else 0. */
+const tokens = (n: unknown): number => (typeof n === 'number' && Number.isInteger(n) && n > 0 ? n : 0);
 
 /** One chat-completions request with its retries; never throws. An abort ends it at once, and nothing is sent after. */
 export async function callJudge(ctx: JudgeCallContext, prompt: JudgePrompt, signal?: AbortSignal): Promise<CallResult> {
@@ -56,7 +61,8 @@ export async function callJudge(ctx: JudgeCallContext, prompt: JudgePrompt, sign
       { signal },
     ), retries);
     const choice = completion.choices?.[0];
-    return { ok: true, text: choice?.message?.content ?? '', finishReason: choice?.finish_reason ?? null, attempts: sent.attempts };
+    const usage = { input_tokens: tokens(completion.usage?.prompt_tokens), output_tokens: tokens(completion.usage?.completion_tokens) };
+    return { ok: true, text: choice?.message?.content ?? '', finishReason: choice?.finish_reason ?? null, attempts: sent.attempts, usage };
   } catch (err) {
     if (signal?.aborted) return aborted();
     const failure = describeCallError(err);

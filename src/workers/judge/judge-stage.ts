@@ -73,7 +73,8 @@ export async function runJudgeStage(job: JudgeJob, deps: JudgeStageDeps, signal?
   await deps.store.putTranscriptJudge(job.run_id, job.rollout_id, {
     model: asked.model, verdict: scored ? grading.verdict : null, reason: grading.reason, prompt: asked.prompt, cached: scored && grading.cached,
   });
-  if (grading.status === 'refused') return buildRow(ctx.row, outcome, { kind: 'refused', error: grading.reason });
-  if (grading.status === 'failed') return buildRow(ctx.row, outcome, { kind: 'masked', failure: 'judge_failed', error: grading.reason, judgeFailure: grading.kind ?? 'unavailable' });
-  return buildRow(ctx.row, outcome, { kind: 'scored', verdict: grading.verdict, reason: grading.reason, reward: grading.reward });
+  const usage = grading.usage;
+  if (grading.status === 'refused') return buildRow(ctx.row, outcome, { kind: 'refused', error: grading.reason }, usage);
+  if (grading.status === 'failed') return buildRow(ctx.row, outcome, { kind: 'masked', failure: 'judge_failed', error: grading.reason, judgeFailure: grading.kind ?? 'unavailable' }, usage);
+  return buildRow(ctx.row, outcome, { kind: 'scored', verdict: grading.verdict, reason: grading.reason, reward: grading.reward }, usage);
 }

@@ -9,7 +9,7 @@ import { scrub, type Logger } from '../../shared/logger.ts';
 import type { Fetch } from './attempt-fetch.ts';
 import { RETRY_AFTER_CAP_MS } from '../../pacing/backoff.ts';
 import { createJudgeClient } from './judge-client.ts';
-import { callJudge, toJudgeResult, type JudgeCallContext } from './judge-call.ts';
+import { callJudge, toJudgeResult, type CallResult, type JudgeCallContext } from './judge-call.ts';
 import { judgeCacheKey, type JudgeCache } from './judge-cache.ts';
 import { buildJudgePrompt } from './prompt.ts';
 
@@ -108,15 +108,23 @@ export async function gradeWith(judgeCtx: JudgeCallContext, cache: JudgeCache | 
   const hit = await readCache(ctx, cache, key);
   if (hit) {
     ctx.log.info({ event: 'judge_outcome', status: hit.status, cached: true }, 'judge verdict from cache');
-    return { ...hit, asked };
+    return { ...hit, asked, usage: { input_tokens: 0, output_tokens: 0 } };
   }
   let result = await callJudge(ctx, prompt, signal);
   let outcome = toJudgeResult(result, ctx.settings.max_retries + 1, ctx.clean);
+  const usage = { input_tokens: 0, output_tokens: 0 };
+  const count = (r: CallResult) => {
+    if (!r.ok) return;
+    usage.input_tokens += r.usage.input_tokens;
+    usage.output_tokens += r.usage.output_tokens;
+  };
+  count(result);
   if (outcome.status === 'failed' && outcome.kind === 'no_verdict' && !signal?.aborted) {
     // A reply without a verdict is asked for once more; twice is the row's (masked, counted apart).
     ctx.log.warn({ event: 'judge_no_verdict', reason: outcome.reason }, 'judge reply held no verdict; asking once more');
     result = await callJudge(ctx, prompt, signal);
     outcome = toJudgeResult(result, ctx.settings.max_retries + 1, ctx.clean);
+    count(result);
   }
   const scored = outcome.status === 'scored';
   ctx.log.info(
@@ -124,7 +132,7 @@ export async function gradeWith(judgeCtx: JudgeCallContext, cache: JudgeCache | 
     scored ? 'judge verdict' : `judge failed: ${outcome.reason}`,
   );
   await writeCache(ctx, cache, key, outcome);
-  return { ...outcome, asked };
+  return { ...outcome, asked, usage };
 }
 
 /**

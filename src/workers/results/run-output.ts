@@ -16,6 +16,7 @@ import { shouldReplace, type Row } from '../../shared/rows.ts';
 import { readRowFile } from '../../shared/output/row-file.ts';
 import type { RunRecord, RunStore } from '../../shared/run-store.ts';
 import { metricRowOf, metricsPathFor, MetricsAccumulator } from '../../shared/output/metrics.ts';
+import { pricingOf } from '../../shared/output/run-pricing.ts';
 import { identityFromRecord, laterTime, metricsFile } from '../../shared/output/run-identity.ts';
 
 export type CommitResult = 'new' | 'duplicate' | 'replaced';
@@ -260,7 +261,7 @@ export class RunOutput {
    */
   writeMetrics(force = false): void {
     if (!this.metricsDirty && !force) return;
-    const metrics = metricsFile(identityFromRecord(this.run, this.lastFinish), this.metrics.result(this.run.num_repeats));
+    const metrics = metricsFile(identityFromRecord(this.run, this.lastFinish), this.metrics.result(this.run.num_repeats, pricingOf(this.run)));
     const tmp = `${this.metricsPath}.tmp-${process.pid}`;
     try {
       writeFileSync(tmp, `${JSON.stringify(metrics, null, 2)}\n`);
