@@ -16,8 +16,13 @@ import { RequestRefused, type ParsedRun } from './gym-request.ts';
 import { requestRecord, serveRolloutId } from './request-record.ts';
 import { randomUUID } from 'node:crypto';
 
-/** How often a waiter reads its response again, whatever the channel said (ms). */
-const POLL_MS = 2000;
+/**
+ * How often a waiter reads its response again, whatever the channel said (ms): a fallback only (the
+ * channel wakes it, and every waiter is woken when the subscriber reconnects, having maybe missed a
+ * message), kept long so that many waiting clients do not cost the process that also runs the
+ * sessions (`--with-workers`) a few Redis round trips each every second or two.
+ */
+const POLL_MS = 10_000;
 /** When a client refused for the run's bound asks again (s). */
 const RETRY_AFTER_S = 5;
 const MIB = 1024 * 1024;
@@ -73,8 +78,14 @@ export class RolloutService {
     this.results = openQueue('results', redis, prefix, { policy: config.queues, scope: run.queue_scope });
     this.subscriber = redis.duplicate();
     this.subscriber.on('message', (_channel: string, rolloutId: string) => this.wake(rolloutId));
+    // Messages sent while the subscriber was away are lost: after a reconnect every waiter reads again.
+    let connected = false;
+    this.subscriber.on('ready', () => {
+      if (connected) for (const id of [...this.waiters.keys()]) this.wake(id);
+      connected = true;
+    });
     this.ready = this.subscriber.subscribe(this.requests.keys.requestResponses(run.run_id)).catch((err: unknown) => {
-      deps.logger.warn({ err: (err as Error).message }, 'cannot subscribe to the responses channel; waiting by reading again every 2 s');
+      deps.logger.warn({ err: (err as Error).message }, 'cannot subscribe to the responses channel; waiting by reading again every 10 s');
     });
   }
 
