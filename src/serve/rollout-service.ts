@@ -23,6 +23,8 @@ import { randomUUID } from 'node:crypto';
  * sessions (`--with-workers`) a few Redis round trips each every second or two.
  */
 const POLL_MS = 10_000;
+/** How old a pending place without its request's record must be to be let go (ms). */
+const STALE_MS = 60_000;
 /** When a client refused for the run's bound asks again (s). */
 const RETRY_AFTER_S = 5;
 const MIB = 1024 * 1024;
@@ -151,7 +153,10 @@ export class RolloutService {
     const imageBytes = parsed.images.reduce((n, i) => n + i.bytes.length, 0);
     const maxImageBytes = s.max_pending_image_mib * MIB;
     if (imageBytes > maxImageBytes) throw new RequestRefused(413, `the request's images (${mibText(imageBytes)}) are over the run's whole image budget of ${s.max_pending_image_mib} MiB (serve.max_pending_image_mib)`);
-    const admission = await this.requests.pending.admit(this.runId, { rolloutId, ngRolloutId, weightVersion: parsed.body.policy?.weight_version ?? null, imageBytes }, { maxPending: s.max_pending, maxImageBytes });
+    const entry = { rolloutId, ngRolloutId, weightVersion: parsed.body.policy?.weight_version ?? null, imageBytes };
+    const limits = { maxPending: s.max_pending, maxImageBytes };
+    let admission = await this.requests.pending.admit(this.runId, entry, limits);
+    if (!admission.admitted && (await this.releaseStale()) > 0) admission = await this.requests.pending.admit(this.runId, entry, limits);
     if (admission.admitted) return true;
     this.deps.logger.warn({ ng_rollout_id: ngRolloutId, reason: admission.reason, pending: admission.pending }, 'request refused: the run is at its bound');
     throw new RequestRefused(
@@ -161,6 +166,21 @@ export class RolloutService {
         : `the pending requests of the run hold ${mibText(admission.imageBytes)} of images; this one's ${mibText(imageBytes)} would pass the budget of ${s.max_pending_image_mib} MiB (serve.max_pending_image_mib): ask again after Retry-After seconds`,
       RETRY_AFTER_S,
     );
+  }
+
+  /**
+   * Let go of pending places whose request has no record a minute after it was admitted: a serve that
+   * died between taking the place and keeping the record (its client may never ask again). Returns how many.
+   */
+  private async releaseStale(): Promise<number> {
+    const old = (await this.requests.pending.entries(this.runId)).filter((e) => Date.now() - (e.admittedAt ?? 0) > STALE_MS);
+    let released = 0;
+    for (const e of old) {
+      if (await this.requests.hasTask(this.runId, e.rolloutId)) continue;
+      if (await this.requests.pending.release(this.runId, e.rolloutId)) released++;
+    }
+    if (released) this.deps.logger.warn({ released }, 'pending places of requests that were never kept let go');
+    return released;
   }
 
   private async checkSame(rolloutId: string, ngRolloutId: string, parsed: ParsedRun): Promise<void> {

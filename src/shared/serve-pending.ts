@@ -20,6 +20,8 @@ export interface PendingEntry {
   ngRolloutId: string;
   weightVersion: string | null;
   imageBytes: number;
+  /** When it was admitted (epoch ms; 0 when unknown). */
+  admittedAt?: number;
 }
 
 export interface PendingCounts {
@@ -66,7 +68,7 @@ export class ServePending {
 
   async admit(runId: string, entry: PendingEntry, limits: { maxPending: number; maxImageBytes: number }): Promise<Admission> {
     const k = this.keys;
-    const json = JSON.stringify({ b: entry.imageBytes, w: entry.weightVersion, id: entry.ngRolloutId });
+    const json = JSON.stringify({ b: entry.imageBytes, w: entry.weightVersion, id: entry.ngRolloutId, t: Date.now() });
     const [ok, pending, bytes] = (await this.redis.eval(
       ADMIT, 4, k.servePending(runId), k.servePendingBytes(runId), k.serveRefused(runId), k.serveRuns(),
       entry.rolloutId, json, entry.imageBytes, limits.maxPending, limits.maxImageBytes, runId,
@@ -85,8 +87,8 @@ export class ServePending {
     const all = await this.redis.hgetall(this.keys.servePending(runId));
     return Object.entries(all).flatMap(([rolloutId, v]) => {
       try {
-        const e = JSON.parse(v) as { b: number; w: string | null; id: string };
-        return [{ rolloutId, ngRolloutId: e.id, weightVersion: e.w, imageBytes: e.b }];
+        const e = JSON.parse(v) as { b: number; w: string | null; id: string; t?: number };
+        return [{ rolloutId, ngRolloutId: e.id, weightVersion: e.w, imageBytes: e.b, admittedAt: e.t ?? 0 }];
       } catch {
         return [];
       }

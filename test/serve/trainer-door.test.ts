@@ -162,6 +162,17 @@ describe('vcfleet serve for a trainer: fresh, private, bounded, cancellable by s
     expect((await app.request('/rollouts/b-64?wait=0')).status).toBe(202);
   }, 120_000);
 
+  it("lets go of a place a serve that died mid-accept left (no request record, a minute old), so the bound does not shrink for good", async () => {
+    const { post, run } = await serviceOf('trainer-stale', ['++serve.max_pending=1']);
+    const keys = new ServePending(redis, prefix).keys;
+    // What a serve killed between taking the place and keeping the record leaves behind.
+    await redis.hset(keys.servePending(run.run_id), `${run.run_id}-ng-lost-0`, JSON.stringify({ b: 100, w: null, id: 'lost-0', t: Date.now() - 120_000 }));
+    await redis.incrby(keys.servePendingBytes(run.run_id), 100);
+    void post(gymRow('q', 'A', { _ng_rollout_id: 'new-0' })).catch(() => undefined);
+    await waitFor('the new one taken in its place', async () => (await new ServePending(redis, prefix).entries(run.run_id)).map((e) => e.ngRolloutId).join() === 'new-0', 10_000, 20);
+    expect((await pendingOf(run.run_id)).image_bytes).toBeLessThan(1000);
+  });
+
   it('refuses past the image budget of the pending requests (429), a request over the whole budget with 413', async () => {
     const { post, run } = await serviceOf('trainer-bytes', ['++serve.max_pending_image_mib=1']);
     const big = (seed: number, kib: number) => `data:image/png;base64,${Buffer.concat([Buffer.from(pngUrl(seed).split(',')[1], 'base64'), Buffer.alloc(kib * 1024)]).toString('base64')}`;
