@@ -158,7 +158,8 @@ export class RolloutService {
     let admission = await this.requests.pending.admit(this.runId, entry, limits);
     if (!admission.admitted && (await this.releaseStale()) > 0) admission = await this.requests.pending.admit(this.runId, entry, limits);
     if (admission.admitted) return true;
-    this.deps.logger.warn({ ng_rollout_id: ngRolloutId, reason: admission.reason, pending: admission.pending }, 'request refused: the run is at its bound');
+    // Counted in Redis (vcfleet status, Prometheus); a line each would flood the log while clients wait out the bound.
+    this.deps.logger.debug({ ng_rollout_id: ngRolloutId, reason: admission.reason, pending: admission.pending }, 'request refused: the run is at its bound');
     throw new RequestRefused(
       429,
       admission.reason === 'max_pending'
