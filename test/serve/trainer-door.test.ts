@@ -24,7 +24,7 @@ import { buildServeApp } from '../../src/serve/server.ts';
 import { runStatus } from '../../src/ops/run-status.ts';
 import { createFleetMetrics } from '../../src/ops/prom-metrics.ts';
 import { startResultsWorker, type ResultsWorker } from '../../src/workers/results/worker.ts';
-import { REDIS_URL } from '../helpers/fleet.ts';
+import { REDIS_URL, runCli } from '../helpers/fleet.ts';
 import { deletePrefix } from '../helpers/redis-keys.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -143,6 +143,8 @@ describe('vcfleet serve for a trainer: fresh, private, bounded, cancellable by s
     const status = await runStatus(redis, prefix, run.run_id);
     expect(status.serve).toMatchObject({ pending: 64, refused: { max_pending: 1, image_budget: 0 } });
     expect(status.serve!.image_bytes).toBeGreaterThan(0);
+    const cli = await runCli(['status', '--run-id', run.run_id, `++redis_url=${REDIS_URL}`, `++queues.prefix=${prefix}`]);
+    expect(cli.stdout, cli.output).toMatch(/^serve: 64 request\(s\) pending \([\d.]+ MiB of images\); refused 1 at serve\.max_pending, 0 at serve\.max_pending_image_mib$/m);
     const metrics = createFleetMetrics();
     metrics.watchQueues(redis, prefix);
     const text = await metrics.registry.metrics();
