@@ -104,7 +104,7 @@ export function buildServeApp(deps: ServeDeps): Hono {
     if (done === 'done') return c.json({ error: `rollout ${id} is already finished: GET /rollouts/${id} returns its result` }, 409);
     return c.json({ status: 'cancelled', _ng_rollout_id: id }, 202);
   });
-  app.post('/cancel', async (c) => {
+  app.post('/cancel', bodyLimit({ maxSize: 4 * MIB, onError: (c) => c.json({ error: 'the body of POST /cancel is over 4 MiB: cancel in several calls' }, 413) }), async (c) => {
     let body: unknown;
     try {
       body = await c.req.json();
