@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/shared/config.ts';
 import { createLogger } from '../../src/shared/logger.ts';
 import { createRedis, type Redis } from '../../src/shared/redis.ts';
+import { openQueue } from '../../src/shared/queues.ts';
 import { ServePending } from '../../src/shared/serve-pending.ts';
 import { createServiceRun } from '../../src/producer/produce.ts';
 import { RolloutService } from '../../src/serve/rollout-service.ts';
@@ -80,6 +81,9 @@ describe.skipIf(!hasPython)("docs/train.md's Python client against a real serve"
     child.stderr.on('data', (d: Buffer) => (err += d.toString()));
     const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
     const pending = new ServePending(redis, prefix);
+    // A request takes its place in the bound first, then keeps its record and job: wait for the job too.
+    const rollouts = openQueue('rollout', redis, prefix, { scope: runId });
+    const jobs = () => rollouts.count();
     const cancelStep = async () => {
       const res = await fetch(`${server.url}cancel`, { method: 'POST', body: JSON.stringify({ weight_version: 'step-3' }), headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` } });
       expect(res.status).toBe(202);
@@ -87,14 +91,15 @@ describe.skipIf(!hasPython)("docs/train.md's Python client against a real serve"
     };
     try {
       // One is taken, the other refused at the bound; the step's straggler is cut, then the other comes in again.
-      await waitFor('one pending and one refused', async () => { const c = await pending.counts(runId); return c.pending === 1 && c.refused.max_pending >= 1; }, 30_000, 50);
+      await waitFor('one pending and one refused', async () => { const c = await pending.counts(runId); return c.pending === 1 && c.refused.max_pending >= 1 && (await jobs()) === 1; }, 30_000, 50);
       const first = await cancelStep();
       expect(first).toHaveLength(1);
-      await waitFor('the other taken after Retry-After', async () => (await pending.entries(runId)).some((e) => !first.includes(e.ngRolloutId)), 30_000, 100);
+      await waitFor('the other taken after Retry-After', async () => (await pending.entries(runId)).some((e) => !first.includes(e.ngRolloutId)) && (await jobs()) === 1, 30_000, 100);
       expect(await cancelStep()).toHaveLength(1);
       expect(await exited, err).toBe(0);
     } finally {
       child.kill();
+      await rollouts.close();
     }
     expect(out.trim().split('\n').sort()).toEqual(['step-3-0-0 0 True step-3 1', 'step-3-1-0 0 True step-3 1']);
   }, 90_000);

@@ -40,6 +40,7 @@ describe('vcfleet serve for a trainer: fresh, private, bounded, cancellable by s
   let dir: string;
   const services: RolloutService[] = [];
   const results: ResultsWorker[] = [];
+  const queues: Array<{ close(): Promise<void> }> = [];
   // Every POST /run here waits for its rollout; they are let go at the end.
   const clients = new AbortController();
 
@@ -58,9 +59,14 @@ describe('vcfleet serve for a trainer: fresh, private, bounded, cancellable by s
       await r.ready;
     }
     const app = buildServeApp({ config, logger, service });
+    const queue = openQueue('rollout', redis, prefix, { scope: run.queue_scope });
+    queues.push(queue);
+    /** `n` requests pending, each with its record and job (a request takes its place first, then keeps them). */
+    const accepted = (n: number, what = `${n} request(s) accepted`) =>
+      waitFor(what, async () => (await pendingOf(run.run_id)).pending === n && (await queue.count()) === n, 30_000, 20);
     const post = async (body: unknown, headers: Record<string, string> = {}) =>
       app.request('/run', { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json', ...headers }, signal: clients.signal });
-    return { config, run, service, app, post };
+    return { config, run, service, app, post, accepted };
   }
   const pendingOf = (runId: string) => new ServePending(redis, prefix).counts(runId);
   const error = async (res: Response) => ((await res.json()) as { error: string }).error;
@@ -73,16 +79,17 @@ describe('vcfleet serve for a trainer: fresh, private, bounded, cancellable by s
     clients.abort();
     for (const r of results) await r.close(1000);
     for (const s of services) await s.close();
+    for (const q of queues) await q.close();
     await deletePrefix(redis, prefix);
     redis.disconnect();
     removeTmpDirs();
   });
 
   it('refuses a repeated _ng_rollout_id with another weight version (409 naming both), and a row without one when serve.require_weight_version', async () => {
-    const { post, run } = await serviceOf('trainer-fresh');
+    const { post, run, accepted } = await serviceOf('trainer-fresh');
     const row = (version?: string) => gymRow('Which one? fresh', 'A', { _ng_rollout_id: 'task0-r0', ...(version ? { policy: { weight_version: version } } : {}) });
     void post(row('step-1')).catch(() => undefined);
-    await waitFor('the first request accepted', async () => (await pendingOf(run.run_id)).pending === 1, 10_000, 20);
+    await accepted(1);
     const next = await post(row('step-2'));
     expect(next.status).toBe(409);
     const text = await error(next);
@@ -130,10 +137,10 @@ describe('vcfleet serve for a trainer: fresh, private, bounded, cancellable by s
   });
 
   it('the 65th pending request with max_pending=64 gets 429 with Retry-After, and is taken once one finishes; status and Prometheus count it', async () => {
-    const { post, app, run } = await serviceOf('trainer-bound', ['++serve.max_pending=64'], true);
+    const { post, app, run, accepted } = await serviceOf('trainer-bound', ['++serve.max_pending=64'], true);
     const row = (i: number) => gymRow(`Puzzle ${i}?`, 'A', { _ng_rollout_id: `b-${i}`, policy: { weight_version: 'step-1' } });
     for (let i = 0; i < 64; i++) void post(row(i)).catch(() => undefined);
-    await waitFor('64 requests pending', async () => (await pendingOf(run.run_id)).pending === 64, 30_000, 50);
+    await accepted(64);
     const refused = await post(row(64));
     expect(refused.status).toBe(429);
     expect(refused.headers.get('retry-after')).toBe('5');
@@ -158,9 +165,9 @@ describe('vcfleet serve for a trainer: fresh, private, bounded, cancellable by s
     const done = await answer;
     expect(done.status).toBe(200);
     expect(await done.json()).toMatchObject({ _ng_rollout_id: 'b-0', _ng_failure_terminal: true, failure_detail: CANCELLED_ERROR, weight_version: 'step-1' });
-    await waitFor('63 pending', async () => (await pendingOf(run.run_id)).pending === 63, 10_000, 20);
+    await accepted(63);
     void post(row(64)).catch(() => undefined);
-    await waitFor('the 65th accepted', async () => (await pendingOf(run.run_id)).pending === 64, 10_000, 20);
+    await accepted(64, 'the 65th accepted');
     expect((await app.request('/rollouts/b-64?wait=0')).status).toBe(202);
   }, 120_000);
 
@@ -176,10 +183,10 @@ describe('vcfleet serve for a trainer: fresh, private, bounded, cancellable by s
   });
 
   it('refuses past the image budget of the pending requests (429), a request over the whole budget with 413', async () => {
-    const { post, run } = await serviceOf('trainer-bytes', ['++serve.max_pending_image_mib=1']);
+    const { post, run, accepted } = await serviceOf('trainer-bytes', ['++serve.max_pending_image_mib=1']);
     const big = (seed: number, kib: number) => `data:image/png;base64,${Buffer.concat([Buffer.from(pngUrl(seed).split(',')[1], 'base64'), Buffer.alloc(kib * 1024)]).toString('base64')}`;
     void post(gymRow('big one', 'A', { _ng_rollout_id: 'big-0' }, [big(1, 600)])).catch(() => undefined);
-    await waitFor('the first accepted', async () => (await pendingOf(run.run_id)).pending === 1, 10_000, 20);
+    await accepted(1);
     const second = await post(gymRow('big two', 'A', { _ng_rollout_id: 'big-1' }, [big(2, 600)]));
     expect(second.status).toBe(429);
     expect(await error(second)).toMatch(/would pass the budget of 1 MiB \(serve\.max_pending_image_mib\)/);
@@ -189,13 +196,13 @@ describe('vcfleet serve for a trainer: fresh, private, bounded, cancellable by s
   });
 
   it("POST /cancel of a step's weight version cancels its stragglers: rows cancelled, judge jobs gone, the next step's kept", async () => {
-    const { post, app, run } = await serviceOf('trainer-cancel', [], true);
+    const { post, app, run, accepted } = await serviceOf('trainer-cancel', [], true);
     const rollouts = openQueue('rollout', redis, prefix, { scope: run.queue_scope });
     const judge = openQueue('judge', redis, prefix, { scope: run.queue_scope });
     const row = (id: string, version: string) => gymRow(`Which? ${id}`, 'A', { _ng_rollout_id: id, policy: { weight_version: version } });
     const answers = ['s7-0', 's7-1', 's7-2', 's7-3'].map((id) => post(row(id, 'step-7')));
     void post(row('s8-0', 'step-8')).catch(() => undefined);
-    await waitFor('five pending', async () => (await pendingOf(run.run_id)).pending === 5, 10_000, 20);
+    await accepted(5);
     // Two of step 7 finished their sessions: their jobs moved on to the judge, as a sandbox-worker hands them over.
     const fleetId = (id: string) => `${run.run_id}-ng-${id}`;
     for (const id of ['s7-0', 's7-1']) {
