@@ -170,14 +170,17 @@ export class RolloutService {
   }
 
   /**
-   * Let go of pending places whose request has no record a minute after it was admitted: a serve that
-   * died between taking the place and keeping the record (its client may never ask again). Returns how many.
+   * Let go of pending places, a minute after they were taken, whose request has no record (a serve that
+   * died between taking the place and keeping the record; its client may never ask again) or has its
+   * response already (left by a results consumer older than the bound). Returns how many.
    */
   private async releaseStale(): Promise<number> {
     const old = (await this.requests.pending.entries(this.runId)).filter((e) => Date.now() - (e.admittedAt ?? 0) > STALE_MS);
     let released = 0;
     for (const e of old) {
-      if (await this.requests.hasTask(this.runId, e.rolloutId)) continue;
+      const keys = this.requests.keys;
+      const [task, response] = await Promise.all([this.deps.redis.exists(keys.requestTask(this.runId, e.rolloutId)), this.deps.redis.exists(keys.requestResponse(this.runId, e.rolloutId))]);
+      if (task === 1 && response === 0) continue;
       if (await this.requests.pending.release(this.runId, e.rolloutId)) released++;
     }
     if (released) this.deps.logger.warn({ released }, 'pending places of requests that were never kept let go');

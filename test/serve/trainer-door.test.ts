@@ -171,14 +171,21 @@ describe('vcfleet serve for a trainer: fresh, private, bounded, cancellable by s
     expect((await app.request('/rollouts/b-64?wait=0')).status).toBe(202);
   }, 120_000);
 
-  it("lets go of a place a serve that died mid-accept left (no request record, a minute old), so the bound does not shrink for good", async () => {
-    const { post, run } = await serviceOf('trainer-stale', ['++serve.max_pending=1']);
+  it("lets go of stale places (a serve that died mid-accept; a response left by a results consumer older than the bound), so the bound does not shrink for good", async () => {
+    const { post, run } = await serviceOf('trainer-stale', ['++serve.max_pending=2']);
     const keys = new ServePending(redis, prefix).keys;
+    const place = async (id: string) => {
+      await redis.hset(keys.servePending(run.run_id), `${run.run_id}-ng-${id}`, JSON.stringify({ b: 100, w: null, id, t: Date.now() - 120_000 }));
+      await redis.incrby(keys.servePendingBytes(run.run_id), 100);
+    };
     // What a serve killed between taking the place and keeping the record leaves behind.
-    await redis.hset(keys.servePending(run.run_id), `${run.run_id}-ng-lost-0`, JSON.stringify({ b: 100, w: null, id: 'lost-0', t: Date.now() - 120_000 }));
-    await redis.incrby(keys.servePendingBytes(run.run_id), 100);
+    await place('lost-0');
+    // A finished one whose response was left without letting its place go.
+    await place('done-0');
+    await redis.set(keys.requestTask(run.run_id, `${run.run_id}-ng-done-0`), 'record');
+    await redis.set(keys.requestResponse(run.run_id, `${run.run_id}-ng-done-0`), 'response');
     void post(gymRow('q', 'A', { _ng_rollout_id: 'new-0' })).catch(() => undefined);
-    await waitFor('the new one taken in its place', async () => (await new ServePending(redis, prefix).entries(run.run_id)).map((e) => e.ngRolloutId).join() === 'new-0', 10_000, 20);
+    await waitFor('the new one taken in their place', async () => (await new ServePending(redis, prefix).entries(run.run_id)).map((e) => e.ngRolloutId).join() === 'new-0', 10_000, 20);
     expect((await pendingOf(run.run_id)).image_bytes).toBeLessThan(1000);
   });
 
