@@ -48,7 +48,8 @@
  *   --pacing-rollouts N      11: rollouts per side against the rate- and capacity-limited policy servers [6]
  *   --pacing-concurrency N   11: sessions at once of the sandbox-worker [4]
  *   --capture-runs N         12: rollouts of each side, token capture on and off [3]
- *   --serve-requests N       13: concurrent POST /run requests, and tasks of the `vcfleet run` side [64]
+ *   --serve-requests N,M     13: concurrent POST /run requests, and tasks of the `vcfleet run` side, one measure each [8,64]
+ *   --serve-rounds N         13: interleaved rounds of both sides at each number (run serve, serve run, ...) [2]
  *   --serve-concurrency N    13: sandboxes at once on both sides [8]
  *   --serve-delay-s S        13: seconds the scripted policy takes per call [2]
  *   --out FILE               where to write the table [bench/RESULTS.md when every benchmark ran]
@@ -100,7 +101,8 @@ const DEFAULTS = {
   'pacing-rollouts': 6,
   'pacing-concurrency': 4,
   'capture-runs': 3,
-  'serve-requests': 64,
+  'serve-requests': '8,64',
+  'serve-rounds': 2,
   'serve-concurrency': 8,
   'serve-delay-s': 2,
   out: '',
@@ -200,7 +202,8 @@ async function main(): Promise<void> {
       (await import('./pacing.ts')).benchPacing({ redisUrl: redis.url, dir, rollouts: flags['pacing-rollouts'], concurrency: flags['pacing-concurrency'], log }));
     await step('12', 'token capture', async () => (await import('./token-capture.ts')).benchTokenCapture({ dir, runs: flags['capture-runs'], log }));
     await step('13', 'serve', async () =>
-      (await import('./serve.ts')).benchServe({ redisUrl: redis.url, dir, requests: flags['serve-requests'], concurrency: flags['serve-concurrency'], delayS: flags['serve-delay-s'], log }));
+      (await import('./serve.ts')).benchServe({
+        redisUrl: redis.url, dir, requests: numberList(flags['serve-requests'], 'serve-requests'), rounds: flags['serve-rounds'], concurrency: flags['serve-concurrency'], delayS: flags['serve-delay-s'], log }));
     await step('14', 'token chain', async () => (await import('./token-chain.ts')).benchTokenChain({ dir, log }));
   } finally {
     await redis.stop();

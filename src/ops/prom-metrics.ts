@@ -14,6 +14,8 @@
  * - `vcfleet_judge_calls_total{outcome,verdict,cached}`: judge gradings (scored | refused | failed | error).
  * - `vcfleet_rows_committed_total{result,kind}`: rows the results consumer wrote.
  * - `vcfleet_queue_jobs{queue,state}`: jobs per queue and state, fleet-wide, read on scrape.
+ * - `vcfleet_serve_pending{run_id}`, `vcfleet_serve_pending_image_bytes{run_id}`,
+ *   `vcfleet_serve_refused_total{run_id,reason}`: the bound of `vcfleet serve` runs, read on scrape (serve-gauges.ts).
  * - `vcfleet_sandbox_slots`: rollouts this sandbox-worker runs at once (a number, or what `auto` found).
  * - `vcfleet_sandbox_admission_held`: 1 while the worker takes no rollouts because its host has no room.
  * - `vcfleet_sandbox_admission_holds_total`: times it held off.
@@ -26,6 +28,7 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { AdmissionState, FleetMetrics, PaceState } from '../shared/telemetry.ts';
 import { createQueueDepthGauge, type QueueDepthSource } from './queue-depth.ts';
+import { createServeGauges } from './serve-gauges.ts';
 
 export interface FleetMetricsOptions {
   /** Added to every series as `role` (sandbox, judge, results, run, dashboard). */
@@ -88,6 +91,7 @@ export function createFleetMetrics(options: FleetMetricsOptions = {}): FleetMetr
     labelNames: ['model_role', 'kind'], registers,
   });
   const depth: QueueDepthSource = createQueueDepthGauge(registry);
+  const serve = createServeGauges(registry);
   const admission = admissionMetrics(registers);
   const pace = paceMetrics(registers);
 
@@ -146,7 +150,10 @@ export function createFleetMetrics(options: FleetMetricsOptions = {}): FleetMetr
     }),
     admission,
     pace,
-    watchQueues: (redis, prefix) => depth.watch(redis, prefix),
+    watchQueues: (redis, prefix) => {
+      depth.watch(redis, prefix);
+      serve.watch(redis, prefix);
+    },
     close: () => depth.close(),
   };
 }

@@ -9,6 +9,7 @@ import { emptyJobCounts, openJobs, readRunJobs, type JobState } from '../shared/
 import { readPolicyPace, type EndpointPace } from '../pacing/policy-pace.ts';
 import { readRunProgress } from './run-progress.ts';
 import type { PaperTable } from '../shared/output/paper-table.ts';
+import { ServePending, type PendingCounts } from '../shared/serve-pending.ts';
 
 export interface RunStatus {
   run: RunRecord;
@@ -36,6 +37,8 @@ export interface RunStatus {
   policy_pace: EndpointPace[];
   /** The last check of the run against what survived a lost Redis (a failover), and what it restored. */
   reconciled: ReconcileReport | null;
+  /** A `vcfleet serve` run's requests accepted and not finished, their image bytes, and those refused for its bounds; null for other runs. */
+  serve: PendingCounts | null;
 }
 
 export async function runStatus(redis: Redis, prefix: string, runId: string, now = Date.now()): Promise<RunStatus> {
@@ -57,5 +60,6 @@ export async function runStatus(redis: Redis, prefix: string, runId: string, now
     workers: { live: fleet.live, stale },
     policy_pace: await readPolicyPace(redis, prefix, now),
     reconciled: await lastReconcile(redis, prefix, runId),
+    serve: record.origin === 'serve' ? await new ServePending(redis, prefix).counts(runId) : null,
   };
 }

@@ -15,7 +15,8 @@ import type { AnsTypeSchema } from '../shared/task.ts';
 /** A refusal of a request: its HTTP status and what is wrong (and what to do). */
 export class RequestRefused extends Error {
   override name = 'RequestRefused';
-  constructor(readonly status: 400 | 404 | 409 | 410 | 413, message: string) {
+  /** `retryAfterS`: when to ask again (429: the run is at its bound), sent as `Retry-After`. */
+  constructor(readonly status: 400 | 404 | 409 | 410 | 413 | 429, message: string, readonly retryAfterS?: number) {
     super(message);
   }
 }

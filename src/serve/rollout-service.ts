@@ -9,16 +9,42 @@ import type { Config } from '../shared/config.ts';
 import type { Logger } from '../shared/logger.ts';
 import { enqueue, openQueue, type RolloutJob } from '../shared/queues.ts';
 import { RequestStore } from '../shared/request-store.ts';
-import { CANCELLED_ERROR, type RequestResponse } from '../shared/request-task.ts';
-import { buildRow } from '../shared/rows.ts';
-import { rowContext } from '../shared/row-context.ts';
+import type { RequestResponse } from '../shared/request-task.ts';
+import { cancelRollouts } from './cancel-rollouts.ts';
 import { RunStore, type RunRecord } from '../shared/run-store.ts';
 import { RequestRefused, type ParsedRun } from './gym-request.ts';
 import { requestRecord, serveRolloutId } from './request-record.ts';
 import { randomUUID } from 'node:crypto';
 
-/** How often a waiter reads its response again, whatever the channel said (ms). */
-const POLL_MS = 2000;
+/**
+ * How often a waiter reads its response again, whatever the channel said (ms): a fallback only (the
+ * channel wakes it, and every waiter is woken when the subscriber reconnects, having maybe missed a
+ * message), kept long so that many waiting clients do not cost the process that also runs the
+ * sessions (`--with-workers`) a few Redis round trips each every second or two.
+ */
+const POLL_MS = 10_000;
+/** How old a pending place without its request's record must be to be let go (ms). */
+const STALE_MS = 60_000;
+/** When a client refused for the run's bound asks again (s). */
+const RETRY_AFTER_S = 5;
+const MIB = 1024 * 1024;
+const mibText = (bytes: number) => `${Math.round((bytes / MIB) * 10) / 10} MiB`;
+
+/**
+ * A rollout id is one rollout of one step's weights: asked again with other weights (a trainer's next
+ * step reusing `{task}-{rollout}` ids) it is refused, never answered with the older weights' response.
+ */
+function checkVersion(ngRolloutId: string, accepted: string | null, parsed: ParsedRun): void {
+  const asked = parsed.body.policy?.weight_version ?? null;
+  if (accepted === asked) return;
+  const name = (v: string | null) => (v === null ? 'no weight_version' : `weight_version ${JSON.stringify(v)}`);
+  throw new RequestRefused(
+    409,
+    `_ng_rollout_id ${JSON.stringify(ngRolloutId)} was accepted with ${name(accepted)}; this request has ${name(asked)}: ` +
+      'the same id is the same rollout, whose response is of the weights it was accepted with. Put the training step in _ng_rollout_id ' +
+      `(e.g. "${asked ?? 'step-N'}-<task>-<rollout>") so each step's rollouts are new`,
+  );
+}
 
 export type RolloutState =
   | { state: 'done'; response: RequestResponse }
@@ -38,6 +64,7 @@ export class RolloutService {
   private readonly store: RunStore;
   private readonly requests: RequestStore;
   private readonly rollouts;
+  private readonly judge;
   private readonly results;
   private readonly subscriber: Redis;
   private readonly waiters = new Map<string, Set<() => void>>();
@@ -49,11 +76,18 @@ export class RolloutService {
     this.store = new RunStore(redis, prefix);
     this.requests = new RequestStore(redis, prefix);
     this.rollouts = openQueue('rollout', redis, prefix, { policy: config.queues, scope: run.queue_scope });
+    this.judge = openQueue('judge', redis, prefix, { scope: run.queue_scope });
     this.results = openQueue('results', redis, prefix, { policy: config.queues, scope: run.queue_scope });
     this.subscriber = redis.duplicate();
     this.subscriber.on('message', (_channel: string, rolloutId: string) => this.wake(rolloutId));
+    // Messages sent while the subscriber was away are lost: after a reconnect every waiter reads again.
+    let connected = false;
+    this.subscriber.on('ready', () => {
+      if (connected) for (const id of [...this.waiters.keys()]) this.wake(id);
+      connected = true;
+    });
     this.ready = this.subscriber.subscribe(this.requests.keys.requestResponses(run.run_id)).catch((err: unknown) => {
-      deps.logger.warn({ err: (err as Error).message }, 'cannot subscribe to the responses channel; waiting by reading again every 2 s');
+      deps.logger.warn({ err: (err as Error).message }, 'cannot subscribe to the responses channel; waiting by reading again every 10 s');
     });
   }
 
@@ -63,7 +97,8 @@ export class RolloutService {
 
   /**
    * Accept a request: its rollout runs once per rollout id, whoever asks how often. Returns the
-   * rollout's ids; a rollout id accepted before with another row is refused (409).
+   * rollout's ids; a rollout id accepted before with another row or another weight version is refused
+   * (409); a new one past the run's bound is refused (429, nothing kept).
    */
   async accept(parsed: ParsedRun): Promise<{ rolloutId: string; ngRolloutId: string; created: boolean }> {
     const { config, run } = this.deps;
@@ -74,36 +109,89 @@ export class RolloutService {
     // any of them keeps the name, and the results consumer's reconcile finds the rollout by it.
     const named = (await this.deps.redis.sadd(enqueuedKey, rolloutId)) === 1;
     if (!named) {
-      await this.checkSame(rolloutId, ngRolloutId, parsed.fingerprint);
-      // Accepted before, unless a lost Redis (a failover) kept its name but lost its record before it had a row: then it is accepted anew.
-      if ((await this.requests.hasTask(run.run_id, rolloutId)) || (await this.store.getRow(run.run_id, rolloutId))) return { rolloutId, ngRolloutId, created: false };
+      await this.checkSame(rolloutId, ngRolloutId, parsed);
+      if (await this.requests.hasTask(run.run_id, rolloutId)) return { rolloutId, ngRolloutId, created: false };
+      // Only its row is left (its response expired): the same weights get it (410), other weights are refused.
+      const row = await this.store.getRow(run.run_id, rolloutId);
+      if (row) {
+        checkVersion(ngRolloutId, row.weight_version ?? null, parsed);
+        return { rolloutId, ngRolloutId, created: false };
+      }
+      // Accepted before, but a lost Redis (a failover) kept its name and lost its record before it had a row: it is accepted anew.
       // A finished job kept under its id would make the add below a no-op.
       const kept = await this.rollouts.getJob(rolloutId);
       if (kept && ['completed', 'failed'].includes(await kept.getState())) await kept.remove().catch(() => undefined);
     }
+    const admitted = await this.admit(rolloutId, ngRolloutId, parsed).catch(async (err: unknown) => {
+      if (named) await this.deps.redis.srem(enqueuedKey, rolloutId).catch(() => undefined);
+      throw err;
+    });
     let created = false;
     try {
       const record = requestRecord(parsed, { benchmark: run.benchmark, ngRolloutId, responseTtlS: config.serve.response_ttl_s, fetchedTtlS: config.serve.fetched_ttl_s });
       created = await this.requests.putTask(run.run_id, rolloutId, record);
-      if (!created) await this.checkSame(rolloutId, ngRolloutId, parsed.fingerprint);
+      if (!created) await this.checkSame(rolloutId, ngRolloutId, parsed);
       const job: RolloutJob = { v: 1, run_id: run.run_id, task_id: record.task.task_id, repeat: parsed.body._ng_rollout_index ?? 0, rollout_id: rolloutId, task_source: 'request' };
       // Its job id is the rollout id: a request asked twice at once adds one job.
       await enqueue('rollout', this.rollouts, job);
     } catch (err) {
-      // Nothing half-made: a request that has no job has no record, nor its name.
+      // Nothing half-made: a request that has no job has no record, nor its name, nor its place in the bound.
       if (created) await this.requests.deleteTask(run.run_id, rolloutId).catch(() => undefined);
       // The name stays when another request of the same id made the record meanwhile.
       const others = !created && (await this.requests.hasTask(run.run_id, rolloutId).catch(() => true));
       if (named && !others) await this.deps.redis.srem(enqueuedKey, rolloutId).catch(() => undefined);
+      if (admitted && !others) await this.requests.pending.release(run.run_id, rolloutId).catch(() => undefined);
       throw err;
     }
     this.deps.logger.info({ rollout_id: rolloutId, ng_rollout_id: ngRolloutId, created }, created ? 'request accepted' : 'request asked again: its rollout runs once');
     return { rolloutId, ngRolloutId, created };
   }
 
-  private async checkSame(rolloutId: string, ngRolloutId: string, fingerprint: string): Promise<void> {
+  /** Take the rollout into the run's bound (idempotent); throws 429 (413 for a request over the whole budget) when there is no room. */
+  private async admit(rolloutId: string, ngRolloutId: string, parsed: ParsedRun): Promise<true> {
+    const s = this.deps.config.serve;
+    const imageBytes = parsed.images.reduce((n, i) => n + i.bytes.length, 0);
+    const maxImageBytes = s.max_pending_image_mib * MIB;
+    if (imageBytes > maxImageBytes) throw new RequestRefused(413, `the request's images (${mibText(imageBytes)}) are over the run's whole image budget of ${s.max_pending_image_mib} MiB (serve.max_pending_image_mib)`);
+    const entry = { rolloutId, ngRolloutId, weightVersion: parsed.body.policy?.weight_version ?? null, imageBytes };
+    const limits = { maxPending: s.max_pending, maxImageBytes };
+    let admission = await this.requests.pending.admit(this.runId, entry, limits);
+    if (!admission.admitted && (await this.releaseStale()) > 0) admission = await this.requests.pending.admit(this.runId, entry, limits);
+    if (admission.admitted) return true;
+    // Counted in Redis (vcfleet status, Prometheus); a line each would flood the log while clients wait out the bound.
+    this.deps.logger.debug({ ng_rollout_id: ngRolloutId, reason: admission.reason, pending: admission.pending }, 'request refused: the run is at its bound');
+    throw new RequestRefused(
+      429,
+      admission.reason === 'max_pending'
+        ? `the run has ${admission.pending} requests pending, its bound (serve.max_pending ${s.max_pending}): ask again after Retry-After seconds, or cancel stragglers (POST /cancel)`
+        : `the pending requests of the run hold ${mibText(admission.imageBytes)} of images; this one's ${mibText(imageBytes)} would pass the budget of ${s.max_pending_image_mib} MiB (serve.max_pending_image_mib): ask again after Retry-After seconds`,
+      RETRY_AFTER_S,
+    );
+  }
+
+  /**
+   * Let go of pending places, a minute after they were taken, whose request has no record (a serve that
+   * died between taking the place and keeping the record; its client may never ask again) or has its
+   * response already (left by a results consumer older than the bound). Returns how many.
+   */
+  private async releaseStale(): Promise<number> {
+    const old = (await this.requests.pending.entries(this.runId)).filter((e) => Date.now() - (e.admittedAt ?? 0) > STALE_MS);
+    let released = 0;
+    for (const e of old) {
+      const keys = this.requests.keys;
+      const [task, response] = await Promise.all([this.deps.redis.exists(keys.requestTask(this.runId, e.rolloutId)), this.deps.redis.exists(keys.requestResponse(this.runId, e.rolloutId))]);
+      if (task === 1 && response === 0) continue;
+      if (await this.requests.pending.release(this.runId, e.rolloutId)) released++;
+    }
+    if (released) this.deps.logger.warn({ released }, 'pending places of requests that were never kept let go');
+    return released;
+  }
+
+  private async checkSame(rolloutId: string, ngRolloutId: string, parsed: ParsedRun): Promise<void> {
     const existing = await this.requests.findTask(this.runId, rolloutId);
-    if (existing && existing.fingerprint !== fingerprint) {
+    if (!existing) return;
+    checkVersion(ngRolloutId, existing.policy.weight_version, parsed);
+    if (existing.fingerprint !== parsed.fingerprint) {
       throw new RequestRefused(409, `_ng_rollout_id ${JSON.stringify(ngRolloutId)} was accepted before with another row: the same id is the same rollout; give a new _ng_rollout_id`);
     }
   }
@@ -161,34 +249,44 @@ export class RolloutService {
     for (const wake of this.waiters.get(rolloutId) ?? []) wake();
   }
 
-  /**
-   * Cancel a rollout: its cancel mark stops it wherever it is (a sandbox-worker aborts its session,
-   * the judge does not grade it); one still waiting in the queue is taken out and its row made here.
-   * The row says it was cancelled and is never scored.
-   */
+  /** Cancel a rollout (cancel-rollouts.ts): 'done' when it finished already, null when unknown. */
   async cancel(ngRolloutId: string): Promise<'cancelled' | 'done' | null> {
     const state = await this.state(ngRolloutId);
     if (state === null) return null;
     if (state.state !== 'pending') return 'done';
-    const { rolloutId } = state;
-    await this.requests.cancel(this.runId, rolloutId);
-    const job = await this.rollouts.getJob(rolloutId);
-    const waiting = job ? ['waiting', 'delayed', 'prioritized', 'paused', 'waiting-children'].includes(await job.getState()) : false;
-    // A job that became active meanwhile cannot be removed (it is locked): its worker sees the mark.
-    const removed = waiting && job ? await job.remove().then(() => true, () => false) : false;
-    if (removed) {
-      const record = await this.requests.getTask(this.runId, rolloutId);
-      const run = this.deps.run;
-      const row = buildRow(rowContext(run, record.task, { rollout_id: rolloutId, repeat: job!.data.repeat }, record), null, { kind: 'masked', failure: 'infra_failed', error: CANCELLED_ERROR });
-      await enqueue('results', this.results, { v: 1, row });
-    }
-    this.deps.logger.info({ rollout_id: rolloutId, removed_from_queue: removed }, 'rollout cancelled by its client');
+    await cancelRollouts(this.cancelDeps(), [state.rolloutId]);
     return 'cancelled';
+  }
+
+  /**
+   * Cancel many at once (`POST /cancel`): the rollouts of these client ids, or every pending rollout
+   * of a weight version (a step's stragglers). Says which were cancelled, already done, or unknown.
+   */
+  async cancelMany(which: { ids?: readonly string[]; weightVersion?: string }): Promise<{ cancelled: string[]; done: string[]; unknown: string[] }> {
+    const out = { cancelled: [] as string[], done: [] as string[], unknown: [] as string[] };
+    const targets: Array<{ rolloutId: string; ngRolloutId: string }> = [];
+    if (which.weightVersion !== undefined) {
+      for (const e of await this.requests.pending.entries(this.runId)) if (e.weightVersion === which.weightVersion) targets.push(e);
+    }
+    for (const id of which.ids ?? []) {
+      const state = await this.state(id);
+      if (state === null) out.unknown.push(id);
+      else if (state.state !== 'pending') out.done.push(id);
+      else targets.push({ rolloutId: state.rolloutId, ngRolloutId: id });
+    }
+    const unique = [...new Map(targets.map((t) => [t.rolloutId, t])).values()];
+    await cancelRollouts(this.cancelDeps(), unique.map((t) => t.rolloutId));
+    out.cancelled = unique.map((t) => t.ngRolloutId);
+    return out;
+  }
+
+  private cancelDeps() {
+    return { run: this.deps.run, requests: this.requests, rollouts: this.rollouts, judge: this.judge, results: this.results, logger: this.deps.logger };
   }
 
   async close(): Promise<void> {
     for (const set of this.waiters.values()) for (const wake of set) wake();
     this.subscriber.disconnect();
-    await Promise.all([this.rollouts.close(), this.results.close()]);
+    await Promise.all([this.rollouts.close(), this.judge.close(), this.results.close()]);
   }
 }

@@ -4,9 +4,11 @@
  * - `POST /run`: one dataset row; answers with the rollout's verify-response row once it is done;
  * - `GET /rollouts/{id}`: the same by `_ng_rollout_id` (waits; `?wait=0`: 202 at once while it runs);
  * - `DELETE /rollouts/{id}`: cancel it (202; its row says so and is not scored);
- * - `GET /health`: the run served.
- * Every request passes the dashboard's access guard first (http/access.ts): beyond loopback every
- * request needs the dashboard's credentials (401 without).
+ * - `POST /cancel`: cancel many (`{"ids": [...]}` or `{"weight_version": "..."}`: a step's stragglers);
+ * - `GET /health`: liveness only (`{"ok": true}`), open to all.
+ * Every other request passes the dashboard's access guard first (http/access.ts): with credentials
+ * set every request needs them, loopback included (401 without); bound beyond loopback credentials
+ * are required to start. Without credentials (loopback only) any local user may use every route.
  */
 import { createAdaptorServer } from '@hono/node-server';
 import { Hono, type Context } from 'hono';
@@ -14,7 +16,8 @@ import { bodyLimit } from 'hono/body-limit';
 import type { Config } from '../shared/config.ts';
 import { errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
-import { accessGuard, accessPolicy } from '../http/access.ts';
+import { z } from 'zod';
+import { accessGuard, accessPolicy, hasCredentials } from '../http/access.ts';
 import { listen } from '../http/listen.ts';
 import { parseRunBody, RequestRefused, type RequestBounds } from './gym-request.ts';
 import type { RolloutService, RolloutState } from './rollout-service.ts';
@@ -55,13 +58,20 @@ export function buildServeApp(deps: ServeDeps): Hono {
   };
   const unknown = (c: Context, id: string) => c.json({ error: `no rollout ${JSON.stringify(id)} in run ${service.runId}: POST /run it first` }, 404);
   const app = new Hono();
-  app.use('*', accessGuard(accessPolicy(s.host, { user: d.user, password: d.password, token: d.token }, false)));
+  // Before the guard: a probe learns the service is alive, nothing else (not even the run).
+  app.get('/health', (c) => c.json({ ok: true }));
+  const credentials = { user: d.user, password: d.password, token: d.token };
+  const policy = accessPolicy(s.host, credentials, false);
+  // With credentials set, reads need them too, loopback included: transcripts and gold answers are the clients' own.
+  app.use('*', accessGuard({ ...policy, authForReads: policy.authForReads || hasCredentials(credentials) }));
   app.onError((err, c) => {
-    if (err instanceof RequestRefused) return c.json({ error: err.message }, err.status);
+    if (err instanceof RequestRefused) {
+      if (err.retryAfterS !== undefined) c.header('Retry-After', String(err.retryAfterS));
+      return c.json({ error: err.message }, err.status);
+    }
     logger.error({ path: c.req.path, err: errorMessage(err) }, 'serve request failed');
     return c.json({ error: `the request could not be served: ${errorMessage(err)}; ask again (an accepted rollout is kept)` }, 503);
   });
-  app.get('/health', (c) => c.json({ ok: true, run_id: service.runId }));
   app.post(
     '/run',
     bodyLimit({ maxSize: s.max_request_mib * MIB, onError: (c) => c.json({ error: `the body is over ${s.max_request_mib} MiB (serve.max_request_mib)` }, 413) }),
@@ -73,6 +83,9 @@ export function buildServeApp(deps: ServeDeps): Hono {
         throw new RequestRefused(400, 'the body is not JSON: send one row of the dataset as a JSON object (Content-Type: application/json)');
       }
       const parsed = parseRunBody(json, bounds);
+      if (s.require_weight_version && parsed.body.policy?.weight_version === undefined) {
+        throw new RequestRefused(400, 'policy.weight_version is missing: this service requires it (serve.require_weight_version), so that a rollout is never answered with older weights; send {"policy": {"weight_version": "<step>"}} with each row');
+      }
       const { ngRolloutId } = await service.accept(parsed);
       const state = await service.wait(ngRolloutId, c.req.raw.signal);
       return state ? answer(c, state, ngRolloutId) : unknown(c, ngRolloutId);
@@ -91,8 +104,29 @@ export function buildServeApp(deps: ServeDeps): Hono {
     if (done === 'done') return c.json({ error: `rollout ${id} is already finished: GET /rollouts/${id} returns its result` }, 409);
     return c.json({ status: 'cancelled', _ng_rollout_id: id }, 202);
   });
+  app.post('/cancel', bodyLimit({ maxSize: 4 * MIB, onError: (c) => c.json({ error: 'the body of POST /cancel is over 4 MiB: cancel in several calls' }, 413) }), async (c) => {
+    let body: unknown;
+    try {
+      body = await c.req.json();
+    } catch {
+      throw new RequestRefused(400, 'the body is not JSON: send {"ids": ["<_ng_rollout_id>", ...]} or {"weight_version": "<version>"}');
+    }
+    const parsed = CancelBodySchema.safeParse(body);
+    if (!parsed.success || (parsed.data.ids === undefined && parsed.data.weight_version === undefined)) {
+      throw new RequestRefused(400, 'POST /cancel takes {"ids": ["<_ng_rollout_id>", ...]} (at most 10000) or {"weight_version": "<version>"} (every pending rollout of it), or both; nothing else');
+    }
+    const out = await service.cancelMany({ ids: parsed.data.ids?.map(String), weightVersion: parsed.data.weight_version });
+    return c.json(out, 202);
+  });
   return app;
 }
+
+const CancelBodySchema = z
+  .object({
+    ids: z.array(z.union([z.string().min(1).max(256), z.number().int().min(0)])).max(10_000).optional(),
+    weight_version: z.string().min(1).max(256).optional(),
+  })
+  .strict();
 
 /** Listen on `serve.{host,port}`. */
 export async function startServeServer(deps: ServeDeps): Promise<ServeServer> {

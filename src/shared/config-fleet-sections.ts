@@ -117,6 +117,16 @@ export const ServeSchema = z
     response_ttl_s: positiveInt.default(86_400),
     /** How long a response stays in Redis once fetched, in seconds (a client whose connection dropped fetches it again). */
     fetched_ttl_s: positiveInt.default(600),
+    /**
+     * Refuse (400) a `POST /run` without `policy.weight_version`: a trainer's rows then always say which
+     * weights they are for, and a repeated `_ng_rollout_id` of another step is refused (409), never
+     * answered with an older step's response.
+     */
+    require_weight_version: z.boolean().default(false),
+    /** Most requests of the run accepted and not finished (all serve processes of the run together); past it 429 with Retry-After. */
+    max_pending: positiveInt.default(256),
+    /** Budget of the images of the pending requests of the run, in MiB (decoded bytes, kept in Redis until the response); past it 429. */
+    max_pending_image_mib: positiveInt.default(2048),
   })
   .strict();
 

@@ -28,6 +28,14 @@ export interface FleetKeys {
   requestCancel(runId: string, rolloutId: string): string;
   /** The pub/sub channel on which the results consumer names each `vcfleet serve` rollout whose response is ready. */
   requestResponses(runId: string): string;
+  /** The `vcfleet serve` rollouts of a run accepted and not finished: rollout id -> its image bytes, weight version, client id (JSON). */
+  servePending(runId: string): string;
+  /** The image bytes of those pending rollouts, in total. */
+  servePendingBytes(runId: string): string;
+  /** Requests of a run refused for its bounds, by reason (`max_pending`, `image_budget`). */
+  serveRefused(runId: string): string;
+  /** The runs that ever had a pending `vcfleet serve` request (Prometheus reads their counts). */
+  serveRuns(): string;
 }
 
 export function fleetKeys(prefix: string): FleetKeys {
@@ -48,6 +56,10 @@ export function fleetKeys(prefix: string): FleetKeys {
     requestResponse: (id, rollout) => `${prefix}:run:${id}:response:${rollout}`,
     requestCancel: (id, rollout) => `${prefix}:run:${id}:cancel:${rollout}`,
     requestResponses: (id) => `${prefix}:run:${id}:responses`,
+    servePending: (id) => `${prefix}:run:${id}:serve-pending`,
+    servePendingBytes: (id) => `${prefix}:run:${id}:serve-pending-bytes`,
+    serveRefused: (id) => `${prefix}:run:${id}:serve-refused`,
+    serveRuns: () => `${prefix}:serve-runs`,
     writerLock: (scope = null) => (scope === null ? `${prefix}:results-writer-lock` : `${prefix}:results-writer-lock:${scope}`),
   };
 }

@@ -10,6 +10,7 @@ import { fleetKeys, type FleetKeys } from './keys.ts';
 import type { RolloutJob } from './queues.ts';
 import { decodeRequestResponse, decodeRequestTask, encodeRecord, type RequestResponse, type RequestTask } from './request-task.ts';
 import type { RunStore } from './run-store.ts';
+import { ServePending } from './serve-pending.ts';
 import type { PreparedTask } from './task.ts';
 
 /** How long a cancel mark is kept, in seconds (longer than any rollout's retries take). */
@@ -17,9 +18,12 @@ const CANCEL_TTL_S = 7 * 86_400;
 
 export class RequestStore {
   readonly keys: FleetKeys;
+  /** The run's bound of pending requests: a rollout whose response is left is no longer pending. */
+  readonly pending: ServePending;
 
   constructor(readonly redis: Redis, readonly prefix: string) {
     this.keys = fleetKeys(prefix);
+    this.pending = new ServePending(redis, prefix);
   }
 
   /** Keep the task record of a new rollout; false when the rollout has one already (kept as it is). */
@@ -66,7 +70,8 @@ export class RequestStore {
 
   /**
    * Leave a finished response for serve, for `ttlS` seconds, and name it on the run's channel; the
-   * task record expires with it. `onlyIfAbsent`: a row delivered again keeps the response there is.
+   * task record expires with it, and the rollout stops counting against the run's pending bound.
+   * `onlyIfAbsent`: a row delivered again keeps the response there is.
    */
   async putResponse(runId: string, response: RequestResponse, ttlS: number, onlyIfAbsent: boolean): Promise<void> {
     const key = this.keys.requestResponse(runId, response.rollout_id);
@@ -74,6 +79,7 @@ export class RequestStore {
     if (onlyIfAbsent) await this.redis.set(key, bytes, 'EX', ttlS, 'NX');
     else await this.redis.set(key, bytes, 'EX', ttlS);
     await this.redis.expire(this.keys.requestTask(runId, response.rollout_id), ttlS);
+    await this.pending.release(runId, response.rollout_id);
     await this.redis.publish(this.keys.requestResponses(runId), response.rollout_id);
   }
 

@@ -7,6 +7,15 @@ import type { RequestTask } from './request-task.ts';
 import { runSettings, type RunRecord } from './run-record.ts';
 import type { RowContext } from './rows.ts';
 
+/** The run's `policy.weight_version`; null when none was set (or its settings cannot be read here). */
+function runWeightVersion(run: RunRecord): string | null {
+  try {
+    return runSettings(run).policy.weight_version;
+  } catch {
+    return null;
+  }
+}
+
 /**
  * The context of a rollout's row: the run's identity, the model its request chose (`vcfleet serve`)
  * or the run's, and the judge model of the run's settings.
@@ -18,6 +27,7 @@ export function rowContext(
     runId: run.run_id,
     benchmark: run.benchmark,
     policyModel: request?.policy.model ?? run.policy_model,
+    weightVersion: request?.policy.weight_version ?? runWeightVersion(run),
     // Read only for a row a judge graded: a row no judge saw (an infrastructure failure) is still made
     // for a run whose settings this vcfleet cannot read, and its error says why.
     get judgeModel() {

@@ -35,6 +35,8 @@ const IdentitySchema = z.object({
   ans_type: z.enum(['choice', 'blank']),
   expected_answer: z.string(),
   policy_model: z.string(),
+  /** The trainer's weight version the rollout ran with (its request's `policy.weight_version`, or the run's); absent when none was given. */
+  weight_version: z.string().optional(),
 });
 
 const OMITTED = Object.fromEntries(OUTCOME_FIELDS_NOT_IN_ROWS.map((k) => [k, true])) as { [K in (typeof OUTCOME_FIELDS_NOT_IN_ROWS)[number]]: true };
@@ -120,6 +122,8 @@ export interface RowContext {
   runId: string;
   benchmark: string;
   policyModel: string;
+  /** The weight version the rollout ran with; null or absent: none given. */
+  weightVersion?: string | null;
   judgeModel: string | null;
   rolloutId: string;
   repeat: number;
@@ -163,6 +167,7 @@ export function buildRow(ctx: RowContext, outcome: RolloutOutcome | null, gradin
     ans_type: ctx.task.ans_type,
     expected_answer: ctx.task.gold,
     policy_model: ctx.policyModel,
+    ...(ctx.weightVersion ? { weight_version: ctx.weightVersion } : {}),
     ...outcomePart(outcome),
     scoring_rules: outcome?.scoring_rules ?? SCORING_RULES,
     wall_s: Math.round((outcome?.wall_s ?? 0) * 1000) / 1000,

@@ -10,7 +10,7 @@ import { callTokens, responseOutput } from '../../src/shared/output/gym-response
 import { failureReason, gymRow } from '../../src/shared/output/gym-row.ts';
 import { stepRecords } from '../../src/shared/output/step-records.ts';
 import { tokenRecord } from '../../src/shared/output/token-record.ts';
-import { buildRow, type Grading, type Row } from '../../src/shared/rows.ts';
+import { buildRow, RowSchema, type Grading, type Row } from '../../src/shared/rows.ts';
 import { rolloutOutcome, type RolloutOutcomeInput } from '../../src/shared/rollout-outcome.ts';
 import type { TranscriptRecord } from '../../src/shared/transcript.ts';
 import { TRAJECTORY_VERSION, type Trajectory } from '../../src/shared/trajectory.ts';
@@ -218,5 +218,20 @@ describe('tokenRecord', () => {
     expect(tokenRecord({ ...answered(), rollout_id: 'other' }, trajectory(), paths)).toEqual({ ok: false, problem: 'the trajectory is of rollout r1-t7-0 of run r1, not this one' });
     expect(tokenRecord(answered(), trajectory({ response_mask: [1] }), paths)).toMatchObject({ ok: false, problem: expect.stringMatching(/differ in length/) });
     expect(tokenRecord(answered(), trajectory(), (sha) => (sha === CROP ? null : paths(sha)))).toEqual({ ok: false, problem: `image ${CROP} of call 2 has no file in the transcripts' images folder`, missingImage: true });
+  });
+});
+
+describe('weight_version on rows and gym rows', () => {
+  it("a row made with the request's weight version carries it to its gym row; an old row without one still parses, and its gym row has none", () => {
+    const ctx = { runId: 'r1', benchmark: 'babyvision_opencode', policyModel: 'pol', judgeModel: 'judge', rolloutId: 'r1-t7-0', repeat: 0, task: { task_id: 't7', type: 'T', subtype: 'S', ans_type: 'choice' as const, gold: 'B' } };
+    const grading: Grading = { kind: 'scored', verdict: 'equivalent', reason: 'same', reward: 1 };
+    const withVersion = buildRow({ ...ctx, weightVersion: 'step-12' }, rolloutOutcome({ stop_reason: 'answered', extracted_answer: 'B' }), grading);
+    expect(withVersion.weight_version).toBe('step-12');
+    const request = benchmarkRequest(withVersion, transcript(), { mime: 'image/png', base64: 'eA==' });
+    expect(gymRow({ row: withVersion, request }).weight_version).toBe('step-12');
+    const old = RowSchema.parse(JSON.parse(JSON.stringify({ ...answered(), weight_version: undefined })));
+    expect('weight_version' in old).toBe(false);
+    expect('weight_version' in gymRow({ row: old, request })).toBe(false);
+    expect('weight_version' in buildRow({ ...ctx, weightVersion: null }, null, { kind: 'unanswered' })).toBe(false);
   });
 });

@@ -94,8 +94,9 @@ describe('vcfleet serve --with-workers, the real OpenCode behind it', () => {
     expect(one).toMatchObject({
       reward: 1, expected_answer: 'A', extracted_answer: 'A', judge_verdict: 'equivalent', failure_reason: null, finished_naturally: true, mask_sample: false,
       question: 'Puzzle serve-one: which option?', source_id: 'p1', category: 'Fine-grained Discrimination', l2_category: 'Find the same', ans_type: 'choice',
-      _ng_task_index: 0, _ng_rollout_index: 0, _ng_rollout_id: 'one-0', rollout_id: `${runId}-ng-one-0`,
+      _ng_task_index: 0, _ng_rollout_index: 0, _ng_rollout_id: 'one-0', rollout_id: `${runId}-ng-one-0`, weight_version: 'step-3',
     });
+    expect(two.weight_version).toBeUndefined();
     expect(one.responses_create_params).toEqual(bodies[0].responses_create_params);
     expect(one.turns_used).toBe(2);
     const items = one.response.output as Json[];
@@ -130,7 +131,7 @@ describe('vcfleet serve --with-workers, the real OpenCode behind it', () => {
 
     const written = await waitFor('the three rows in the JSONL', () => { try { const r = rows(); return r.length >= 3 ? r : undefined; } catch { return undefined; } });
     expect(written.map((r) => r.rollout_id).sort()).toEqual([`${runId}-ng-one-0`, `${runId}-ng-three-0`, `${runId}-ng-two-0`]);
-    expect(written.find((r) => r.rollout_id.endsWith('one-0'))).toMatchObject({ reward: 1, task_id: 'p1', type: 'Fine-grained Discrimination', expected_answer: 'A' });
+    expect(written.find((r) => r.rollout_id.endsWith('one-0'))).toMatchObject({ reward: 1, task_id: 'p1', type: 'Fine-grained Discrimination', expected_answer: 'A', weight_version: 'step-3' });
   }, 240_000);
 
   it('a dropped connection loses nothing: GET /rollouts/{id} answers 202 with ?wait=0 while it runs, then the result', async () => {

@@ -36,12 +36,19 @@ function formatStatus(s: RunStatus, published: readonly PublishedRow[] = []): st
     ...s.warnings.map((w) => `WARNING: ${w}`),
     s.output ? `output: ${s.output.path} on host ${s.output.host} (results consumer ${s.output.worker ?? '?'})` : `output: ${s.run.output_jsonl_fpath} (not opened yet: the results consumer resolves it under its own output_root)`,
     ...(s.reconciled ? [reconcileLine(s.reconciled)] : []),
+    ...(s.serve ? [serveLine(s.serve)] : []),
     `workers: ${roles.length ? roles.map(([r, n]) => `${n} ${r}`).join(', ') : 'none running'}`,
     ...(stale.length ? ['workers that stopped heartbeating:', ...stale] : []),
     ...paceLines(s.policy_pace),
     '',
     jobs,
   ].join('\n');
+}
+
+/** A serve run's bound: requests pending now and those refused for it. */
+function serveLine(p: NonNullable<RunStatus['serve']>): string {
+  const mib = Math.round((p.image_bytes / 1024 / 1024) * 10) / 10;
+  return `serve: ${p.pending} request(s) pending (${mib} MiB of images); refused ${p.refused.max_pending} at serve.max_pending, ${p.refused.image_budget} at serve.max_pending_image_mib`;
 }
 
 /** When the run was last reconciled after a lost Redis (a failover), and what that restored. */

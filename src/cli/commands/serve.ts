@@ -33,7 +33,7 @@ function flagsOf(opts: ServeFlags): Record<string, unknown> {
 export function registerServe(program: Command, cli: Cli): void {
   program
     .command('serve')
-    .description("serve rollouts over HTTP as NeMo Gym's agent servers do: POST /run, GET and DELETE /rollouts/{id}")
+    .description("serve rollouts over HTTP as NeMo Gym's agent servers do: POST /run, GET and DELETE /rollouts/{id}, POST /cancel")
     .option('--config <path>', 'config YAML')
     .option('--host <address>', 'address to bind (serve.host, default 127.0.0.1); any other address needs the dashboard credentials')
     .option('--port <n>', 'port (serve.port, default 8088; 0 = any free port)')
@@ -42,7 +42,8 @@ export function registerServe(program: Command, cli: Cli): void {
     .addHelpText(
       'after',
       '\nEnvironment: REDIS_URL; credentials VCFLEET_DASHBOARD_TOKEN (bearer) or VCFLEET_DASHBOARD_USER +\n' +
-        'VCFLEET_DASHBOARD_PASSWORD (basic auth), required beyond 127.0.0.1. Without --with-workers, start\n' +
+        'VCFLEET_DASHBOARD_PASSWORD (basic auth), required beyond 127.0.0.1; once set, every route needs them\n' +
+        '(without them any local user may use every route). Without --with-workers, start\n' +
         `\`vcfleet worker ${WORKER_ROLES.join('|')} --run-id <the run id printed>\` on any host.`,
     )
     .action(async (opts: ServeFlags) => {

@@ -36,7 +36,8 @@
  *   capture's reason (token-capture.ts's reasons), null without one.
  * - `response.output`: the transcript's calls as output items, with their token ids (gym-response.ts).
  *
- * The fleet's own ids ride along as `run_id` and `rollout_id` (NeMo Gym keeps unknown fields).
+ * The fleet's own ids ride along as `run_id` and `rollout_id`, and the row's `weight_version` when it
+ * has one (NeMo Gym keeps unknown fields).
  */
 import { isMasked, type FailureKind, type Row } from '../rows.ts';
 import { finishedNaturally as endedByModel } from '../scoring.ts';
@@ -87,6 +88,8 @@ export interface GymRow extends GymRoutingFields {
   mask_reason: MaskReason | null;
   _ng_failure_class?: FailureKind;
   _ng_failure_terminal?: true;
+  /** The trainer's weight version the rollout ran with (the row's); absent when none was given. */
+  weight_version?: string;
   run_id: string;
   rollout_id: string;
 }
@@ -148,6 +151,7 @@ export function gymRow(input: GymRowInput): GymRow {
     rollout_id: row.rollout_id,
   };
   for (const key of ROUTING_KEYS) if (request[key] !== undefined) (out as unknown as Record<string, unknown>)[key] = request[key];
+  if (row.weight_version !== undefined) out.weight_version = row.weight_version;
   if (row.failure_kind !== null) {
     out._ng_failure_class = row.failure_kind;
     if (input.failureTerminal) out._ng_failure_terminal = true;
