@@ -8,6 +8,7 @@ import { listWorkers, type WorkerRecord } from '../shared/worker-registry.ts';
 import { emptyJobCounts, openJobs, readRunJobs, type JobState } from '../shared/run-jobs.ts';
 import { readPolicyPace, type EndpointPace } from '../pacing/policy-pace.ts';
 import { readRunProgress } from './run-progress.ts';
+import { readStalls, type QueueStalls } from '../shared/stall-record.ts';
 
 export interface RunStatus {
   run: RunRecord;
@@ -33,6 +34,8 @@ export interface RunStatus {
   policy_pace: EndpointPace[];
   /** The last check of the run against what survived a lost Redis (a failover), and what it restored. */
   reconciled: ReconcileReport | null;
+  /** Workers of the fleet (its prefix) that sat idle with jobs waiting and were recovered by their queue watchdog, per queue. */
+  stalls: QueueStalls[];
 }
 
 export async function runStatus(redis: Redis, prefix: string, runId: string, now = Date.now()): Promise<RunStatus> {
@@ -54,5 +57,6 @@ export async function runStatus(redis: Redis, prefix: string, runId: string, now
     workers: { live: fleet.live, stale },
     policy_pace: await readPolicyPace(redis, prefix, now),
     reconciled: await lastReconcile(redis, prefix, runId),
+    stalls: await readStalls(redis, prefix),
   };
 }

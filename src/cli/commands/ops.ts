@@ -10,6 +10,7 @@ import { runStatus, type RunStatus } from '../../ops/run-status.ts';
 import { JOB_STATES } from '../../shared/run-jobs.ts';
 import { paceLines } from '../../pacing/policy-pace.ts';
 import { vcfleetCommand } from '../../shared/advice.ts';
+import { stallsLine } from '../../shared/stall-record.ts';
 
 function formatStatus(s: RunStatus): string {
   const acc = s.accuracy === null ? '-' : `${(100 * s.accuracy).toFixed(1)}%`;
@@ -26,6 +27,7 @@ function formatStatus(s: RunStatus): string {
     ...s.warnings.map((w) => `WARNING: ${w}`),
     s.output ? `output: ${s.output.path} on host ${s.output.host} (results consumer ${s.output.worker ?? '?'})` : `output: ${s.run.output_jsonl_fpath} (not opened yet: the results consumer resolves it under its own output_root)`,
     ...(s.reconciled ? [reconcileLine(s.reconciled)] : []),
+    ...[stallsLine(s.stalls)].filter((l): l is string => l !== null),
     `workers: ${roles.length ? roles.map(([r, n]) => `${n} ${r}`).join(', ') : 'none running'}`,
     ...(stale.length ? ['workers that stopped heartbeating:', ...stale] : []),
     ...paceLines(s.policy_pace),

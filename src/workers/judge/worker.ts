@@ -38,6 +38,7 @@ export async function startJudgeWorker(deps: JudgeWorkerDeps): Promise<StageWork
     limiter: judgeLimiter(config),
     logger,
     onJobEnd: deps.onJobEnd,
+    onStall: deps.onStall,
     async handle(data, ctx) {
       conflicts.check(await store.requireRun(data.run_id));
       const row = await runJudgeStage(data, { store, requests, judge: deps.judge }, ctx.signal);

@@ -82,6 +82,7 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Sandb
     scope,
     logger,
     onJobEnd: deps.onJobEnd,
+    onStall: deps.onStall,
     async handle(data, ctx) {
       // A session that would not fit is not started: the job goes back, and the worker holds off.
       const refusal = await admission.refusal();
