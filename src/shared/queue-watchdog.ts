@@ -17,6 +17,8 @@ import { settleWithin } from './settle-within.ts';
 export const DEFAULT_STALL_MS = 10_000;
 /** How often the queue is asked, in ms. */
 export const DEFAULT_CHECK_EVERY_MS = 2_000;
+/** At least this long between two recoveries: longer than BullMQ's longest blocking fetch (10 s). */
+const RECOVERY_SPACING_MS = 12_000;
 
 export interface QueueWatchdogOptions {
   /** The BullMQ worker watched (its concurrency, paused state and blocking connection). */
@@ -29,6 +31,8 @@ export interface QueueWatchdogOptions {
   running(): number;
   /** When this worker last took a job (ms since the epoch; 0: never). */
   lastTaken(): number;
+  /** Wake the workers blocked on the queue (BullMQ's marker), for a wake-up lost with the old primary. */
+  nudge(): Promise<unknown>;
   logger: Logger;
   stallMs?: number;
   checkEveryMs?: number;
@@ -57,6 +61,9 @@ export class QueueWatchdog {
   /** Since when jobs have been waiting with a free slot and none taken (0: not now). */
   private waitingSince = 0;
   private stopped = false;
+  /** Recoveries since a job was last taken (the first wakes the worker, the next renew its connection). */
+  private attempts = 0;
+  private lastRecovery = 0;
   /** Recoveries since the worker started. */
   recoveries = 0;
 
@@ -99,32 +106,48 @@ export class QueueWatchdog {
         return;
       }
       const now = Date.now();
-      if (waiting === 0 || !this.canTake()) return void (this.waitingSince = 0);
-      if (this.waitingSince === 0 || this.o.lastTaken() >= this.waitingSince) return void (this.waitingSince = now);
+      if (waiting === 0 || !this.canTake()) return void this.served();
+      if (this.waitingSince === 0 || this.o.lastTaken() >= this.waitingSince) return void this.served(now);
       const stalledMs = now - this.waitingSince;
       if (stalledMs < (this.o.stallMs ?? DEFAULT_STALL_MS)) return;
+      if (now - this.lastRecovery < Math.max(this.o.stallMs ?? DEFAULT_STALL_MS, RECOVERY_SPACING_MS)) return;
       await this.recover({ queue: this.o.queue, waiting, stalledMs });
-      this.waitingSince = Date.now();
     } finally {
       this.checking = false;
     }
   }
 
-  /** Renew the worker's blocking connection and wake its fetch loop; report the recovery. */
+  /** The queue is served (or empty) as of `since` (0: nothing waits). */
+  private served(since = 0): void {
+    this.waitingSince = since;
+    this.attempts = 0;
+  }
+
+  /**
+   * The first time, wake the worker (a wake-up marker lost with the old primary); from the second on,
+   * renew its blocking connection (a fetch hanging on a connection the failover took away) and wake
+   * it again. Report each recovery.
+   */
   private async recover(info: StallInfo): Promise<void> {
     this.recoveries++;
+    this.attempts++;
+    this.lastRecovery = Date.now();
+    const renew = this.attempts > 1;
     this.o.logger.warn(
-      { queue: info.queue, waiting: info.waiting, stalled_s: Math.round(info.stalledMs / 1000), running: this.o.running(), concurrency: this.o.worker.concurrency },
-      `jobs waiting, none taken: ${info.waiting} job(s) in the ${info.queue} queue for ${Math.round(info.stalledMs / 1000)} s while this worker had a free slot; renewing its connection to Redis`,
+      { queue: info.queue, waiting: info.waiting, stalled_s: Math.round(info.stalledMs / 1000), running: this.o.running(), concurrency: this.o.worker.concurrency, attempt: this.attempts },
+      `jobs waiting, none taken: ${info.waiting} job(s) in the ${info.queue} queue for ${Math.round(info.stalledMs / 1000)} s while this worker had a free slot; ` +
+        (renew ? 'renewing its connection to Redis' : 'waking it'),
     );
     const internals = this.o.worker as unknown as WorkerInternals;
     try {
-      // A blocking fetch that hangs on a connection the failover took away is ended here; BullMQ then
-      // reconnects it (through any node the client knows) and fetches again.
-      await settleWithin(Promise.resolve(internals.backend?.disconnectBlocking?.(false)), 2000);
-      await settleWithin(Promise.resolve(internals.backend?.reconnectBlocking?.()), 5000);
-      // A fetch loop parked on an empty turn takes its next look now.
-      internals.mainLoopQueue?.add(Promise.resolve());
+      if (renew) {
+        // BullMQ reconnects the blocking connection (through any node the client knows) and fetches again.
+        await settleWithin(Promise.resolve(internals.backend?.disconnectBlocking?.(false)), 2000);
+        await settleWithin(Promise.resolve(internals.backend?.reconnectBlocking?.()), 5000);
+        // A fetch loop parked on an empty turn takes its next look now.
+        internals.mainLoopQueue?.add(Promise.resolve());
+      }
+      await settleWithin(this.o.nudge(), 3000);
     } catch (err) {
       this.o.logger.warn({ queue: info.queue, err: errorMessage(err) }, 'could not renew the connection of a stalled worker; trying again at the next check');
     }
@@ -134,6 +157,11 @@ export class QueueWatchdog {
       // metrics never stop a recovery
     }
   }
+}
+
+/** Wake the workers blocked on a BullMQ queue: the marker a new job adds (a worker that finds no job goes back to waiting). */
+export async function nudgeQueue(redis: Redis, prefix: string, bullName: string): Promise<void> {
+  await redis.zadd(`${prefix}:${bullName}:marker`, 0, '0');
 }
 
 /** Jobs of a BullMQ queue ready to be taken now: its wait list and its prioritized set. */

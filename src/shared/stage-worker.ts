@@ -13,7 +13,7 @@ import { bullQueueName, parseJob, type JobData, type QueueName, type QueueScope 
 import { InFlightJobs } from './in-flight-jobs.ts';
 import { watchRedisHealth } from './redis-health.ts';
 import { settleWithin } from './settle-within.ts';
-import { QueueWatchdog, readyJobs, type StallInfo } from './queue-watchdog.ts';
+import { nudgeQueue, QueueWatchdog, readyJobs, type StallInfo } from './queue-watchdog.ts';
 import { recordStall } from './stall-record.ts';
 
 /** How long after the grace a closing worker may still wait on Redis before its connections are dropped. */
@@ -194,6 +194,7 @@ export function startStageWorker<N extends QueueName>(opts: StageWorkerOptions<N
   const watchdog = new QueueWatchdog({
     worker: worker as unknown as Worker, queue: opts.queue, logger: log, stallMs: opts.stallMs,
     waiting: () => readyJobs(opts.connection, opts.prefix, bullName),
+    nudge: () => nudgeQueue(opts.connection, opts.prefix, bullName),
     running: () => running,
     lastTaken: () => lastTaken,
     onRecovered: (info) => {

@@ -83,7 +83,9 @@ describe('a Redis Cluster failover while rollouts are in their sandboxes (roles 
     const rows = readJsonl(env.output);
     expectOneRowEach(rows, 'c2', env.fixture);
     expectRewards(rows, expectedRewards(env.fixture, SCRIPT)); // every row scored: none masked
-    const status = await runCli(['status', '--run-id', 'c2', '--json', ...env.overrides]);
+    // A new process needs a live node among those it is given (a role learns the rest; a CLI does not).
+    const allNodes = `++redis.cluster_nodes=[${cluster.startupNodes.filter((n) => n.port !== owner.primary.port).map((n) => `${n.host}:${n.port}`).join(',')}]`;
+    const status = await runCli(['status', '--run-id', 'c2', '--json', ...env.overrides, allNodes]);
     expect(status.code, status.output).toBe(0);
     expect(JSON.parse(status.stdout)).toMatchObject({ rows: ROWS, complete: true });
     console.log(`[fault] Cluster failover mid-session: ${ROWS}/${ROWS} rows ${Math.round((Date.now() - promoted) / 1000)} s after the promotion`);
