@@ -14,6 +14,7 @@ import { enqueue, openQueue, rolloutId, type RolloutJob } from '../../src/shared
 import { createRedis, waitForRedis, type Redis } from '../../src/shared/redis.ts';
 import { startStageWorker, type StageWorker } from '../../src/shared/stage-worker.ts';
 import { readStalls, stallsLine } from '../../src/shared/stall-record.ts';
+import { createFleetMetrics } from '../../src/ops/prom-metrics.ts';
 import { REDIS_URL, waitFor } from '../helpers/fleet.ts';
 import { startFreezeProxy, type FreezeProxy } from '../helpers/freeze-proxy.ts';
 import { deletePrefix } from '../helpers/redis-keys.ts';
@@ -49,9 +50,13 @@ describe('the queue watchdog', () => {
 
     const ran: string[] = [];
     const stalls: string[] = [];
+    const metrics = createFleetMetrics({ role: 'sandbox' });
     stage = startStageWorker({
       queue: 'rollout', connection, prefix, concurrency: 1, lockDurationMs: 30_000, logger, name: 'wd-test-worker', stallMs: 1500,
-      onStall: (info) => stalls.push(info.queue),
+      onStall: (info) => {
+        stalls.push(info.queue);
+        metrics.stallRecovered('rollout');
+      },
       handle: async (data) => void ran.push(data.rollout_id),
     });
     const job = (n: number): RolloutJob => ({ v: 1, run_id: 'wd', task_id: `t${n}`, repeat: 0, rollout_id: rolloutId('wd', `t${n}`, 0) });
@@ -71,6 +76,7 @@ describe('the queue watchdog', () => {
     expect(said[0]).toMatchObject({ level: 40, queue: 'rollout', waiting: 1 });
     expect(String(said[0].msg)).toMatch(/^jobs waiting, none taken: 1 job\(s\) in the rollout queue for \d+ s while this worker had a free slot; waking it$/);
     expect(stalls.length).toBe(said.length);
+    expect(await metrics.registry.metrics()).toContain(`vcfleet_worker_stalls_recovered_total{queue="rollout",role="sandbox"} ${said.length}`);
     const recorded = await waitFor('the stall record', async () => (await readStalls(direct, prefix)).find((s) => s.queue === 'rollout'), 5000);
     expect(recorded).toMatchObject({ queue: 'rollout', recovered: said.length, last: { worker: 'wd-test-worker', waiting: 1 } });
     expect(stallsLine([recorded])).toMatch(/^queue watchdog: workers that sat idle with jobs waiting, recovered: rollout \d+ \(last at \S+, 1 job\(s\) waited \d+ s\)$/);
