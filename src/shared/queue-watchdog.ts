@@ -21,8 +21,10 @@ export const DEFAULT_CHECK_EVERY_MS = 2_000;
 const RECOVERY_SPACING_MS = 12_000;
 
 export interface QueueWatchdogOptions {
-  /** The BullMQ worker watched (its concurrency, paused state and blocking connection). */
-  worker: Worker;
+  /** The BullMQ worker watched now (its concurrency, paused state and blocking connection). */
+  worker(): Worker;
+  /** Put the worker aside for a new one on the same queue (asked only while it holds no job). */
+  replace?(): Promise<void>;
   /** The queue's name as the log and the metrics say it (`rollout`, `judge`, `results`). */
   queue: string;
   /** Jobs of the queue ready to be taken now (wait + prioritized); rejects while Redis is away. */
@@ -83,7 +85,7 @@ export class QueueWatchdog {
 
   /** Whether the worker should be taking jobs now: running, not paused, closing or rate-limited, with a free slot. */
   private canTake(): boolean {
-    const w = this.o.worker;
+    const w = this.o.worker();
     const internals = w as unknown as WorkerInternals;
     if (!w.isRunning() || w.isPaused() || internals.closing) return false;
     if ((internals.limitUntil ?? 0) > Date.now()) return false;
@@ -124,22 +126,25 @@ export class QueueWatchdog {
   }
 
   /**
-   * The first time, wake the worker (a wake-up marker lost with the old primary); from the second on,
-   * renew its blocking connection (a fetch hanging on a connection the failover took away) and wake
-   * it again. Report each recovery.
+   * The first time, wake the worker (a wake-up marker lost with the old primary); the second, renew
+   * its blocking connection (a fetch hanging on a connection the failover took away) and wake it
+   * again; from the third on, while it holds no job, start a new worker in its place (its fetch loop
+   * awaits a command that will never answer). Report each recovery.
    */
   private async recover(info: StallInfo): Promise<void> {
     this.recoveries++;
     this.attempts++;
     this.lastRecovery = Date.now();
-    const renew = this.attempts > 1;
+    const replace = this.attempts > 2 && this.o.replace !== undefined && this.o.running() === 0;
+    const renew = this.attempts > 1 && !replace;
     this.o.logger.warn(
-      { queue: info.queue, waiting: info.waiting, stalled_s: Math.round(info.stalledMs / 1000), running: this.o.running(), concurrency: this.o.worker.concurrency, attempt: this.attempts },
+      { queue: info.queue, waiting: info.waiting, stalled_s: Math.round(info.stalledMs / 1000), running: this.o.running(), concurrency: this.o.worker().concurrency, attempt: this.attempts },
       `jobs waiting, none taken: ${info.waiting} job(s) in the ${info.queue} queue for ${Math.round(info.stalledMs / 1000)} s while this worker had a free slot; ` +
-        (renew ? 'renewing its connection to Redis' : 'waking it'),
+        (replace ? 'starting a new worker in its place' : renew ? 'renewing its connection to Redis' : 'waking it'),
     );
-    const internals = this.o.worker as unknown as WorkerInternals;
+    const internals = this.o.worker() as unknown as WorkerInternals;
     try {
+      if (replace) await this.o.replace!();
       if (renew) {
         // BullMQ reconnects the blocking connection (through any node the client knows) and fetches again.
         await settleWithin(Promise.resolve(internals.backend?.disconnectBlocking?.(false)), 2000);

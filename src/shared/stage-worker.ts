@@ -71,6 +71,7 @@ export interface RoleDeps<N extends QueueName> {
 }
 
 export interface StageWorker<N extends QueueName = QueueName> {
+  /** The BullMQ worker now: the queue watchdog may put a wedged one aside for a new one, so read it each time. */
   readonly worker: Worker<JobData<N>>;
   /** Stop taking jobs; running jobs get `graceMs` to finish, then are aborted and requeued. Safe to call twice. */
   close(graceMs?: number): Promise<void>;
@@ -177,24 +178,39 @@ export function startStageWorker<N extends QueueName>(opts: StageWorkerOptions<N
     }
   };
   const bullName = bullQueueName(opts.queue, opts.scope);
-  const worker = new Worker<JobData<N>>(bullName, counted, {
-    connection: opts.connection,
-    prefix: opts.prefix,
-    concurrency: opts.concurrency,
-    lockDuration: opts.lockDurationMs,
-    stalledInterval: Math.max(1000, Math.floor(opts.lockDurationMs / 2)),
-    maxStalledCount: 3,
-    limiter: opts.limiter,
-    name: opts.name,
-    autorun: true,
-  });
+  const makeWorker = (concurrency: number) => {
+    const w = new Worker<JobData<N>>(bullName, counted, {
+      connection: opts.connection,
+      prefix: opts.prefix,
+      concurrency,
+      lockDuration: opts.lockDurationMs,
+      stalledInterval: Math.max(1000, Math.floor(opts.lockDurationMs / 2)),
+      maxStalledCount: 3,
+      limiter: opts.limiter,
+      name: opts.name,
+      autorun: true,
+    });
+    w.on('error', (err) => health.failed(err));
+    return w;
+  };
   // One line per state change of Redis, not one per failed retry; an answer Redis will repeat stops the role.
   const health = watchRedisHealth(opts.connection, { logger: log, display: 'Redis' });
-  worker.on('error', (err) => health.failed(err));
+  let worker = makeWorker(opts.concurrency);
+  /**
+   * A worker whose fetch loop is wedged for good (a command it awaits went down with the old primary)
+   * is put aside and a new one takes its place on the same queue; only while it holds no job.
+   */
+  const replace = async () => {
+    const old = worker;
+    worker = makeWorker(old.concurrency);
+    const closed = old.close(true);
+    if (!(await settleWithin(closed, 3000))) await settleWithin(Promise.resolve(old.disconnect()), 1000);
+  };
   const watchdog = new QueueWatchdog({
-    worker: worker as unknown as Worker, queue: opts.queue, logger: log, stallMs: opts.stallMs,
+    worker: () => worker as unknown as Worker, queue: opts.queue, logger: log, stallMs: opts.stallMs,
     waiting: () => readyJobs(opts.connection, opts.prefix, bullName),
     nudge: () => nudgeQueue(opts.connection, opts.prefix, bullName),
+    replace,
     running: () => running,
     lastTaken: () => lastTaken,
     onRecovered: (info) => {
@@ -207,7 +223,9 @@ export function startStageWorker<N extends QueueName>(opts: StageWorkerOptions<N
   const offBack = health.onBack(() => void watchdog.check());
   let closing: Promise<void> | undefined;
   return {
-    worker,
+    get worker() {
+      return worker;
+    },
     close(graceMs = 5000) {
       closing ??= (async () => {
         watchdog.stop();

@@ -55,7 +55,9 @@ export async function startJudgeWorker(deps: JudgeWorkerDeps): Promise<StageWork
   let grace = 30_000;
   releasers.add('stop the judge worker', () => stage.close(grace));
   return {
-    worker: stage.worker,
+    get worker() {
+      return stage.worker;
+    },
     close(graceMs = 30_000) {
       grace = graceMs;
       return releasers.release();

@@ -132,7 +132,9 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Sandb
   let grace: number | undefined;
   releasers.add('stop the rollout worker', () => stage.close(grace));
   return {
-    worker: stage.worker,
+    get worker() {
+      return stage.worker;
+    },
     admission: () => admission.current,
     pace: () => pacing.state,
     close(graceMs) {
