@@ -126,16 +126,18 @@ export class QueueWatchdog {
   }
 
   /**
-   * The first time, wake the worker (a wake-up marker lost with the old primary); the second, renew
-   * its blocking connection (a fetch hanging on a connection the failover took away) and wake it
-   * again; from the third on, while it holds no job, start a new worker in its place (its fetch loop
-   * awaits a command that will never answer). Report each recovery.
+   * The first time, wake the worker (a wake-up marker lost with the old primary); from the second
+   * on, start a new worker in its place while it holds no job (its fetch loop awaits a command that
+   * will never answer), or else renew its blocking connection (a fetch hanging on a connection the
+   * failover took away) and wake it again. Report each recovery.
    */
   private async recover(info: StallInfo): Promise<void> {
     this.recoveries++;
     this.attempts++;
     this.lastRecovery = Date.now();
-    const replace = this.attempts > 2 && this.o.replace !== undefined && this.o.running() === 0;
+    // In the Cluster failover loop a fresh blocking connection never got an idle worker fetching
+    // again, a new worker always did: an idle one is replaced at once, a busy one renewed.
+    const replace = this.attempts > 1 && this.o.replace !== undefined && this.o.running() === 0;
     const renew = this.attempts > 1 && !replace;
     this.o.logger.warn(
       { queue: info.queue, waiting: info.waiting, stalled_s: Math.round(info.stalledMs / 1000), running: this.o.running(), concurrency: this.o.worker().concurrency, attempt: this.attempts },
