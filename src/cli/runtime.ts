@@ -6,6 +6,7 @@ import type { InFlightJobs } from '../shared/in-flight-jobs.ts';
 import type { Logger } from '../shared/logger.ts';
 import { checkRedisDeployment, checkRedisServer, createRedis, DEFAULT_REDIS_URL, resolveRedisEndpoint, waitForRedis, type ConnectionRole, type Redis } from '../shared/redis.ts';
 import { watchRedisHealth } from '../shared/redis-health.ts';
+import { singleSeedWarning } from '../shared/cluster-seeds.ts';
 
 /** A `--port` flag as a number (undefined when not given); anything but 0-65535 is a ConfigError naming it. */
 export function portFlag(raw: string | undefined): number | undefined {
@@ -33,6 +34,8 @@ export async function connect(config: Config, logger: Logger, role: ConnectionRo
     await checkRedisDeployment(redis, endpoint, config.queues.prefix);
     await checkRedisServer(redis, logger, role === 'worker');
     if (role === 'worker') watchRedisHealth(redis, { logger, display: endpoint.display, onFatal: stopOnFatal });
+    const oneSeed = role === 'worker' && endpoint.kind === 'cluster' ? singleSeedWarning(endpoint.nodes) : null;
+    if (oneSeed) logger.warn(oneSeed);
   } catch (err) {
     redis.disconnect();
     throw err;

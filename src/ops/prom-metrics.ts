@@ -23,6 +23,8 @@
  *   against its policy endpoint now (adaptive concurrency), and its cap.
  * - `vcfleet_policy_pushbacks_total`, `vcfleet_policy_pushbacks_last_minute`: 429s (and 503s with Retry-After)
  *   the endpoint answered the agent's calls, which the gateway held and sent again.
+ * - `vcfleet_worker_stalls_recovered_total{queue}`: times a worker of this process sat idle with jobs waiting
+ *   in its queue (after a Redis failover) and its queue watchdog renewed it.
  * - `vcfleet_policy_wait_share`: share of the last minute's session time spent waiting on the endpoint (0..1).
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
@@ -90,6 +92,9 @@ export function createFleetMetrics(options: FleetMetricsOptions = {}): FleetMetr
     name: 'vcfleet_tokens_total', help: 'Tokens of committed rows, by model role (policy, judge) and kind (input, output); a replaced row adds its judge tokens only (a rejudge).',
     labelNames: ['model_role', 'kind'], registers,
   });
+  const stalls = new Counter({
+    name: 'vcfleet_worker_stalls_recovered_total', help: 'Times a worker of this process sat idle with jobs waiting in its queue and its queue watchdog renewed it.', labelNames: ['queue'], registers,
+  });
   const depth: QueueDepthSource = createQueueDepthGauge(registry);
   const serve = createServeGauges(registry);
   const admission = admissionMetrics(registers);
@@ -148,6 +153,7 @@ export function createFleetMetrics(options: FleetMetricsOptions = {}): FleetMetr
       },
       close: () => judge.close(),
     }),
+    stallRecovered: (queue) => stalls.inc({ queue }),
     admission,
     pace,
     watchQueues: (redis, prefix) => {

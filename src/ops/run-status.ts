@@ -10,6 +10,7 @@ import { readPolicyPace, type EndpointPace } from '../pacing/policy-pace.ts';
 import { readRunProgress } from './run-progress.ts';
 import type { PaperTable } from '../shared/output/paper-table.ts';
 import { ServePending, type PendingCounts } from '../shared/serve-pending.ts';
+import { readStalls, type QueueStalls } from '../shared/stall-record.ts';
 
 export interface RunStatus {
   run: RunRecord;
@@ -39,6 +40,8 @@ export interface RunStatus {
   reconciled: ReconcileReport | null;
   /** A `vcfleet serve` run's requests accepted and not finished, their image bytes, and those refused for its bounds; null for other runs. */
   serve: PendingCounts | null;
+  /** Workers of the fleet (its prefix) that sat idle with jobs waiting and were recovered by their queue watchdog, per queue. */
+  stalls: QueueStalls[];
 }
 
 export async function runStatus(redis: Redis, prefix: string, runId: string, now = Date.now()): Promise<RunStatus> {
@@ -61,5 +64,6 @@ export async function runStatus(redis: Redis, prefix: string, runId: string, now
     policy_pace: await readPolicyPace(redis, prefix, now),
     reconciled: await lastReconcile(redis, prefix, runId),
     serve: record.origin === 'serve' ? await new ServePending(redis, prefix).counts(runId) : null,
+    stalls: await readStalls(redis, prefix),
   };
 }

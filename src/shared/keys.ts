@@ -18,6 +18,8 @@ export interface FleetKeys {
   policyPace(endpointId: string): string;
   /** When the fleet last reconciled the run after a lost Redis, and what it restored (JSON). */
   reconciled(runId: string): string;
+  /** Stalled workers the queue watchdog recovered, per queue (a hash; stall-record.ts). */
+  watchdog(): string;
   /** The results writer's lock of the fleet's queues (null) or of one run's own. */
   writerLock(scope?: string | null): string;
   /** A `vcfleet serve` rollout's task, as its request gave it (gzipped; request-task.ts). */
@@ -60,6 +62,7 @@ export function fleetKeys(prefix: string): FleetKeys {
     servePendingBytes: (id) => `${prefix}:run:${id}:serve-pending-bytes`,
     serveRefused: (id) => `${prefix}:run:${id}:serve-refused`,
     serveRuns: () => `${prefix}:serve-runs`,
+    watchdog: () => `${prefix}:watchdog`,
     writerLock: (scope = null) => (scope === null ? `${prefix}:results-writer-lock` : `${prefix}:results-writer-lock:${scope}`),
   };
 }

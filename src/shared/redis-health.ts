@@ -34,6 +34,12 @@ export interface RedisHealthOptions {
   onFatal?(message: string): void;
   /** Resolves when Redis answers (a PING); asked every second while the connection is lost. */
   probe?(): Promise<unknown>;
+  /**
+   * How long Redis must stay back before the `onBack` listeners run, in ms (default 0: at once). A
+   * failover comes back connection by connection, and a Cluster client may lose a node more than once
+   * while it settles: one reconnection, one reconcile, not one per connection that comes back.
+   */
+  settleMs?: number;
 }
 
 export class RedisHealth {
@@ -47,6 +53,9 @@ export class RedisHealth {
   /** Times the connection came back after being lost (a failover, a restart). */
   recoveries = 0;
   private readonly backListeners = new Set<() => void>();
+  private settling: NodeJS.Timeout | undefined;
+  /** Lost again while settling: the next `ready()` ends the same loss. */
+  private relapsed = false;
 
   constructor(private readonly opts: RedisHealthOptions) {}
 
@@ -71,6 +80,15 @@ export class RedisHealth {
     this.lastError = message.split('\n')[0].slice(0, 200);
     if (!this.up) return;
     this.up = false;
+    // Lost again before it settled: the listeners run once, when this loss is over too.
+    const settling = this.settling !== undefined;
+    this.cancelSettling();
+    if (settling) {
+      // Still the same loss for the log: no second "lost" line, no second "is back".
+      this.relapsed = true;
+      this.startProbing();
+      return;
+    }
     this.downSince = Date.now();
     this.opts.logger.warn({ err: this.lastError }, `lost the connection to Redis at ${this.opts.display}; retrying (one line when it is back)`);
     this.startProbing();
@@ -96,7 +114,13 @@ export class RedisHealth {
   /** The connection was closed on purpose: nothing more to report. */
   close(): void {
     this.closed = true;
+    this.cancelSettling();
     this.stop();
+  }
+
+  private cancelSettling(): void {
+    if (this.settling) clearTimeout(this.settling);
+    this.settling = undefined;
   }
 
   /** Stop asking. */
@@ -110,8 +134,21 @@ export class RedisHealth {
     if (this.up) return;
     this.up = true;
     this.stop();
-    this.recoveries++;
-    this.opts.logger.info({ down_s: Math.round((Date.now() - this.downSince) / 100) / 10, last_err: this.lastError }, `Redis at ${this.opts.display} is back`);
+    if (!this.relapsed) {
+      this.recoveries++;
+      this.opts.logger.info({ down_s: Math.round((Date.now() - this.downSince) / 100) / 10, last_err: this.lastError }, `Redis at ${this.opts.display} is back`);
+    }
+    this.relapsed = false;
+    const settleMs = this.opts.settleMs ?? 0;
+    if (settleMs <= 0) return this.backAgain();
+    this.settling = setTimeout(() => {
+      this.settling = undefined;
+      if (this.up && !this.closed) this.backAgain();
+    }, settleMs);
+    this.settling.unref();
+  }
+
+  private backAgain(): void {
     for (const fn of this.backListeners) fn();
   }
 
@@ -128,11 +165,14 @@ export class RedisHealth {
 
 const monitors = new WeakMap<object, RedisHealth>();
 
+/** A role's connection must stay back this long before it reconciles (a failover flaps for a few seconds). */
+const BACK_SETTLE_MS = 5000;
+
 /** Watch `redis` (once; later calls return the same monitor). */
 export function watchRedisHealth(redis: Redis, opts: RedisHealthOptions): RedisHealth {
   const known = monitors.get(redis);
   if (known) return known;
-  const health = new RedisHealth({ probe: () => redis.ping(), ...opts });
+  const health = new RedisHealth({ probe: () => redis.ping(), settleMs: BACK_SETTLE_MS, ...opts });
   monitors.set(redis, health);
   redis.on('error', (err: Error) => health.failed(err));
   redis.on('reconnecting', () => health.failed(new Error('connection closed; reconnecting')));

@@ -9,6 +9,7 @@ import type { Logger } from './logger.ts';
 import { ConfigError, InfraError } from './errors.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { followSwitches } from './sentinel-switch.ts';
+import { learnClusterNodes } from './cluster-seeds.ts';
 
 export type { Redis };
 export { DEFAULT_REDIS_URL, redactUrl, resolveRedisEndpoint, type RedisEndpoint } from './redis-endpoint.ts';
@@ -38,6 +39,9 @@ const NO_HA = { sentinels: [], sentinel_name: null, sentinel_password: null, clu
 
 const WORKER_OPTIONS: RedisOptions = { maxRetriesPerRequest: null, enableOfflineQueue: true, retryStrategy: (times) => Math.min(200 * times, 2000) };
 const CLIENT_OPTIONS: RedisOptions = { maxRetriesPerRequest: 2, connectTimeout: 5000, retryStrategy: (times) => (times > 3 ? null : 200 * times) };
+
+/** How often a worker's Cluster client refreshes its slots (and so the nodes it knows), in ms. */
+const CLUSTER_REFRESH_MS = 5000;
 
 /** A primary demoted by a failover answers writes with READONLY: reconnect (Sentinel names the new one) and resend. */
 const reconnectOnReadonly = (err: Error) => (/^READONLY/.test(err.message) ? 2 : false);
@@ -74,9 +78,13 @@ function connectTo(endpoint: RedisEndpoint, options: RedisOptions, role: Connect
     retryDelayOnTryAgain: 500,
     maxRedirections: 32,
     slotsRefreshTimeout: 2000,
+    // Ask the Cluster for its layout now and then, not only after a MOVED: the nodes it names are the
+    // ones a reconnect can go through (cluster-seeds.ts), and replicas appear there only once synced.
+    slotsRefreshInterval: role === 'worker' ? CLUSTER_REFRESH_MS : 0,
     scaleReads: 'master',
   });
-  return cluster as unknown as Redis;
+  // Reconnect through any node the Cluster reported, not only the seeds (a dead seed is a dead end).
+  return learnClusterNodes(cluster) as unknown as Redis;
 }
 
 /**

@@ -13,6 +13,8 @@ import { bullQueueName, parseJob, type JobData, type QueueName, type QueueScope 
 import { InFlightJobs } from './in-flight-jobs.ts';
 import { watchRedisHealth } from './redis-health.ts';
 import { settleWithin } from './settle-within.ts';
+import { nudgeQueue, QueueWatchdog, readyJobs, type StallInfo } from './queue-watchdog.ts';
+import { recordStall } from './stall-record.ts';
 
 /** How long after the grace a closing worker may still wait on Redis before its connections are dropped. */
 const CLOSE_MARGIN_MS = 3000;
@@ -45,6 +47,10 @@ export interface StageWorkerOptions<N extends QueueName> {
   onFinalFailure?(data: JobData<N>, error: unknown, ctx: StageContext): Promise<void>;
   /** Called for every job that ended (for metrics). */
   onJobEnd?: JobEndHook;
+  /** Called when the queue watchdog recovered this worker from "jobs waiting, none taken" (for metrics). */
+  onStall?(info: StallInfo): void;
+  /** The queue watchdog's stall threshold in ms (default 10 s; tests set it lower). */
+  stallMs?: number;
 }
 
 /** What every role's worker is started with. */
@@ -56,6 +62,8 @@ export interface RoleDeps<N extends QueueName> {
   /** This worker's registry id (worker-registry.ts), stored by BullMQ on the jobs it takes. */
   workerName?: string;
   onJobEnd?: StageWorkerOptions<N>['onJobEnd'];
+  /** Told of each stalled worker its queue watchdog recovered (Prometheus). */
+  onStall?: StageWorkerOptions<N>['onStall'];
   /** Whose queues this worker serves: the fleet's (null, the default) or one run's own. */
   scope?: QueueScope;
   /** The process's held jobs, handed back when it must exit at once. */
@@ -63,6 +71,7 @@ export interface RoleDeps<N extends QueueName> {
 }
 
 export interface StageWorker<N extends QueueName = QueueName> {
+  /** The BullMQ worker now: the queue watchdog may put a wedged one aside for a new one, so read it each time. */
   readonly worker: Worker<JobData<N>>;
   /** Stop taking jobs; running jobs get `graceMs` to finish, then are aborted and requeued. Safe to call twice. */
   close(graceMs?: number): Promise<void>;
@@ -155,25 +164,72 @@ function processorOf<N extends QueueName>(opts: StageWorkerOptions<N>, log: Logg
 export function startStageWorker<N extends QueueName>(opts: StageWorkerOptions<N>): StageWorker<N> {
   const shutdown = new AbortController();
   const log = opts.logger.child({ stage: opts.queue });
-  const worker = new Worker<JobData<N>>(bullQueueName(opts.queue, opts.scope), processorOf(opts, log, shutdown.signal, opts.inFlight ?? new InFlightJobs()), {
-    connection: opts.connection,
-    prefix: opts.prefix,
-    concurrency: opts.concurrency,
-    lockDuration: opts.lockDurationMs,
-    stalledInterval: Math.max(1000, Math.floor(opts.lockDurationMs / 2)),
-    maxStalledCount: 3,
-    limiter: opts.limiter,
-    name: opts.name,
-    autorun: true,
-  });
+  const handleJob = processorOf(opts, log, shutdown.signal, opts.inFlight ?? new InFlightJobs());
+  // What the queue watchdog asks: the jobs this worker holds, and when it last took one.
+  let running = 0;
+  let lastTaken = 0;
+  const counted = async (job: Job<JobData<N>>, token?: string, signal?: AbortSignal): Promise<void> => {
+    running++;
+    lastTaken = Date.now();
+    try {
+      await handleJob(job, token, signal);
+    } finally {
+      running--;
+    }
+  };
+  const bullName = bullQueueName(opts.queue, opts.scope);
+  const makeWorker = (concurrency: number) => {
+    const w = new Worker<JobData<N>>(bullName, counted, {
+      connection: opts.connection,
+      prefix: opts.prefix,
+      concurrency,
+      lockDuration: opts.lockDurationMs,
+      stalledInterval: Math.max(1000, Math.floor(opts.lockDurationMs / 2)),
+      maxStalledCount: 3,
+      limiter: opts.limiter,
+      name: opts.name,
+      autorun: true,
+    });
+    w.on('error', (err) => health.failed(err));
+    return w;
+  };
   // One line per state change of Redis, not one per failed retry; an answer Redis will repeat stops the role.
   const health = watchRedisHealth(opts.connection, { logger: log, display: 'Redis' });
-  worker.on('error', (err) => health.failed(err));
+  let worker = makeWorker(opts.concurrency);
+  /**
+   * A worker whose fetch loop is wedged for good (a command it awaits went down with the old primary)
+   * is put aside and a new one takes its place on the same queue; only while it holds no job.
+   */
+  const replace = async () => {
+    const old = worker;
+    worker = makeWorker(old.concurrency);
+    const closed = old.close(true);
+    if (!(await settleWithin(closed, 3000))) await settleWithin(Promise.resolve(old.disconnect()), 1000);
+  };
+  const watchdog = new QueueWatchdog({
+    worker: () => worker as unknown as Worker, queue: opts.queue, logger: log, stallMs: opts.stallMs,
+    waiting: () => readyJobs(opts.connection, opts.prefix, bullName),
+    nudge: () => nudgeQueue(opts.connection, opts.prefix, bullName),
+    replace,
+    running: () => running,
+    lastTaken: () => lastTaken,
+    onRecovered: (info) => {
+      opts.onStall?.(info);
+      const last = { at: new Date().toISOString(), worker: opts.name ?? null, waiting: info.waiting, stalled_s: Math.round(info.stalledMs / 1000) };
+      recordStall(opts.connection, opts.prefix, opts.queue, last).catch((err) => log.debug({ err: errorMessage(err) }, 'could not record the stall'));
+    },
+  }).start();
+  // After a failover, look at once: the interval alone would take up to its period longer.
+  const offBack = health.onBack(() => void watchdog.check());
   let closing: Promise<void> | undefined;
   return {
-    worker,
+    get worker() {
+      return worker;
+    },
     close(graceMs = 5000) {
       closing ??= (async () => {
+        watchdog.stop();
+        offBack();
         // With Redis away a running job can neither finish nor be handed back: abort at once.
         const grace = health.isUp ? graceMs : 0;
         const timer = setTimeout(() => shutdown.abort(new Error('worker shutting down')), grace);

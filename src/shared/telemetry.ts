@@ -61,6 +61,8 @@ export interface FleetMetrics {
   wrapAgent(agent: AgentRunner): AgentRunner;
   /** The judge, counting gradings by outcome and verdict. */
   wrapJudge(judge: Judge): Judge;
+  /** A worker of `queue` sat idle with jobs waiting and its queue watchdog renewed it. */
+  stallRecovered(queue: QueueName): void;
   /** The sandbox-worker's admission state (its slots, and whether it holds off for lack of memory). */
   admission(state: AdmissionState): void;
   /** The sandbox-worker's pace against its policy endpoint (sessions at once, push-backs, wait share). */

@@ -101,7 +101,10 @@ export async function startProcessRoles(o: ProcessRolesOptions): Promise<Process
   const starts = new Map<QueueName, () => Promise<RoleWorker>>();
   for (const name of stages) {
     const roleLogger = logger.child({ role: STAGES[name].role });
-    const parts: RoleParts = { config, logger: roleLogger, connection, workerName: presence.id, scope, inFlight: o.inFlight, metrics, presence };
+    const parts: RoleParts = {
+      config, logger: roleLogger, connection, workerName: presence.id, scope, inFlight: o.inFlight, metrics, presence,
+      onStall: (info) => metrics.stallRecovered(info.queue as QueueName),
+    };
     starts.set(name, await STAGE_ROLES[name].prepare(parts, releasers, { ...o, buildLogger: o.worker ? roleLogger : logger }));
   }
   await o.beforeStart?.();

@@ -12,6 +12,7 @@ import { paceLines } from '../../pacing/policy-pace.ts';
 import { vcfleetCommand } from '../../shared/advice.ts';
 import { paperTableLines } from '../../shared/output/paper-table.ts';
 import { publishedLines, readPublishedResults, type PublishedRow } from '../../shared/output/published-results.ts';
+import { stallsLine } from '../../shared/stall-record.ts';
 
 /** The paper's table of the rows so far, with the published rows beside it. */
 function paperText(s: RunStatus, published: readonly PublishedRow[]): string[] {
@@ -37,6 +38,7 @@ function formatStatus(s: RunStatus, published: readonly PublishedRow[] = []): st
     s.output ? `output: ${s.output.path} on host ${s.output.host} (results consumer ${s.output.worker ?? '?'})` : `output: ${s.run.output_jsonl_fpath} (not opened yet: the results consumer resolves it under its own output_root)`,
     ...(s.reconciled ? [reconcileLine(s.reconciled)] : []),
     ...(s.serve ? [serveLine(s.serve)] : []),
+    ...[stallsLine(s.stalls)].filter((l): l is string => l !== null),
     `workers: ${roles.length ? roles.map(([r, n]) => `${n} ${r}`).join(', ') : 'none running'}`,
     ...(stale.length ? ['workers that stopped heartbeating:', ...stale] : []),
     ...paceLines(s.policy_pace),

@@ -38,6 +38,7 @@ export async function startJudgeWorker(deps: JudgeWorkerDeps): Promise<StageWork
     limiter: judgeLimiter(config),
     logger,
     onJobEnd: deps.onJobEnd,
+    onStall: deps.onStall,
     async handle(data, ctx) {
       conflicts.check(await store.requireRun(data.run_id));
       const row = await runJudgeStage(data, { store, requests, judge: deps.judge }, ctx.signal);
@@ -54,7 +55,9 @@ export async function startJudgeWorker(deps: JudgeWorkerDeps): Promise<StageWork
   let grace = 30_000;
   releasers.add('stop the judge worker', () => stage.close(grace));
   return {
-    worker: stage.worker,
+    get worker() {
+      return stage.worker;
+    },
     close(graceMs = 30_000) {
       grace = graceMs;
       return releasers.release();

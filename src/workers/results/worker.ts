@@ -179,6 +179,7 @@ class ResultsConsumer implements ResultsWorker {
       scope: deps.scope ?? null,
       logger: deps.logger,
       onJobEnd: deps.onJobEnd,
+      onStall: deps.onStall,
       handle: async (data) => {
         const open = await this.open(data.row.run_id);
         // A `vcfleet serve` run's rows are answers to requests: each one's response goes back to serve through Redis.

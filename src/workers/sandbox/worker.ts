@@ -82,6 +82,7 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Sandb
     scope,
     logger,
     onJobEnd: deps.onJobEnd,
+    onStall: deps.onStall,
     async handle(data, ctx) {
       // A session that would not fit is not started: the job goes back, and the worker holds off.
       const refusal = await admission.refusal();
@@ -131,7 +132,9 @@ export async function startSandboxWorker(deps: SandboxWorkerDeps): Promise<Sandb
   let grace: number | undefined;
   releasers.add('stop the rollout worker', () => stage.close(grace));
   return {
-    worker: stage.worker,
+    get worker() {
+      return stage.worker;
+    },
     admission: () => admission.current,
     pace: () => pacing.state,
     close(graceMs) {
