@@ -4,6 +4,8 @@ import { splitOverrides } from '../shared/config.ts';
 import { ConfigError, DataError, errorMessage } from '../shared/errors.ts';
 import { Cli } from './context.ts';
 import { COMMANDS } from './commands/index.ts';
+import { commandPrefix } from './invocation.ts';
+import { adviseAs } from '../shared/advice.ts';
 
 export function buildProgram(cli: Cli = new Cli([])): Command {
   const program = new Command('vcfleet')
@@ -18,6 +20,7 @@ export function buildProgram(cli: Cli = new Cli([])): Command {
 }
 
 export async function main(argv: string[]): Promise<void> {
+  adviseAs(commandPrefix());
   const { overrides, rest } = splitOverrides(argv.slice(2));
   const cli = new Cli(overrides);
   const program = buildProgram(cli);

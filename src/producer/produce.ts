@@ -13,6 +13,7 @@ import { enqueueBulk, openQueue, rolloutId, type RolloutJob } from '../shared/qu
 import { RunStore, runSettings, type RunOrigin, type RunRecord } from '../shared/run-store.ts';
 import type { PreparedTask } from '../shared/task.ts';
 import { waitForReplicas } from '../shared/redis.ts';
+import { vcfleetCommand } from '../shared/advice.ts';
 
 export interface ProduceInput {
   config: Config;
@@ -154,7 +155,7 @@ export async function createServiceRun(input: Pick<ProduceInput, 'config' | 'red
   const runId = config.run_id ?? `serve-${newRunId(config.benchmark)}`;
   const existing = await store.getRun(runId);
   if (existing && existing.origin !== 'serve') {
-    throw new ConfigError(`run ${runId} was made by \`vcfleet ${existing.origin}\`, not by \`vcfleet serve\`: give serve a new --run-id, or one a serve made`);
+    throw new ConfigError(`run ${runId} was made by \`vcfleet ${existing.origin}\`, not by \`vcfleet serve\`: give serve a new --run-id (${vcfleetCommand('serve --run-id NEW')}), or one a serve made`);
   }
   const record = existing ?? { ...runRecord(config, runId, [], true, 'serve'), num_repeats: 1 };
   const created = existing ? false : await store.createRun(record);

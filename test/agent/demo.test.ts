@@ -57,7 +57,7 @@ describe('vcfleet demo', () => {
     const runId = /demo run (demo-[\w-]+): 4 synthetic puzzles/.exec(demo.output)?.[1];
     const line = demo.stdout.split('\n').find((l) => l.startsWith('complete, but 4 of 4 rollouts are masked'));
     expect(line, demo.stdout).toBeDefined();
-    const rejudge = /`vcfleet (rejudge --run-id [\w-]+)`/.exec(line!)![1];
+    const rejudge = /`node bin\/vcfleet\.js (rejudge --run-id [\w-]+)`/.exec(line!)![1];
     expect(rejudge).toBe(`rejudge --run-id ${runId}`);
     const file = path.join(dir, 'results', 'demo', `${runId}.jsonl`);
     expect(readRowsStrict(file).map((r) => r.failure_kind)).toEqual(['judge_failed', 'judge_failed', 'judge_failed', 'judge_failed']);

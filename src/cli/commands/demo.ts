@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import type { Cli } from '../context.ts';
 import { InFlightJobs } from '../../shared/in-flight-jobs.ts';
 import { onShutdownSignals } from '../runtime.ts';
-import { runDemo, NEXT_STEPS } from '../../demo/run-demo.ts';
+import { runDemo, nextSteps } from '../../demo/run-demo.ts';
 import { finish } from './run.ts';
 import { vcfleetCommand } from '../../shared/advice.ts';
 
@@ -30,6 +30,6 @@ export function registerDemo(program: Command, cli: Cli): void {
           process.stderr.write(`${created ? 'demo run' : 'resuming demo run'} ${id}: ${total} synthetic puzzles through the real OpenCode (stop with Ctrl-C; resume with \`${vcfleetCommand(`demo --run-id ${id}`)}\`)\n`);
         },
       });
-      finish(result, result.status === 'complete' ? NEXT_STEPS : '');
+      finish(result, result.status === 'complete' ? nextSteps() : '');
     });
 }

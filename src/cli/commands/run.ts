@@ -23,7 +23,7 @@ export function endingText(r: RunAllResult): string {
     case 'complete':
       return r.masked === 0
         ? `complete: all ${r.total} rollouts scored`
-        : `complete, but ${r.masked} of ${r.total} rollouts are masked (left out of mean/reward): see \`${vcfleetCommand(`status --run-id ${id}`)}\`, then \`${vcfleetCommand(`rejudge --run-id ${id}`)}\` or \`${vcfleetCommand(`retry --run-id ${id}`)}\``;
+        : `complete, but ${r.masked} of ${r.total} rollouts are masked (left out of mean/reward): see \`${vcfleetCommand(`status --run-id ${id}`)}\`${maskedAdvice(r)}`;
     case 'paused':
       return `paused: ${r.reason ?? 'the policy server fails every call'}. Fix it, then resume with \`${vcfleetCommand(`run --run-id ${id}`)}\``;
     case 'stopped':
@@ -31,6 +31,21 @@ export function endingText(r: RunAllResult): string {
     case 'stuck':
       return `incomplete: ${r.done}/${r.total} rows and nothing queued: see \`${vcfleetCommand(`status --run-id ${id}`)}\`, then \`${vcfleetCommand(`retry --run-id ${id}`)}\``;
   }
+}
+
+/**
+ * What turns the masked rows of a finished run into scores, chosen from what is left: `rejudge` for
+ * judge failures (graded again from the kept answer), `retry` for the rest (infrastructure failures,
+ * run again); both when both kinds are left. A run whose metrics are unknown gets both.
+ */
+function maskedAdvice(r: RunAllResult): string {
+  const byKind = r.metrics?.masked_by_kind;
+  const judged = byKind ? (byKind.judge_failed ?? 0) > 0 : true;
+  const other = byKind ? Object.entries(byKind).some(([kind, n]) => kind !== 'judge_failed' && n > 0) : true;
+  const rejudge = `\`${vcfleetCommand(`rejudge --run-id ${r.runId}`)}\``;
+  const retry = `\`${vcfleetCommand(`retry --run-id ${r.runId}`)}\``;
+  if (judged && other) return `, then ${rejudge} (judge failures) and ${retry} (the others)`;
+  return `, then ${judged ? rejudge : retry}`;
 }
 
 /** The summary table `run` and `demo` end with (the same metrics lines as `vcfleet metrics`). */

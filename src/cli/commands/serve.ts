@@ -17,6 +17,7 @@ import { startServeServer } from '../../serve/server.ts';
 import { startServeWorkers } from '../../serve/with-workers.ts';
 import type { Cli } from '../context.ts';
 import { connect, portFlag, exitSoon, onShutdownSignals } from '../runtime.ts';
+import { vcfleetCommand } from '../../shared/advice.ts';
 
 interface ServeFlags {
   config?: string;
@@ -82,7 +83,7 @@ export function registerServe(program: Command, cli: Cli): void {
       }
       process.stdout.write(
         `serve: ${url} (POST ${url}run) for run ${runId}` +
-          (opts.withWorkers ? ' with its workers in this process\n' : `\nworkers: vcfleet worker ${WORKER_ROLES.join('|')} --run-id ${runId}\n`),
+          (opts.withWorkers ? ' with its workers in this process\n' : `\nworkers: ${vcfleetCommand(`worker ${WORKER_ROLES.join('|')} --run-id ${runId}`)}\n`),
       );
       const stopped = await new Promise<boolean>((resolve) => {
         onShutdownSignals(logger, () => releasers.release().then(() => resolve(true), () => resolve(false)), { inFlight });
