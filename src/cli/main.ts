@@ -6,6 +6,14 @@ import { Cli } from './context.ts';
 import { COMMANDS } from './commands/index.ts';
 import { commandPrefix } from './invocation.ts';
 import { adviseAs } from '../shared/advice.ts';
+import { refuseMistypedSettings } from './usage-hints.ts';
+import { readFileSync } from 'node:fs';
+
+/** This package's version, from its package.json. */
+function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
 
 export function buildProgram(cli: Cli = new Cli([])): Command {
   const program = new Command('vcfleet')
@@ -13,6 +21,7 @@ export function buildProgram(cli: Cli = new Cli([])): Command {
       'Evaluate a vision-language policy on BabyVision with OpenCode in sandboxes, on a Redis + BullMQ fleet.\n' +
         'Any config key can be overridden as ++key=value (dotted keys for nested settings).',
     )
+    .version(packageVersion(), '-V, --version', 'print the version of vcfleet')
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride();
   for (const register of COMMANDS) register(program, cli);
@@ -25,6 +34,7 @@ export async function main(argv: string[]): Promise<void> {
   const cli = new Cli(overrides);
   const program = buildProgram(cli);
   try {
+    refuseMistypedSettings(rest);
     await program.parseAsync(rest, { from: 'user' });
   } catch (err) {
     if (err instanceof CommanderError) {

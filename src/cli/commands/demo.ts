@@ -6,6 +6,7 @@ import { onShutdownSignals } from '../runtime.ts';
 import { runDemo, nextSteps } from '../../demo/run-demo.ts';
 import { finish } from './run.ts';
 import { vcfleetCommand } from '../../shared/advice.ts';
+import { SETTINGS_HELP } from '../usage-hints.ts';
 
 export function registerDemo(program: Command, cli: Cli): void {
   program
@@ -13,6 +14,7 @@ export function registerDemo(program: Command, cli: Cli): void {
     .description('a self-contained run on bundled synthetic puzzles: scripted policy and judge, real OpenCode in local sandboxes, no network')
     .option('--config <path>', 'config YAML')
     .option('--run-id <id>', 'resume this demo run')
+    .addHelpText('after', `${SETTINGS_HELP}\n\nThe demo itself needs none of these: it starts its own scripted policy and judge on loopback.`)
     .action(async (opts: { config?: string; runId?: string }) => {
       const { logger } = cli.context(opts, {}, true);
       let runId = opts.runId ?? '';

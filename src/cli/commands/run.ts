@@ -7,6 +7,7 @@ import { DemoRunToResume, runAll, type RunAllResult } from '../../all-in-one/run
 import { runDemo } from '../../demo/run-demo.ts';
 import { metricsRows, type TableRow } from '../metrics-table.ts';
 import { vcfleetCommand } from '../../shared/advice.ts';
+import { SETTINGS_HELP } from '../usage-hints.ts';
 
 /** Exit codes of `run` and `demo`: every rollout scored, some masked, some missing (stopped, stuck, paused). */
 export const EXIT = { allScored: 0, someMasked: 3, incomplete: 4 } as const;
@@ -75,7 +76,7 @@ export function registerRun(program: Command, cli: Cli): void {
     .option('--benchmark <name>', 'babyvision_opencode or babyvision_opencode_question_only')
     .option('--run-id <id>', 'resume this run from Redis (or name a new one)')
     .option('--skip-preflight', 'do not check endpoints, keys, sandboxes and Redis first')
-    .addHelpText('after', '\nExit codes: 0 every rollout scored, 3 some rollouts masked, 4 incomplete (stopped, stuck or paused), 2 bad config or a failed preflight.')
+    .addHelpText('after', `${SETTINGS_HELP}\n\nExit codes: 0 every rollout scored, 3 some rollouts masked, 4 incomplete (stopped, stuck or paused), 2 bad config or a failed preflight.`)
     .action(async (opts: { config?: string; benchmark?: string; runId?: string; skipPreflight?: boolean }) => {
       const flags = { benchmark: opts.benchmark, run_id: opts.runId, 'preflight.enabled': opts.skipPreflight ? false : undefined };
       const { config, logger } = cli.context(opts, flags, true);

@@ -18,6 +18,7 @@ import { startServeWorkers } from '../../serve/with-workers.ts';
 import type { Cli } from '../context.ts';
 import { connect, portFlag, exitSoon, onShutdownSignals } from '../runtime.ts';
 import { vcfleetCommand } from '../../shared/advice.ts';
+import { SETTINGS_HELP } from '../usage-hints.ts';
 
 interface ServeFlags {
   config?: string;
@@ -42,9 +43,10 @@ export function registerServe(program: Command, cli: Cli): void {
     .option('--with-workers', `run this host's ${wordList(WORKER_ROLES, 'and')} roles in this process too`)
     .addHelpText(
       'after',
-      '\nEnvironment: REDIS_URL; credentials VCFLEET_DASHBOARD_TOKEN (bearer) or VCFLEET_DASHBOARD_USER +\n' +
-        'VCFLEET_DASHBOARD_PASSWORD (basic auth), required beyond 127.0.0.1. Without --with-workers, start\n' +
-        `\`vcfleet worker ${WORKER_ROLES.join('|')} --run-id <the run id printed>\` on any host.`,
+      `${SETTINGS_HELP}\n` +
+        '  VCFLEET_DASHBOARD_TOKEN (bearer) or VCFLEET_DASHBOARD_USER + VCFLEET_DASHBOARD_PASSWORD (basic auth):\n' +
+        '                      credentials, required beyond 127.0.0.1\n' +
+        `Without --with-workers, start \`${vcfleetCommand(`worker ${WORKER_ROLES.join('|')} --run-id <the run id printed>`)}\` on any host.`,
     )
     .action(async (opts: ServeFlags) => {
       const { config, logger } = cli.context(opts, flagsOf(opts));
