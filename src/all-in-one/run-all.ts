@@ -14,7 +14,8 @@ import type { Judge } from '../shared/judge.ts';
 import type { Logger } from '../shared/logger.ts';
 import { checkRedisDeployment, checkRedisServer, createRedis, resolveRedisEndpoint, waitForRedis, type Redis } from '../shared/redis.ts';
 import { watchRedisHealth } from '../shared/redis-health.ts';
-import { RunStore, type RunOrigin, type RunRecord } from '../shared/run-store.ts';
+import { RunStore, runSettings, type RunOrigin, type RunRecord } from '../shared/run-store.ts';
+import { holdRunSettings, type HoldOptions } from '../ops/asked-settings.ts';
 import { stripCredentials } from '../shared/run-settings.ts';
 import { loadOrPrepare } from '../prepare/load-or-prepare.ts';
 import { newRunId, produceRun, resumeRun, type ProduceResult } from '../producer/produce.ts';
@@ -58,6 +59,8 @@ export interface RunAllOptions {
    * is produced and the policy is not checked; without the judge, the judge is not.
    */
   requeued?: { roles: ReadonlySet<WorkerRole> };
+  /** The run settings this command names: an existing run with others is refused (or changed, with `update`) before anything starts. */
+  settings?: HoldOptions;
   /** Redis gave an answer it will repeat (MOVED, CROSSSLOT, NOAUTH; logged with its fix): stop the run. */
   onFatalRedis?(): void;
 }
@@ -84,9 +87,10 @@ export class DemoRunToResume extends Error {
 }
 
 /** Preflight of a run: Redis keeps its data, and the roles run here pass theirs (the policy endpoint serves the model, the judge takes its key). */
-function runPreflight(options: RunAllOptions, config: Config, client: Redis, model: string): RolesPreflight {
+function runPreflight(options: RunAllOptions, config: Config, client: Redis, model: string, tokenCapture: boolean): RolesPreflight {
   return {
     model,
+    tokenCapture,
     also: () => (config.preflight.require_redis_persistence ? [checkRedisPersistence(client)] : []),
     hint: options.origin === 'demo' ? '++preflight.enabled=false' : undefined,
   };
@@ -126,7 +130,8 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     // The run id first: the run's own queues, and this process's record as their worker, are named by it.
     config = { ...config, run_id: config.run_id ?? newRunId(config.benchmark) };
     const store = new RunStore(client, config.queues.prefix);
-    const existing = await store.getRun(config.run_id!);
+    const found = await store.getRun(config.run_id!);
+    const existing = found && options.settings && !options.requeued ? await holdRunSettings(store, found, config, options.settings) : found;
     if (options.requeued && !existing) {
       throw new ConfigError(`run ${config.run_id} does not exist under the prefix ${config.queues.prefix} of this Redis; check --run-id, REDIS_URL and queues.prefix (VCFLEET_PREFIX)`);
     }
@@ -137,7 +142,7 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     if (existing?.origin === 'serve' && !options.requeued) {
       throw new ConfigError(`run ${existing.run_id} is a \`vcfleet serve\` run, whose tasks come by request: serve it with \`vcfleet serve --run-id ${existing.run_id}\` (--with-workers, or workers started with --run-id)`);
     }
-    const preflight = runPreflight(options, config, client, existing?.policy_model ?? config.policy_model_name);
+    const preflight = runPreflight(options, config, client, existing?.policy_model ?? config.policy_model_name, existing ? runSettings(existing).policy.token_capture : config.policy.token_capture);
     let fleet: RunRoles & { run: RunRecord };
     if (roles.size === 0) {
       await preflightRoles(config, roles, preflight, { outputFolder: false });

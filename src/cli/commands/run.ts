@@ -8,6 +8,7 @@ import { runDemo } from '../../demo/run-demo.ts';
 import { metricsRows, type TableRow } from '../metrics-table.ts';
 import { vcfleetCommand } from '../../shared/advice.ts';
 import { SETTINGS_HELP } from '../usage-hints.ts';
+import { askedRunSettings } from '../../ops/asked-settings.ts';
 
 /** Exit codes of `run` and `demo`: every rollout scored, some masked, some missing (stopped, stuck, paused). */
 export const EXIT = { allScored: 0, someMasked: 3, incomplete: 4 } as const;
@@ -76,8 +77,9 @@ export function registerRun(program: Command, cli: Cli): void {
     .option('--benchmark <name>', 'babyvision_opencode or babyvision_opencode_question_only')
     .option('--run-id <id>', 'resume this run from Redis (or name a new one)')
     .option('--skip-preflight', 'do not check endpoints, keys, sandboxes and Redis first')
+    .option('--update-settings', 'resume --run-id with the run settings given as ++key=value (refused once rollouts of it finished); without it, a difference is refused')
     .addHelpText('after', `${SETTINGS_HELP}\n\nExit codes: 0 every rollout scored, 3 some rollouts masked, 4 incomplete (stopped, stuck or paused), 2 bad config or a failed preflight.`)
-    .action(async (opts: { config?: string; benchmark?: string; runId?: string; skipPreflight?: boolean }) => {
+    .action(async (opts: { config?: string; benchmark?: string; runId?: string; skipPreflight?: boolean; updateSettings?: boolean }) => {
       const flags = { benchmark: opts.benchmark, run_id: opts.runId, 'preflight.enabled': opts.skipPreflight ? false : undefined };
       const { config, logger } = cli.context(opts, flags, true);
       let runId = config.run_id ?? '';
@@ -89,7 +91,10 @@ export function registerRun(program: Command, cli: Cli): void {
       const signal = onShutdownSignals(logger, async () => {}, { hint: () => (runId ? `resume with: ${vcfleetCommand(`run --run-id ${runId}`)}` : ''), inFlight });
       let result: RunAllResult;
       try {
-        result = await runAll({ config, logger, signal, onStart, inFlight, onFatalRedis: stopOnFatal });
+        const asked = askedRunSettings(cli.overrides, opts.benchmark ? ['benchmark'] : []);
+        const newRun = vcfleetCommand(['run', '--run-id NEW', ...(opts.benchmark ? [`--benchmark ${opts.benchmark}`] : []), ...cli.overrides.filter((o) => asked.some((k) => o.startsWith(`++${k}=`)))].join(' '));
+        const settings = { asked, update: Boolean(opts.updateSettings), newRun, updateFlag: '--update-settings' };
+        result = await runAll({ config, logger, signal, onStart, inFlight, onFatalRedis: stopOnFatal, settings });
       } catch (err) {
         if (!(err instanceof DemoRunToResume)) throw err;
         result = (await runDemo({ configPath: opts.config, overrides: cli.overrides, logger, signal, onStart, runId: err.runId, inFlight })).result;

@@ -11,7 +11,9 @@ import { Releasers } from '../../shared/releasers.ts';
 import { WORKER_ROLES } from '../../shared/worker-registry.ts';
 import { wordList } from '../../shared/word-list.ts';
 import { checkBind, hasCredentials, isLoopback } from '../../http/access.ts';
-import { createServiceRun } from '../../producer/produce.ts';
+import { planServiceRun, storeServiceRun } from '../../producer/produce.ts';
+import { askedRunSettings, holdRunSettings } from '../../ops/asked-settings.ts';
+import { RunStore } from '../../shared/run-store.ts';
 import { RolloutService } from '../../serve/rollout-service.ts';
 import { startServeServer } from '../../serve/server.ts';
 import { startServeWorkers } from '../../serve/with-workers.ts';
@@ -26,6 +28,7 @@ interface ServeFlags {
   port?: string;
   runId?: string;
   withWorkers?: boolean;
+  updateSettings?: boolean;
 }
 
 function flagsOf(opts: ServeFlags): Record<string, unknown> {
@@ -41,6 +44,7 @@ export function registerServe(program: Command, cli: Cli): void {
     .option('--port <n>', 'port (serve.port, default 8088; 0 = any free port)')
     .option('--run-id <id>', "the service's run: a new one by default; an id a serve made before shares or resumes it")
     .option('--with-workers', `run this host's ${wordList(WORKER_ROLES, 'and')} roles in this process too`)
+    .option('--update-settings', 'serve an existing --run-id with the run settings given as ++key=value (refused once rollouts of it finished); without it, a difference is refused')
     .addHelpText(
       'after',
       `${SETTINGS_HELP}\n` +
@@ -67,12 +71,19 @@ export function registerServe(program: Command, cli: Cli): void {
       try {
         const redis: Redis = await connect(config, logger, 'worker');
         releasers.add('close the Redis connection', () => redis.disconnect());
-        const { run, created } = await createServiceRun({ config, redis, logger });
-        runId = run.run_id;
+        // The run's settings are decided, and this host's preflight passed, before the run exists.
+        const planned = await planServiceRun({ config, redis });
+        const asked = askedRunSettings(cli.overrides);
+        const newRun = vcfleetCommand(['serve', opts.withWorkers ? '--with-workers' : '', '--run-id NEW', ...cli.overrides.filter((o) => asked.some((k) => o.startsWith(`++${k}=`)))].filter(Boolean).join(' '));
+        const record = planned.existing
+          ? await holdRunSettings(new RunStore(redis, config.queues.prefix), planned.existing, config, { asked, update: Boolean(opts.updateSettings), newRun, updateFlag: '--update-settings' })
+          : planned.record;
         if (opts.withWorkers) {
-          const workers = await startServeWorkers({ config, logger, connection: redis, run, inFlight });
+          const workers = await startServeWorkers({ config, logger, connection: redis, run: record, inFlight });
           releasers.add('stop the roles of this process', () => workers.close());
         }
+        const { run, created } = await storeServiceRun({ config, redis, logger }, record);
+        runId = run.run_id;
         const service = new RolloutService({ config, redis, run, logger });
         releasers.add('close the rollout service', () => service.close());
         const server = await startServeServer({ config, logger, service });
