@@ -18,7 +18,8 @@ import { RolloutService } from '../../serve/rollout-service.ts';
 import { startServeServer } from '../../serve/server.ts';
 import { startServeWorkers } from '../../serve/with-workers.ts';
 import type { Cli } from '../context.ts';
-import { connect, portFlag, exitSoon, onShutdownSignals } from '../runtime.ts';
+import { portFlag, exitSoon, onShutdownSignals } from '../runtime.ts';
+import { connectToRuns } from '../run-redis.ts';
 import { vcfleetCommand } from '../../shared/advice.ts';
 import { SETTINGS_HELP } from '../usage-hints.ts';
 
@@ -53,7 +54,9 @@ export function registerServe(program: Command, cli: Cli): void {
         `Without --with-workers, start \`${vcfleetCommand(`worker ${WORKER_ROLES.join('|')} --run-id <the run id printed>`)}\` on any host.`,
     )
     .action(async (opts: ServeFlags) => {
-      const { config, logger } = cli.context(opts, flagsOf(opts));
+      const context = cli.context(opts, flagsOf(opts));
+      const { logger } = context;
+      let config = context.config;
       const d = config.dashboard;
       // Refuse an unprotected public bind before touching Redis or opening any port.
       const credentials = { user: d.user, password: d.password, token: d.token };
@@ -69,8 +72,12 @@ export function registerServe(program: Command, cli: Cli): void {
       let url: string;
       let runId: string;
       try {
-        const redis: Redis = await connect(config, logger, 'worker');
-        releasers.add('close the Redis connection', () => redis.disconnect());
+        // The runs `vcfleet runs` lists: REDIS_URL, else this folder's private Redis when it has data.
+        const found = await connectToRuns(config, logger, 'worker');
+        releasers.add('close the Redis connection', () => found.close());
+        const redis: Redis = found.redis;
+        if (found.url) config = { ...config, redis_url: found.url };
+        logger.info({ redis: found.where }, 'serving runs of this Redis');
         // The run's settings are decided, and this host's preflight passed, before the run exists.
         const planned = await planServiceRun({ config, redis });
         const asked = askedRunSettings(cli.overrides);
