@@ -6,6 +6,7 @@ import type { InFlightJobs } from '../shared/in-flight-jobs.ts';
 import type { Logger } from '../shared/logger.ts';
 import { checkRedisDeployment, checkRedisServer, createRedis, DEFAULT_REDIS_URL, resolveRedisEndpoint, waitForRedis, type ConnectionRole, type Redis } from '../shared/redis.ts';
 import { watchRedisHealth } from '../shared/redis-health.ts';
+import { printAboveBar } from '../shared/terminal-screen.ts';
 
 /** A `--port` flag as a number (undefined when not given); anything but 0-65535 is a ConfigError naming it. */
 export function portFlag(raw: string | undefined): number | undefined {
@@ -84,7 +85,7 @@ export function onShutdownSignals(logger: Logger, stop: () => Promise<void>, opt
     }
     if (count > 2) return;
     const more = options.hint?.() ?? '';
-    process.stderr.write(`\n${sig}: stopping; running rollouts go back to the queue with their attempts kept${more ? `; ${more}` : ''} (Ctrl-C again to quit at once)\n`);
+    printAboveBar(`${sig}: stopping; running rollouts go back to the queue with their attempts kept${more ? `; ${more}` : ''} (Ctrl-C again to quit at once)\n`);
     controller.abort();
     stop().then(
       () => undefined,
@@ -100,7 +101,7 @@ async function exitNow(logger: Logger, sig: NodeJS.Signals, inFlight: InFlightJo
   const held = inFlight?.size ?? 0;
   const moved = inFlight ? await Promise.race([inFlight.handBack(logger), sleep(3000).then(() => -1)]) : 0;
   const rest = moved < 0 ? `; the ${held} held jobs come back when their locks expire` : moved < held ? `; ${held - moved} ended meanwhile` : '';
-  process.stderr.write(`second ${sig}: exiting now; ${Math.max(moved, 0)} running jobs handed back to the queue, attempts kept${rest}\n`);
+  printAboveBar(`second ${sig}: exiting now; ${Math.max(moved, 0)} running jobs handed back to the queue, attempts kept${rest}\n`);
   process.exit(130);
 }
 

@@ -7,6 +7,7 @@ import { runDemo, nextSteps } from '../../demo/run-demo.ts';
 import { finish } from './run.ts';
 import { vcfleetCommand } from '../../shared/advice.ts';
 import { SETTINGS_HELP } from '../usage-hints.ts';
+import { printAboveBar } from '../../shared/terminal-screen.ts';
 
 export function registerDemo(program: Command, cli: Cli): void {
   program
@@ -29,7 +30,7 @@ export function registerDemo(program: Command, cli: Cli): void {
         runId: opts.runId,
         onStart: (id, total, created) => {
           runId = id;
-          process.stderr.write(`${created ? 'demo run' : 'resuming demo run'} ${id}: ${total} synthetic puzzles through the real OpenCode (stop with Ctrl-C; resume with \`${vcfleetCommand(`demo --run-id ${id}`)}\`)\n`);
+          printAboveBar(`${created ? 'demo run' : 'resuming demo run'} ${id}: ${total} synthetic puzzles through the real OpenCode (stop with Ctrl-C; resume with \`${vcfleetCommand(`demo --run-id ${id}`)}\`)\n`);
         },
       });
       finish(result, result.status === 'complete' ? nextSteps() : '');

@@ -8,6 +8,7 @@ import { runDemo } from '../../demo/run-demo.ts';
 import { metricsRows, type TableRow } from '../metrics-table.ts';
 import { vcfleetCommand } from '../../shared/advice.ts';
 import { SETTINGS_HELP } from '../usage-hints.ts';
+import { printAboveBar, terminalScreen } from '../../shared/terminal-screen.ts';
 import { askedRunSettings } from '../../ops/asked-settings.ts';
 
 /** Exit codes of `run` and `demo`: every rollout scored, some masked, some missing (stopped, stuck, paused). */
@@ -60,11 +61,12 @@ export function summaryText(r: RunAllResult): string {
 
 /** The run id, first thing: it is what resumes the run after Ctrl-C or a crash. */
 export function announceRun(runId: string, total: number, created: boolean): void {
-  process.stderr.write(`${created ? 'run' : 'resuming run'} ${runId}: ${total} rollouts (stop with Ctrl-C; resume with \`${vcfleetCommand(`run --run-id ${runId}`)}\`)\n`);
+  printAboveBar(`${created ? 'run' : 'resuming run'} ${runId}: ${total} rollouts (stop with Ctrl-C; resume with \`${vcfleetCommand(`run --run-id ${runId}`)}\`)\n`);
 }
 
 /** Print the summary and how the run ended; set the exit code. */
 export function finish(result: RunAllResult, after = ''): void {
+  terminalScreen()?.endBar(); // the summary starts on a clean line
   process.stdout.write(`\n${summaryText(result)}\n\n${endingText(result)}\n${after}`);
   process.exitCode = exitCodeOf(result);
 }
