@@ -58,6 +58,7 @@ function viewerApp({ config, logger, redis }: DashboardDeps): Hono {
   return createViewerApp(source, {
     basePath: VIEWER_PATH,
     title: `vcfleet rollouts (${prefix})`,
+    links: [{ href: '/', text: '← Runs (dashboard)' }, { href: `${BOARD_PATH}`, text: 'Queues' }],
     onError: (err, path) => logger.error({ path, err: errorMessage(err) }, 'viewer request failed'),
   });
 }
