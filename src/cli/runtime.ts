@@ -65,6 +65,8 @@ export interface ShutdownOptions {
   hint?(): string;
   /** The jobs this process holds: handed back to their queues before a second signal exits. */
   inFlight?: InFlightJobs;
+  /** What the first signal says the process does (default: rollouts going back to the queue); a process that holds no job says what it stops. */
+  stopping?: string;
 }
 
 /**
@@ -85,7 +87,8 @@ export function onShutdownSignals(logger: Logger, stop: () => Promise<void>, opt
     }
     if (count > 2) return;
     const more = options.hint?.() ?? '';
-    printAboveBar(`${sig}: stopping; running rollouts go back to the queue with their attempts kept${more ? `; ${more}` : ''} (Ctrl-C again to quit at once)\n`);
+    const what = options.stopping ?? 'stopping; running rollouts go back to the queue with their attempts kept';
+    printAboveBar(`${sig}: ${what}${more ? `; ${more}` : ''} (Ctrl-C again to quit at once)\n`);
     controller.abort();
     stop().then(
       () => undefined,

@@ -49,5 +49,8 @@ describe('commands that read runs find the same Redis', () => {
       dashboard.child.kill('SIGTERM');
       await dashboard.exited;
     }
+    // It says what it stops: it holds no rollout.
+    expect(dashboard.output()).toContain('SIGTERM: stopping the dashboard');
+    expect(dashboard.output()).not.toContain('rollouts go back to the queue');
   }, 180_000);
 });

@@ -66,7 +66,7 @@ export function registerDashboard(program: Command, cli: Cli): void {
           await roleMetrics.close();
           await conn.close();
           resolve();
-        });
+        }, { stopping: 'stopping the dashboard' });
       });
       logger.info('dashboard stopped');
     });

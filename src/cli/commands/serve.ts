@@ -106,7 +106,9 @@ export function registerServe(program: Command, cli: Cli): void {
           (opts.withWorkers ? ' with its workers in this process\n' : `\nworkers: ${vcfleetCommand(`worker ${WORKER_ROLES.join('|')} --run-id ${runId}`)}\n`),
       );
       const stopped = await new Promise<boolean>((resolve) => {
-        onShutdownSignals(logger, () => releasers.release().then(() => resolve(true), () => resolve(false)), { inFlight });
+        onShutdownSignals(logger, () => releasers.release().then(() => resolve(true), () => resolve(false)), {
+          inFlight, stopping: opts.withWorkers ? undefined : 'stopping serve; accepted requests stay queued for the workers',
+        });
       });
       logger.info(stopped ? 'serve stopped' : 'serve stopped, but some of it could not be released (logged above)');
       if (!stopped) process.exitCode = 1;

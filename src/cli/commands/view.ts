@@ -70,7 +70,7 @@ export function registerView(program: Command, cli: Cli): void {
         onShutdownSignals(logger, async () => {
           await viewer.close();
           resolve();
-        });
+        }, { stopping: 'stopping the viewer' });
       });
     });
 }
