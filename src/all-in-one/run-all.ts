@@ -16,6 +16,7 @@ import { checkRedisDeployment, checkRedisServer, createRedis, resolveRedisEndpoi
 import { watchRedisHealth } from '../shared/redis-health.ts';
 import { RunStore, runSettings, type RunOrigin, type RunRecord } from '../shared/run-store.ts';
 import { holdRunSettings, type HoldOptions } from '../ops/asked-settings.ts';
+import { settleWithin } from '../shared/settle-within.ts';
 import { stripCredentials } from '../shared/run-settings.ts';
 import { loadOrPrepare } from '../prepare/load-or-prepare.ts';
 import { newRunId, produceRun, resumeRun, type ProduceResult } from '../producer/produce.ts';
@@ -64,6 +65,9 @@ export interface RunAllOptions {
   /** Redis gave an answer it will repeat (MOVED, CROSSSLOT, NOAUTH; logged with its fix): stop the run. */
   onFatalRedis?(): void;
 }
+
+/** How long stopping the roles may take at the end of a run before the run ends anyway (ms). */
+const SHUTDOWN_BOUND_MS = 15_000;
 
 export interface RunAllResult {
   runId: string;
@@ -156,11 +160,15 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
       connection, prefix: config.queues.prefix, run, tally: fleet.tally, view: options.progress ?? createProgressView(), logger,
       signal: options.signal, policyUrl: stripCredentials(config.policy_base_url), stuckAfterMs: options.stuckAfterMs ?? 15_000,
       failFastAfter: config.queues.fail_fast_after, policyFailures: fleet.policyFailures, held: fleet.held, pace: fleet.pace,
-      refresh: fleet.commitsRows ? undefined : fleet.refresh,
+      refresh: fleet.commitsRows ? undefined : fleet.refresh, outageLimitMs: config.redis.outage_limit_s * 1000,
     });
     logger.info({ run_id: run.run_id, status: watched.status }, 'run loop ended');
     // Stopped or paused: running rollouts and gradings go back to the queue at once, attempts kept.
-    await fleet.close(watched.status === 'stopped' || watched.status === 'paused' ? 0 : 5_000);
+    // Stopping is bounded even with Redis gone: what could not be handed back comes back when its locks expire.
+    const atOnce = watched.status !== 'complete' && watched.status !== 'stuck';
+    if (!(await settleWithin(fleet.close(atOnce ? 0 : 5_000), SHUTDOWN_BOUND_MS))) {
+      logger.warn({ bound_s: SHUTDOWN_BOUND_MS / 1000 }, 'the roles did not stop in time (Redis gone?); the jobs they held come back when their locks expire');
+    }
     const outputPath = resolveOutputPath(run.run_id, run.output_jsonl_fpath, config);
     const metricsPath = metricsPathFor(outputPath);
     const { done, masked } = fleet.tally.counts;

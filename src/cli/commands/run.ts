@@ -31,6 +31,8 @@ export function endingText(r: RunAllResult): string {
       return `paused: ${r.reason ?? 'the policy server fails every call'}. Fix it, then resume with \`${vcfleetCommand(`run --run-id ${id}`)}\``;
     case 'stopped':
       return `stopped at ${r.done}/${r.total} rows; resume with \`${vcfleetCommand(`run --run-id ${id}`)}\``;
+    case 'redis_lost':
+      return `ended without its Redis: ${r.reason ?? 'Redis did not answer'}. Once Redis is back, resume with \`${vcfleetCommand(`run --run-id ${id}`)}\``;
     case 'stuck':
       return `incomplete: ${r.done}/${r.total} rows and nothing queued: see \`${vcfleetCommand(`status --run-id ${id}`)}\`, then \`${vcfleetCommand(`retry --run-id ${id}`)}\``;
   }
