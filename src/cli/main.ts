@@ -34,7 +34,9 @@ export async function main(argv: string[]): Promise<void> {
   const cli = new Cli(overrides);
   const program = buildProgram(cli);
   try {
-    refuseMistypedSettings(rest);
+    // The options of the command at hand (`runs --limit=5` is its option; `run --limit=2` a mistyped setting).
+    const command = program.commands.find((c) => c.name() === rest[0] || c.aliases().includes(rest[0] ?? ''));
+    refuseMistypedSettings(rest, new Set((command?.options ?? []).map((o) => o.long ?? '').filter(Boolean)));
     await program.parseAsync(rest, { from: 'user' });
   } catch (err) {
     if (err instanceof CommanderError) {

@@ -63,7 +63,7 @@ export async function refuseClosedRedis(config: Config, privateDir: string): Pro
     socket.once('error', (err: NodeJS.ErrnoException) => done(err.code === 'ECONNREFUSED'));
   });
   if (!refused) return;
-  const where = isConfigured(config) ? 'REDIS_URL (or redis_url)' : `the default (no REDIS_URL, and no private Redis with data under ${privateDir})`;
+  const where = isConfigured(config) ? 'REDIS_URL / redis_url' : `the default (no REDIS_URL, and no private Redis with data under ${privateDir})`;
   throw new ConfigError(`no Redis at ${endpoint.display} (connection refused; from ${where}): start it, set REDIS_URL to the fleet's Redis, or run this from the folder where \`vcfleet run\` kept its runs`);
 }
 

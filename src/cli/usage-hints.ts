@@ -9,12 +9,12 @@ import { ConfigError } from '../shared/errors.ts';
 /** `--key=value`, `-key=value` or `key=value` whose key is a config key. */
 const SETTING_LIKE = /^-{0,2}([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)=(.*)$/s;
 
-/** Throw a ConfigError for the first argument that is a setting written the wrong way. */
-export function refuseMistypedSettings(args: readonly string[]): void {
+/** Throw a ConfigError for the first argument that is a setting written the wrong way; `options`: the long options commands define (`--benchmark=x` is one). */
+export function refuseMistypedSettings(args: readonly string[], options: ReadonlySet<string> = new Set()): void {
   const keys = new Set(configKeyPaths());
   for (const arg of args) {
     const m = SETTING_LIKE.exec(arg);
-    if (!m || !keys.has(m[1])) continue;
+    if (!m || !keys.has(m[1]) || options.has(`--${m[1]}`)) continue;
     const kind = arg.startsWith('-') ? `unknown option '${arg}'` : `unexpected argument '${arg}'`;
     throw new ConfigError(`${kind}: settings are given as ++key=value; did you mean \`++${m[1]}=${m[2]}\`?`);
   }

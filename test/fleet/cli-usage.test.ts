@@ -55,6 +55,9 @@ describe('settings typed the wrong way, --help, --version', () => {
       const key = arg.replace(/^-+/, '');
       expect(r.output).toContain(`did you mean \`++${key}\`?`);
     }
+    // An option of the command written with `=` is the option, not a setting.
+    const option = await runCli(['run', '--benchmark=nope']);
+    expect(option.output).not.toContain('did you mean');
   }, 60_000);
 
   it('--help of run, demo and serve lists ++key=value and the environment variables', async () => {

@@ -13,7 +13,8 @@ import { wordList } from '../../shared/word-list.ts';
 import { checkBind, hasCredentials, isLoopback } from '../../http/access.ts';
 import { planServiceRun, storeServiceRun } from '../../producer/produce.ts';
 import { askedRunSettings, holdRunSettings } from '../../ops/asked-settings.ts';
-import { RunStore } from '../../shared/run-store.ts';
+import { RunStore, runSettings } from '../../shared/run-store.ts';
+import { preflightRoles } from '../../workers/process-roles.ts';
 import { RolloutService } from '../../serve/rollout-service.ts';
 import { startServeServer } from '../../serve/server.ts';
 import { startServeWorkers } from '../../serve/with-workers.ts';
@@ -86,11 +87,16 @@ export function registerServe(program: Command, cli: Cli): void {
           ? await holdRunSettings(new RunStore(redis, config.queues.prefix), planned.existing, config, { asked, update: Boolean(opts.updateSettings), newRun, updateFlag: '--update-settings' })
           : planned.record;
         if (opts.withWorkers) {
-          const workers = await startServeWorkers({ config, logger, connection: redis, run: record, inFlight });
-          releasers.add('stop the roles of this process', () => workers.close());
+          await preflightRoles(config, new Set(WORKER_ROLES), { model: record.policy_model, tokenCapture: runSettings(record).policy.token_capture, hint: '++preflight.enabled=false' }, { outputFolder: false });
         }
         const { run, created } = await storeServiceRun({ config, redis, logger }, record);
         runId = run.run_id;
+        if (opts.withWorkers) {
+          // Checked above, before the run existed.
+          const checked = { ...config, preflight: { ...config.preflight, enabled: false } };
+          const workers = await startServeWorkers({ config: checked, logger, connection: redis, run, inFlight });
+          releasers.add('stop the roles of this process', () => workers.close());
+        }
         const service = new RolloutService({ config, redis, run, logger });
         releasers.add('close the rollout service', () => service.close());
         const server = await startServeServer({ config, logger, service });
