@@ -108,17 +108,78 @@ async function runningIn(dir: string): Promise<{ port: number; pid: number } | n
   return null;
 }
 
+const USERS = 'users';
+
+/** Count this process as a user of the folder's private Redis (a file named by its pid under `users/`). */
+function joinUsers(dir: string): void {
+  mkdirSync(path.join(dir, USERS), { recursive: true });
+  writeFileSync(path.join(dir, USERS, String(process.pid)), '');
+}
+
+/** Leave; true when no other live process uses the private Redis (files of dead ones are removed). */
+function leaveUsers(dir: string): boolean {
+  const folder = path.join(dir, USERS);
+  rmSync(path.join(folder, String(process.pid)), { force: true });
+  let others = 0;
+  for (const name of existsSync(folder) ? readdirSync(folder) : []) {
+    if (/^\d+$/.test(name) && alive(Number(name))) others++;
+    else rmSync(path.join(folder, name), { force: true });
+  }
+  return others === 0;
+}
+
 /**
- * The private Redis of the folder: the one another command runs now when there is one (left running
- * when this process ends), else one this process starts and stops.
+ * The private Redis of the folder, shared by every command that uses it at once: the one another
+ * command runs now when there is one, else one this process starts. Each user is counted (its pid
+ * under `users/`); whoever leaves last stops the server, whoever started it, so two runs side by
+ * side in one folder never lose their Redis under them. Starting is serialised by a lock file, so two
+ * commands started together do not start two servers on the same files.
  */
 export async function openPrivateRedis(options: PrivateRedisOptions): Promise<PrivateRedis> {
-  const running = await runningIn(options.dir);
-  if (running) {
-    options.logger.info({ port: running.port, pid: running.pid, dir: options.dir }, 'using the private redis-server another vcfleet command runs');
-    return { url: `redis://127.0.0.1:${running.port}`, port: running.port, started: false, stop: async () => {} };
+  mkdirSync(options.dir, { recursive: true });
+  const lock = path.join(options.dir, 'start.lock');
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const running = await runningIn(options.dir);
+    if (running) {
+      joinUsers(options.dir);
+      options.logger.info({ port: running.port, pid: running.pid, dir: options.dir }, 'using the private redis-server another vcfleet command runs (shared; the last to leave stops it)');
+      return { url: `redis://127.0.0.1:${running.port}`, port: running.port, started: false, stop: async () => stopIfLast(options.dir, running.pid) };
+    }
+    if (takeLock(lock) || Date.now() > deadline) break;
+    await sleep(200);
   }
-  return startPrivateRedis(options);
+  try {
+    joinUsers(options.dir);
+    return await startPrivateRedis(options);
+  } finally {
+    rmSync(lock, { force: true });
+  }
+}
+
+/** Create the lock file, or take over one whose holder died; false while a live process holds it. */
+function takeLock(lock: string): boolean {
+  try {
+    writeFileSync(lock, String(process.pid), { flag: 'wx' });
+    return true;
+  } catch {
+    const holder = Number(readFileSync(lock, 'utf8'));
+    if (Number.isInteger(holder) && holder > 0 && alive(holder)) return false;
+    rmSync(lock, { force: true });
+    return false;
+  }
+}
+
+/** Leave the private Redis; the last user stops the server (by its pid) and removes its server file. */
+async function stopIfLast(dir: string, pid: number): Promise<void> {
+  if (!leaveUsers(dir)) return;
+  rmSync(path.join(dir, SERVER_FILE), { force: true });
+  try {
+    process.kill(pid, 'SIGTERM');
+  } catch {
+    return; // already gone
+  }
+  for (let i = 0; i < 50 && alive(pid); i++) await sleep(100);
 }
 
 export async function startPrivateRedis(options: PrivateRedisOptions): Promise<PrivateRedis> {
@@ -138,8 +199,8 @@ export async function startPrivateRedis(options: PrivateRedisOptions): Promise<P
   if (spawned) {
     throw new InfraError(`cannot start redis-server (${spawned.message}): install it (apt-get install redis-server) or set REDIS_URL`);
   }
-  // A process that exits at once (a second Ctrl-C) still stops its private Redis, which it detached.
-  const onExit = () => void child.kill('SIGTERM');
+  // A process that exits at once (a second Ctrl-C) still stops its private Redis, which it detached, unless others use it.
+  const onExit = () => void (leaveUsers(options.dir) && child.kill('SIGTERM'));
   process.once('exit', onExit);
   await waitForPort(port, child, 10_000);
   const serverFile = path.join(options.dir, SERVER_FILE);
@@ -152,7 +213,12 @@ export async function startPrivateRedis(options: PrivateRedisOptions): Promise<P
     started: true,
     stop() {
       process.off('exit', onExit);
-      if (existsSync(serverFile)) rmSync(serverFile, { force: true });
+      // Another command uses it still: it stops it when it leaves last.
+      if (!stopping && !leaveUsers(options.dir)) {
+        stopping = Promise.resolve();
+        child.unref();
+      }
+      if (!stopping && existsSync(serverFile)) rmSync(serverFile, { force: true });
       stopping ??= new Promise<void>((resolve) => {
         if (child.exitCode !== null) return resolve();
         child.once('exit', () => resolve());

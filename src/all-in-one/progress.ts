@@ -2,9 +2,9 @@
  * Live progress of a run: a bar on a TTY (done/total, running, masked, accuracy so far, ETA), plain
  * periodic lines otherwise (logs and CI stay readable).
  */
-import cliProgress from 'cli-progress';
 import { accuracyOf, type TallyCounts } from '../shared/output/tally.ts';
 import type { PaceState } from '../shared/telemetry.ts';
+import { openTerminalScreen, TerminalScreen } from '../shared/terminal-screen.ts';
 
 /** What the progress line shows: the run's row tally, its size, and the rollouts running now. */
 export interface ProgressCounts extends Pick<TallyCounts, 'done' | 'scored' | 'correct' | 'masked'> {
@@ -71,24 +71,15 @@ export interface ProgressView {
 export function createProgressView(stream: NodeJS.WriteStream = process.stderr, intervalMs = 10_000): ProgressView {
   const eta = new Eta();
   if (stream.isTTY) {
-    const bar = new cliProgress.SingleBar(
-      {
-        format: ' {bar} {value}/{total} | running {running} | masked {masked} | acc {acc} | ETA {remaining}{pace}{held}',
-        hideCursor: true,
-        stream,
-      },
-      cliProgress.Presets.shades_classic,
-    );
-    let started = false;
+    // The bar is the screen's last line; log lines print above it (shared/terminal-screen.ts).
+    const screen = stream === process.stderr ? openTerminalScreen(stream) : new TerminalScreen(stream);
     return {
       update(c) {
-        const payload = { running: c.running, masked: c.masked, acc: accuracyText(c), remaining: eta.text(c), held: heldText(c), pace: paceText(c.pace) };
-        if (!started) {
-          bar.start(c.total, c.done, payload);
-          started = true;
-        } else bar.update(c.done, payload);
+        const filled = c.total > 0 ? Math.round((20 * Math.min(c.done, c.total)) / c.total) : 0;
+        const bar = `${'█'.repeat(filled)}${'░'.repeat(20 - filled)}`;
+        screen.setBar(` ${bar} ${c.done}/${c.total} | running ${c.running} | masked ${c.masked} | acc ${accuracyText(c)} | ETA ${eta.text(c)}${paceText(c.pace)}${heldText(c)}`);
       },
-      stop: () => bar.stop(),
+      stop: () => screen.endBar(),
     };
   }
   let last = 0;

@@ -14,7 +14,9 @@ import type { Judge } from '../shared/judge.ts';
 import type { Logger } from '../shared/logger.ts';
 import { checkRedisDeployment, checkRedisServer, createRedis, resolveRedisEndpoint, waitForRedis, type Redis } from '../shared/redis.ts';
 import { watchRedisHealth } from '../shared/redis-health.ts';
-import { RunStore, type RunOrigin, type RunRecord } from '../shared/run-store.ts';
+import { RunStore, runSettings, type RunOrigin, type RunRecord } from '../shared/run-store.ts';
+import { holdRunSettings, type HoldOptions } from '../ops/asked-settings.ts';
+import { settleWithin } from '../shared/settle-within.ts';
 import { stripCredentials } from '../shared/run-settings.ts';
 import { loadOrPrepare } from '../prepare/load-or-prepare.ts';
 import { newRunId, produceRun, resumeRun, type ProduceResult } from '../producer/produce.ts';
@@ -59,9 +61,14 @@ export interface RunAllOptions {
    * is produced and the policy is not checked; without the judge, the judge is not.
    */
   requeued?: { roles: ReadonlySet<WorkerRole> };
+  /** The run settings this command names: an existing run with others is refused (or changed, with `update`) before anything starts. */
+  settings?: HoldOptions;
   /** Redis gave an answer it will repeat (MOVED, CROSSSLOT, NOAUTH; logged with its fix): stop the run. */
   onFatalRedis?(): void;
 }
+
+/** How long stopping the roles may take at the end of a run before the run ends anyway (ms). */
+const SHUTDOWN_BOUND_MS = 15_000;
 
 export interface RunAllResult {
   runId: string;
@@ -85,9 +92,10 @@ export class DemoRunToResume extends Error {
 }
 
 /** Preflight of a run: Redis keeps its data, and the roles run here pass theirs (the policy endpoint serves the model, the judge takes its key). */
-function runPreflight(options: RunAllOptions, config: Config, client: Redis, model: string): RolesPreflight {
+function runPreflight(options: RunAllOptions, config: Config, client: Redis, model: string, tokenCapture: boolean): RolesPreflight {
   return {
     model,
+    tokenCapture,
     also: () => (config.preflight.require_redis_persistence ? [checkRedisPersistence(client)] : []),
     hint: options.origin === 'demo' ? '++preflight.enabled=false' : undefined,
   };
@@ -127,7 +135,8 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     // The run id first: the run's own queues, and this process's record as their worker, are named by it.
     config = { ...config, run_id: config.run_id ?? newRunId(config.benchmark) };
     const store = new RunStore(client, config.queues.prefix);
-    const existing = await store.getRun(config.run_id!);
+    const found = await store.getRun(config.run_id!);
+    const existing = found && options.settings && !options.requeued ? await holdRunSettings(store, found, config, options.settings) : found;
     if (options.requeued && !existing) {
       throw new ConfigError(`run ${config.run_id} does not exist under the prefix ${config.queues.prefix} of this Redis; check --run-id, REDIS_URL and queues.prefix (VCFLEET_PREFIX)`);
     }
@@ -138,7 +147,7 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     if (existing?.origin === 'serve' && !options.requeued) {
       throw new ConfigError(`run ${existing.run_id} is a \`vcfleet serve\` run, whose tasks come by request: serve it with \`vcfleet serve --run-id ${existing.run_id}\` (--with-workers, or workers started with --run-id)`);
     }
-    const preflight = runPreflight(options, config, client, existing?.policy_model ?? config.policy_model_name);
+    const preflight = runPreflight(options, config, client, existing?.policy_model ?? config.policy_model_name, existing ? runSettings(existing).policy.token_capture : config.policy.token_capture);
     let fleet: RunRoles & { run: RunRecord };
     if (roles.size === 0) {
       await preflightRoles(config, roles, preflight, { outputFolder: false });
@@ -152,11 +161,15 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
       connection, prefix: config.queues.prefix, run, tally: fleet.tally, view: options.progress ?? createProgressView(), logger,
       signal: options.signal, policyUrl: stripCredentials(config.policy_base_url), stuckAfterMs: options.stuckAfterMs ?? 15_000,
       failFastAfter: config.queues.fail_fast_after, policyFailures: fleet.policyFailures, held: fleet.held, pace: fleet.pace,
-      refresh: fleet.commitsRows ? undefined : fleet.refresh,
+      refresh: fleet.commitsRows ? undefined : fleet.refresh, outageLimitMs: config.redis.outage_limit_s * 1000,
     });
     logger.info({ run_id: run.run_id, status: watched.status }, 'run loop ended');
     // Stopped or paused: running rollouts and gradings go back to the queue at once, attempts kept.
-    await fleet.close(watched.status === 'stopped' || watched.status === 'paused' ? 0 : 5_000);
+    // Stopping is bounded even with Redis gone: what could not be handed back comes back when its locks expire.
+    const atOnce = watched.status !== 'complete' && watched.status !== 'stuck';
+    if (!(await settleWithin(fleet.close(atOnce ? 0 : 5_000), SHUTDOWN_BOUND_MS))) {
+      logger.warn({ bound_s: SHUTDOWN_BOUND_MS / 1000 }, 'the roles did not stop in time (Redis gone?); the jobs they held come back when their locks expire');
+    }
     const outputPath = resolveOutputPath(run.run_id, run.output_jsonl_fpath, config);
     const metricsPath = metricsPathFor(outputPath);
     const { done, masked } = fleet.tally.counts;

@@ -17,7 +17,7 @@ import { openJobs, readRunJobs } from '../shared/run-jobs.ts';
 import type { ProgressView } from './progress.ts';
 import type { JobEnd, PaceState } from '../shared/telemetry.ts';
 
-export type WatchStatus = 'complete' | 'stopped' | 'stuck' | 'paused';
+export type WatchStatus = 'complete' | 'stopped' | 'stuck' | 'paused' | 'redis_lost';
 
 export interface WatchOptions {
   connection: Redis;
@@ -41,6 +41,23 @@ export interface WatchOptions {
   refresh?(): Promise<void>;
   /** This process's pace against the policy endpoint. */
   pace?(): PaceState | null;
+  /** End the run (`redis_lost`) once Redis did not answer for this long (ms; `redis.outage_limit_s`). */
+  outageLimitMs?: number;
+}
+
+/** How long one read of the loop may wait for Redis (its connection waits out outages for ever). */
+const READ_WAIT_MS = 5000;
+
+/** `promise`, or an error once `ms` passed without an answer (the loop goes on checking its signal). */
+async function answerWithin<T>(promise: Promise<T>, ms: number): Promise<T> {
+  promise.catch(() => undefined); // settled after we stopped waiting: nobody listens any more
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`Redis did not answer within ${ms / 1000} s`)), ms)));
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 export interface WatchResult {
@@ -104,13 +121,15 @@ export async function watchRun(o: WatchOptions): Promise<WatchResult> {
   let tick = 0;
   // Until first read, the run counts as busy (never complete or stuck before Redis was asked).
   let state: Pending = { running: 0, pending: 1 };
+  let unreachableSince: number | null = null;
   try {
     for (;; tick++) {
       if (o.signal?.aborted) return { status: 'stopped' };
       try {
         // A run in the fleet's queues is counted by reading its jobs: every few seconds only.
-        if (queues || tick % 10 === 0) state = await pendingOf(o, queues);
-        if (o.refresh && tick % 4 === 0) await o.refresh();
+        if (queues || tick % 10 === 0) state = await answerWithin(pendingOf(o, queues), READ_WAIT_MS);
+        if (o.refresh && tick % 4 === 0) await answerWithin(o.refresh(), READ_WAIT_MS);
+        unreachableSince = null;
         const down = policyDown(o.policyFailures, o.tally, o.failFastAfter);
         if (down) {
           // Its own queue is paused for every worker of the run; the fleet's shared one is left to other runs.
@@ -118,6 +137,11 @@ export async function watchRun(o: WatchOptions): Promise<WatchResult> {
           return { status: 'paused', reason: down };
         }
       } catch (err) {
+        unreachableSince ??= Date.now();
+        const gone = Date.now() - unreachableSince;
+        if (o.outageLimitMs !== undefined && gone >= o.outageLimitMs) {
+          return { status: 'redis_lost', reason: `Redis did not answer for ${Math.round(gone / 1000)} s (redis.outage_limit_s): ${(err as Error).message}` };
+        }
         o.logger.warn({ err: (err as Error).message }, 'cannot read the queues (Redis unreachable?); waiting');
         await sleep(1000);
         continue;

@@ -6,6 +6,7 @@
 import { loadConfig, secretValues, type Config } from '../shared/config.ts';
 import { createLogger, type Logger } from '../shared/logger.ts';
 import { adviseWith } from '../shared/advice.ts';
+import { openTerminalScreen, screenDestination } from '../shared/terminal-screen.ts';
 
 export interface CommandContext {
   config: Config;
@@ -20,15 +21,18 @@ export class Cli {
 
   /**
    * Load the config for a command; `flags` are values set by the command's own options. With
-   * `progressBar`, info lines are held back on a terminal so they do not tear the bar (warnings and
-   * errors still show; set log_level=debug to see everything).
+   * `progressBar`, on a terminal, one screen owns it (shared/terminal-screen.ts): log lines print on
+   * one line above the bar, repeated warnings fold into a count on the bar, and info lines are held
+   * back (set log_level=debug to see everything).
    */
   context(opts: { config?: string }, flags: Record<string, unknown> = {}, progressBar = false): CommandContext {
     const config = loadConfig({ configPath: opts.config, overrides: this.overrides, flags });
     adviseWith({ configPath: opts.config, overrides: this.overrides });
     this.loaded = config;
     const level = progressBar && process.stderr.isTTY && config.log_level === 'info' ? 'warn' : config.log_level;
-    const logger = createLogger({ level, secrets: secretValues(config), name: 'vcfleet', json: config.log_json });
+    const screen = progressBar && process.stderr.isTTY && !config.log_json ? openTerminalScreen() : null;
+    const destination = screen ? screenDestination(screen) : undefined;
+    const logger = createLogger({ level, secrets: secretValues(config), name: 'vcfleet', json: config.log_json, destination });
     return { config, logger };
   }
 

@@ -4,6 +4,16 @@ import { splitOverrides } from '../shared/config.ts';
 import { ConfigError, DataError, errorMessage } from '../shared/errors.ts';
 import { Cli } from './context.ts';
 import { COMMANDS } from './commands/index.ts';
+import { commandPrefix } from './invocation.ts';
+import { adviseAs } from '../shared/advice.ts';
+import { refuseMistypedSettings } from './usage-hints.ts';
+import { readFileSync } from 'node:fs';
+
+/** This package's version, from its package.json. */
+function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
 
 export function buildProgram(cli: Cli = new Cli([])): Command {
   const program = new Command('vcfleet')
@@ -11,6 +21,7 @@ export function buildProgram(cli: Cli = new Cli([])): Command {
       'Evaluate a vision-language policy on BabyVision with OpenCode in sandboxes, on a Redis + BullMQ fleet.\n' +
         'Any config key can be overridden as ++key=value (dotted keys for nested settings).',
     )
+    .version(packageVersion(), '-V, --version', 'print the version of vcfleet')
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride();
   for (const register of COMMANDS) register(program, cli);
@@ -18,10 +29,14 @@ export function buildProgram(cli: Cli = new Cli([])): Command {
 }
 
 export async function main(argv: string[]): Promise<void> {
+  adviseAs(commandPrefix());
   const { overrides, rest } = splitOverrides(argv.slice(2));
   const cli = new Cli(overrides);
   const program = buildProgram(cli);
   try {
+    // The options of the command at hand (`runs --limit=5` is its option; `run --limit=2` a mistyped setting).
+    const command = program.commands.find((c) => c.name() === rest[0] || c.aliases().includes(rest[0] ?? ''));
+    refuseMistypedSettings(rest, new Set((command?.options ?? []).map((o) => o.long ?? '').filter(Boolean)));
     await program.parseAsync(rest, { from: 'user' });
   } catch (err) {
     if (err instanceof CommanderError) {

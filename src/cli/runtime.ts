@@ -7,6 +7,7 @@ import type { Logger } from '../shared/logger.ts';
 import { checkRedisDeployment, checkRedisServer, createRedis, DEFAULT_REDIS_URL, resolveRedisEndpoint, waitForRedis, type ConnectionRole, type Redis } from '../shared/redis.ts';
 import { watchRedisHealth } from '../shared/redis-health.ts';
 import { singleSeedWarning } from '../shared/cluster-seeds.ts';
+import { printAboveBar } from '../shared/terminal-screen.ts';
 
 /** A `--port` flag as a number (undefined when not given); anything but 0-65535 is a ConfigError naming it. */
 export function portFlag(raw: string | undefined): number | undefined {
@@ -67,6 +68,8 @@ export interface ShutdownOptions {
   hint?(): string;
   /** The jobs this process holds: handed back to their queues before a second signal exits. */
   inFlight?: InFlightJobs;
+  /** What the first signal says the process does (default: rollouts going back to the queue); a process that holds no job says what it stops. */
+  stopping?: string;
 }
 
 /**
@@ -87,7 +90,8 @@ export function onShutdownSignals(logger: Logger, stop: () => Promise<void>, opt
     }
     if (count > 2) return;
     const more = options.hint?.() ?? '';
-    process.stderr.write(`\n${sig}: stopping; running rollouts go back to the queue with their attempts kept${more ? `; ${more}` : ''} (Ctrl-C again to quit at once)\n`);
+    const what = options.stopping ?? 'stopping; running rollouts go back to the queue with their attempts kept';
+    printAboveBar(`${sig}: ${what}${more ? `; ${more}` : ''} (Ctrl-C again to quit at once)\n`);
     controller.abort();
     stop().then(
       () => undefined,
@@ -103,7 +107,7 @@ async function exitNow(logger: Logger, sig: NodeJS.Signals, inFlight: InFlightJo
   const held = inFlight?.size ?? 0;
   const moved = inFlight ? await Promise.race([inFlight.handBack(logger), sleep(3000).then(() => -1)]) : 0;
   const rest = moved < 0 ? `; the ${held} held jobs come back when their locks expire` : moved < held ? `; ${held - moved} ended meanwhile` : '';
-  process.stderr.write(`second ${sig}: exiting now; ${Math.max(moved, 0)} running jobs handed back to the queue, attempts kept${rest}\n`);
+  printAboveBar(`second ${sig}: exiting now; ${Math.max(moved, 0)} running jobs handed back to the queue, attempts kept${rest}\n`);
   process.exit(130);
 }
 

@@ -12,6 +12,7 @@ import { serveStatic } from '@hono/node-server/serve-static';
 import type { Queue } from 'bullmq';
 import type { Hono } from 'hono';
 import { jobRolloutUrl } from './viewer-links.ts';
+import { boardPageRewrite, serveLocalFonts } from './board-page.ts';
 
 type JobUrl = NonNullable<ConstructorParameters<typeof BullMQAdapter>[1]>['externalJobUrl'];
 
@@ -48,7 +49,8 @@ export function mountBullBoard(app: Hono, queues: readonly Queue[], opts: BullBo
     return href ? { href, displayText: 'rollout page' } : undefined;
   }) as JobUrl;
   const adapt = (queue: Queue) => {
-    const adapter = new BullMQAdapter(queue, { readOnlyMode: opts.readOnly, allowRetries: !opts.readOnly, externalJobUrl });
+    // `rollout.<run id>`: grouped in the menu by stage (the delimiter), each run's queue under it by its id.
+    const adapter = new BullMQAdapter(queue, { readOnlyMode: opts.readOnly, allowRetries: !opts.readOnly, externalJobUrl, delimiter: '.' });
     adapter.setFormatter('data', (data) => trimForDisplay(data));
     adapter.setFormatter('returnValue', (data) => trimForDisplay(data));
     return adapter;
@@ -62,6 +64,10 @@ export function mountBullBoard(app: Hono, queues: readonly Queue[], opts: BullBo
     serverAdapter: serverAdapter as unknown as Parameters<typeof createBullBoard>[0]['serverAdapter'],
     options: { uiConfig: { boardTitle: opts.title ?? 'vcfleet', miscLinks: [{ text: 'Runs', url: '/' }, { text: 'Rollouts', url: `${opts.viewerPath}/` }] } },
   });
+  // Its page loads nothing from outside: the fonts are served here (board-page.ts).
+  serveLocalFonts(app);
+  app.use(opts.basePath, boardPageRewrite());
+  app.use(`${opts.basePath}/*`, boardPageRewrite());
   app.route(opts.basePath, serverAdapter.registerPlugin());
   return (next) => board.replaceQueues(next.map(adapt));
 }

@@ -22,9 +22,12 @@ function maskedCell(s: RunSummary, viewerPath: string): Html | string {
   return parts.length ? html`${parts}` : '0';
 }
 
-/** Rows done out of the total; a complete run is ✓ unless nothing in it was scored. */
+/**
+ * Rows done out of the total; a complete run is ✓ unless nothing in it was scored. The status word is
+ * the CLI's (`complete`, as `vcfleet run` ends such a run with exit 3), with what is wrong beside it.
+ */
 function doneCell(s: RunSummary): Html {
-  if (s.state === 'failed') return html`${s.done}/${s.total} <strong class="run-failed">✗ failed: every row masked</strong>`;
+  if (s.state === 'failed') return html`${s.done}/${s.total} complete <strong class="run-failed">✗ every row masked (nothing scored)</strong>`;
   return html`${s.done}/${s.total}${s.state === 'complete' ? ' ✓' : ''}`;
 }
 

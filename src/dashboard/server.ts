@@ -60,6 +60,7 @@ function viewerApp({ config, logger, redis }: DashboardDeps): Hono {
     basePath: VIEWER_PATH,
     title: `vcfleet rollouts (${prefix})`,
     published: readPublishedResults(config.report.published_results),
+    links: [{ href: '/', text: '← Runs (dashboard)' }, { href: `${BOARD_PATH}`, text: 'Queues' }],
     onError: (err, path) => logger.error({ path, err: errorMessage(err) }, 'viewer request failed'),
   });
 }

@@ -15,6 +15,7 @@ import { startScriptedPolicyServer } from './scripted-policy-server.ts';
 import { scripts } from './scripted-policy-scripts.ts';
 import { startScriptedJudgeServer } from './scripted-judge-server.ts';
 import type { InFlightJobs } from '../shared/in-flight-jobs.ts';
+import { vcfleetCommand } from '../shared/advice.ts';
 
 export interface DemoOptions {
   configPath?: string;
@@ -83,13 +84,13 @@ export async function runDemo(options: DemoOptions): Promise<{ result: RunAllRes
   }
 }
 
-export const NEXT_STEPS = `
+export const nextSteps = (): string => `
 Next: the same run against a real policy endpoint and judge:
 
   export POLICY_BASE_URL=http://your-vlm-server:8000/v1 POLICY_MODEL=your-model POLICY_API_KEY=...
   export OPENAI_API_KEY=...            # the judge (default gpt-4o-mini on the OpenAI API)
   export BABYVISION_PARQUET=/path/to/train-00000-of-00001.parquet   # offline copy of BabyVision
-  vcfleet run --benchmark babyvision_opencode ++limit=10
+  ${vcfleetCommand('run --benchmark babyvision_opencode ++limit=10')}
 
 Any OpenAI-compatible judge: ++visual_coding_opencode_judge_base_url=http://judge:8000/v1 ++visual_coding_opencode_judge_model_name=NAME
 `;

@@ -7,6 +7,7 @@ import { RunStore } from '../shared/run-store.ts';
 import type { Row } from '../shared/rows.ts';
 import { SCORING_RULES } from '../shared/scoring.ts';
 import { forEachJob } from '../shared/run-jobs.ts';
+import { vcfleetCommand } from '../shared/advice.ts';
 
 /** How many jobs a retry requeued, by stage. */
 export type RequeuedJobs = Record<QueueName, number>;
@@ -75,7 +76,7 @@ export async function rejudge(redis: Redis, prefix: string, runId: string, logge
       const outcome = await store.getOutcome(runId, row.rollout_id);
       if (!outcome) {
         missing++;
-        logger.warn({ rollout_id: row.rollout_id }, 'no agent outcome kept for this rollout; use `vcfleet retry --stage rollout` instead');
+        logger.warn({ rollout_id: row.rollout_id }, `no agent outcome kept for this rollout; use \`${vcfleetCommand(`retry --run-id ${runId} --stage rollout`)}\` instead`);
         continue;
       }
       // A `vcfleet serve` run's tasks are its requests' (kept until their responses expire).

@@ -10,6 +10,7 @@ import { configKeyPaths } from '../shared/config-keys.ts';
 import { ConfigError } from '../shared/errors.ts';
 import { RUN_SETTING_KEYS, settingDifferences, shownValue, withSetting } from '../shared/run-settings.ts';
 import { RunStore, runSettings, type RunRecord, type SettingsChange } from '../shared/run-store.ts';
+import { vcfleetCommand } from '../shared/advice.ts';
 
 export interface RunSetResult {
   record: RunRecord;
@@ -22,7 +23,7 @@ const CHANGEABLE = RUN_SETTING_KEYS.filter((k) => !k.fixed).map((k) => k.key);
 /** Why `key` cannot be set on a run, or null when it can. */
 export function notARunSetting(key: string): string | null {
   const entry = RUN_SETTING_KEYS.find((k) => k.key === key);
-  if (entry?.fixed) return `${key} makes the run's rollouts and cannot change: produce a new run with it (vcfleet produce --run-id NEW ++${key}=...)`;
+  if (entry?.fixed) return `${key} makes the run's rollouts and cannot change: produce a new run with it (${vcfleetCommand(`produce --run-id NEW ++${key}=...`)})`;
   if (entry) return null;
   const known = configKeyPaths().includes(key);
   return known

@@ -61,7 +61,7 @@ export async function runStatus(redis: Redis, prefix: string, runId: string, now
     masked: p.maskedByKind, stop_reasons: p.stopReasons, warnings, jobs: jobs.counts, pending, complete: p.complete && pending === 0,
     output: await store.getOutputLocation(runId),
     workers: { live: fleet.live, stale },
-    policy_pace: await readPolicyPace(redis, prefix, now),
+    policy_pace: await readPolicyPace(redis, prefix, now, new Set(fleet.live.map((w) => w.id))),
     reconciled: await lastReconcile(redis, prefix, runId),
     serve: record.origin === 'serve' ? await new ServePending(redis, prefix).counts(runId) : null,
     stalls: await readStalls(redis, prefix),

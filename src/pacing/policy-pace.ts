@@ -20,15 +20,17 @@ export interface EndpointPace {
 }
 
 
-export async function readPolicyPace(redis: Redis, prefix: string, now = Date.now()): Promise<EndpointPace[]> {
+export async function readPolicyPace(redis: Redis, prefix: string, now = Date.now(), liveWorkers?: ReadonlySet<string>): Promise<EndpointPace[]> {
   const out: EndpointPace[] = [];
   let cursor = '0';
   do {
     const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:policy-pace:*`, 'COUNT', 100);
     cursor = next;
     for (const key of keys) {
-      const live = Object.values(await redis.hgetall(key))
-        .map((raw) => {
+      // A worker that stopped (no longer in the registry) paces nothing, however fresh its last record.
+      const live = Object.entries(await redis.hgetall(key))
+        .filter(([worker]) => !liveWorkers || liveWorkers.has(worker))
+        .map(([, raw]) => {
           try {
             return PublishedPaceSchema.safeParse(JSON.parse(raw));
           } catch {

@@ -6,6 +6,7 @@ import { DataError } from '../shared/errors.ts';
 import { ManifestSchema, PreparedTaskSchema, type Manifest, type PreparedTask } from '../shared/task.ts';
 import { MANIFEST_FILE, TASKS_FILE } from './write-prepared.ts';
 import { taskIdForJobs } from '../shared/queues.ts';
+import { vcfleetCommand } from '../shared/advice.ts';
 
 export interface PreparedBenchmark {
   /** Absolute path of `<data_dir>/<benchmark>`. */
@@ -83,13 +84,13 @@ export async function loadPreparedBenchmark(dataDir: string, benchmark: string):
   const manifest = await readManifest(dir);
   if (!manifest) {
     throw new DataError(
-      `benchmark ${benchmark} is not prepared in ${dir} (no valid manifest.json); run \`vcfleet prepare --benchmark ${benchmark}\` first`,
+      `benchmark ${benchmark} is not prepared in ${dir} (no valid manifest.json); run \`${vcfleetCommand(`prepare --benchmark ${benchmark}`)}\` first`,
     );
   }
   const { prompt_version: _ignored, ...plain } = manifest;
   const file = path.join(dir, TASKS_FILE);
   const text = await readFile(file, 'utf8').catch(() => {
-    throw new DataError(`${file} is missing; run \`vcfleet prepare --benchmark ${benchmark}\` again`);
+    throw new DataError(`${file} is missing; run \`${vcfleetCommand(`prepare --benchmark ${benchmark}`)}\` again`);
   });
   const tasks = parseTasksJsonl(text, file);
   if (tasks.length !== manifest.num_tasks) {

@@ -13,6 +13,7 @@ import { enqueueBulk, openQueue, rolloutId, type RolloutJob } from '../shared/qu
 import { RunStore, runSettings, type RunOrigin, type RunRecord } from '../shared/run-store.ts';
 import type { PreparedTask } from '../shared/task.ts';
 import { waitForReplicas } from '../shared/redis.ts';
+import { vcfleetCommand } from '../shared/advice.ts';
 
 export interface ProduceInput {
   config: Config;
@@ -149,15 +150,31 @@ async function enqueueRollouts(input: Pick<ProduceInput, 'config' | 'redis' | 'o
  * (`--run-id`: share or resume it), which must be a service's. Returns the run's record.
  */
 export async function createServiceRun(input: Pick<ProduceInput, 'config' | 'redis' | 'logger'>): Promise<{ run: RunRecord; created: boolean }> {
+  const planned = await planServiceRun(input);
+  return storeServiceRun(input, planned.existing ?? planned.record);
+}
+
+/**
+ * The service run `createServiceRun` would serve, nothing written yet: the existing run of that id
+ * (which must be a service's), or the record a new one gets. So a command decides the run's settings
+ * (and passes its preflight) before the run exists.
+ */
+export async function planServiceRun(input: Pick<ProduceInput, 'config' | 'redis'>): Promise<{ record: RunRecord; existing: RunRecord | null }> {
+  const { config, redis } = input;
+  const runId = config.run_id ?? `serve-${newRunId(config.benchmark)}`;
+  const existing = await new RunStore(redis, config.queues.prefix).getRun(runId);
+  if (existing && existing.origin !== 'serve') {
+    throw new ConfigError(`run ${runId} was made by \`vcfleet ${existing.origin}\`, not by \`vcfleet serve\`: give serve a new --run-id (${vcfleetCommand('serve --run-id NEW')}), or one a serve made`);
+  }
+  return { record: existing ?? { ...runRecord(config, runId, [], true, 'serve'), num_repeats: 1 }, existing };
+}
+
+/** Store a planned service run (kept as it is when it exists) and cap its queue; returns the stored record. */
+export async function storeServiceRun(input: Pick<ProduceInput, 'config' | 'redis' | 'logger'>, record: RunRecord): Promise<{ run: RunRecord; created: boolean }> {
   const { config, redis, logger } = input;
   const store = new RunStore(redis, config.queues.prefix);
-  const runId = config.run_id ?? `serve-${newRunId(config.benchmark)}`;
-  const existing = await store.getRun(runId);
-  if (existing && existing.origin !== 'serve') {
-    throw new ConfigError(`run ${runId} was made by \`vcfleet ${existing.origin}\`, not by \`vcfleet serve\`: give serve a new --run-id, or one a serve made`);
-  }
-  const record = existing ?? { ...runRecord(config, runId, [], true, 'serve'), num_repeats: 1 };
-  const created = existing ? false : await store.createRun(record);
+  const runId = record.run_id;
+  const created = await store.createRun(record);
   const run = (await store.getRun(runId)) ?? record;
   const queue = openQueue('rollout', redis, config.queues.prefix, { scope: run.queue_scope });
   try {

@@ -229,7 +229,8 @@ export class RolloutService {
           return state;
         }
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, POLL_MS);
+          // Every way out removes the abort listener: a client that waits long must not pile them up.
+          const timer = setTimeout(() => done(), POLL_MS);
           const done = () => {
             clearTimeout(timer);
             signal.removeEventListener('abort', done);

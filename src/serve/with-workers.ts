@@ -10,7 +10,7 @@ import type { Judge } from '../shared/judge.ts';
 import type { Logger } from '../shared/logger.ts';
 import type { Redis } from '../shared/redis.ts';
 import { Releasers } from '../shared/releasers.ts';
-import type { RunRecord } from '../shared/run-store.ts';
+import { runSettings, type RunRecord } from '../shared/run-store.ts';
 import { WORKER_ROLES } from '../shared/worker-registry.ts';
 import { startRunRoles } from '../all-in-one/run-roles.ts';
 
@@ -34,7 +34,7 @@ export async function startServeWorkers(options: ServeWorkersOptions): Promise<{
     // This host's policy endpoint serves the run's model (with token ids when captured) and the judge takes its key, before any request is taken.
     const fleet = await startRunRoles({
       config, logger, connection, releasers, inFlight: options.inFlight, roles: new Set(WORKER_ROLES), scope: run.queue_scope,
-      metrics: { own: 'serve' }, preflight: { model: run.policy_model }, agent: options.agent, judge: options.judge, run: async () => run,
+      metrics: { own: 'serve' }, preflight: { model: run.policy_model, tokenCapture: runSettings(run).policy.token_capture }, agent: options.agent, judge: options.judge, run: async () => run,
     });
     let grace = 10_000;
     releasers.add('stop the roles', () => fleet.close(grace));

@@ -12,6 +12,18 @@
 const LOCATING = /^(redis_url|redis\.[a-z_]+|queues\.prefix|state_dir|output_root|data_dir|output_jsonl_fpath)$/;
 
 let tail = '';
+/** How this invocation runs the CLI (cli/invocation.ts): `npx vcfleet`, `vcfleet`, `node bin/vcfleet.js`. */
+let prefix = 'vcfleet';
+
+/** Set once by the CLI's entry point: the words that start every command it advises. */
+export function adviseAs(commandPrefix: string): void {
+  prefix = commandPrefix;
+}
+
+/** The words that start an advised command (`npx vcfleet`, `vcfleet`, `node bin/vcfleet.js`). */
+export function cliName(): string {
+  return prefix;
+}
 
 /** A word as a POSIX shell reads it back unchanged. */
 function shellWord(word: string): string {
@@ -32,7 +44,7 @@ export function adviseWith(invocation: { configPath?: string; overrides: readonl
   tail = words.length > 0 ? ` ${words.join(' ')}` : '';
 }
 
-/** `vcfleet <rest>` with this invocation's locating settings. */
+/** `vcfleet <rest>` (as this invocation ran the CLI) with its locating settings. */
 export function vcfleetCommand(rest: string): string {
-  return `vcfleet ${rest}${tail}`;
+  return `${prefix} ${rest}${tail}`;
 }

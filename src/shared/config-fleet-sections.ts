@@ -61,6 +61,8 @@ export const RedisSchema = z
   .object({
     /** Give up on a Redis that does not answer (refused, DENIED, NOAUTH, silent) after this long, naming the URL and its error. */
     connect_timeout_s: positiveInt.default(15),
+    /** `vcfleet run`/`demo`: end the run (exit 4, with the command to resume) once its Redis did not answer for this long; a worker waits for ever. */
+    outage_limit_s: positiveInt.default(300),
     /** Redis Sentinel: `host:port` of each sentinel; with `sentinel_name`, the fleet asks them for the primary (and follows failovers). */
     sentinels: z.array(hostPort).default([]),
     /** The master group name the sentinels monitor (`sentinel monitor <name> …`). */

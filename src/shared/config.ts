@@ -150,6 +150,7 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
     setPath(doc, key, value);
     prov.set(key, `command-line flag for ${key}`);
   }
+  const rawText = new Map<string, string>();
   for (const arg of options.overrides ?? []) {
     const body = arg.replace(/^\+\+/, '');
     const eq = body.indexOf('=');
@@ -159,11 +160,34 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
       throw new ConfigError(`override "${arg}": "${key}" is not a config key`);
     }
     setPath(doc, key, parseScalar(body.slice(eq + 1)));
+    rawText.set(key, body.slice(eq + 1));
     prov.set(key, `command line ${key.includes('api_key') || (SECRET_PATHS as readonly string[]).includes(key) ? `++${key}=***` : arg}`);
   }
-  const parsed = ConfigSchema.safeParse(doc);
+  const parsed = parseWithTextSettings(doc, rawText);
   if (!parsed.success) throw new ConfigError(describeIssues(parsed.error, prov, file));
   return parsed.data;
+}
+
+/**
+ * Parse; a setting that takes text but was given a number or a boolean (`++policy.weight_version=120`,
+ * `policy_model_name: 123` in YAML) takes it as its text (as typed on the command line), then parse again.
+ */
+function parseWithTextSettings(doc: Record<string, unknown>, rawText: ReadonlyMap<string, string>): ReturnType<typeof ConfigSchema.safeParse> {
+  let parsed = ConfigSchema.safeParse(doc);
+  for (let round = 0; round < 3 && !parsed.success; round++) {
+    const textual = parsed.error.issues.filter((i) => i.code === 'invalid_type' && i.expected === 'string' && i.path.length > 0);
+    let changed = false;
+    for (const issue of textual) {
+      const key = issue.path.join('.');
+      const value = getPath(doc, key);
+      if (typeof value !== 'number' && typeof value !== 'boolean') continue;
+      setPath(doc, key, rawText.get(key) ?? String(value));
+      changed = true;
+    }
+    if (!changed) break;
+    parsed = ConfigSchema.safeParse(doc);
+  }
+  return parsed;
 }
 
 function describeIssues(error: z.ZodError, prov: Provenance, file: string): string {

@@ -19,7 +19,7 @@ import { comparePayload } from './compare-api.ts';
 import { clientAssets } from './client-assets.ts';
 import { securityHeaders } from './http-headers.ts';
 import { servedImageMime } from './image-mime.ts';
-import { renderPageShell } from './page-shell.ts';
+import { renderPageShell, type ShellLink } from './page-shell.ts';
 import { runView } from './run-view.ts';
 import { SHA256_PATTERN, type ViewerSource } from './source.ts';
 
@@ -30,6 +30,8 @@ export interface ViewerAppOptions {
   title?: string;
   /** Published results shown beside a run's paper table (default: `configs/published_results.yaml`). */
   published?: readonly PublishedRow[];
+  /** Links shown above every page (the dashboard's: back to its run overview, to its queues). */
+  links?: readonly ShellLink[];
   /** Told of every error the app answers with HTTP 500 (e.g. to log it); the default does nothing. */
   onError?: (err: unknown, path: string) => void;
 }
@@ -65,7 +67,7 @@ export function createViewerApp(source: ViewerSource, options: ViewerAppOptions 
   clientAssets().catch(() => undefined);
   app.use('*', securityHeaders());
 
-  const shell = (c: Context) => c.html(renderPageShell(basePath, title), 200, noStore);
+  const shell = (c: Context) => c.html(renderPageShell(basePath, title, options.links), 200, noStore);
   app.get('/', shell);
   // Under a base path that route is the bare `/viewer`; the runs page is also `/viewer/` (the client's own links end in '/').
   if (basePath) root.get(`${basePath}/`, shell);

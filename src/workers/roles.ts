@@ -57,6 +57,8 @@ export interface PreflightTarget extends Pick<RoleOptions, 'agent' | 'judge'> {
   model: string | null;
   /** Check the results host's output folder (`vcfleet worker results`; `run` and `serve` never did). */
   outputFolder: boolean;
+  /** Whether the run captures tokens (its stored setting); default this host's `policy.token_capture`. */
+  tokenCapture?: boolean;
 }
 
 /** A started role: whatever else it offers, it stops (running jobs get `graceMs`, then go back to the queue). */
@@ -125,8 +127,8 @@ export const STAGE_ROLES = {
   rollout: {
     preflight: (config, target) => (target.agent || config.agent.kind !== 'opencode' ? [] : [
       checkPolicy(config.policy_base_url, config.policy_api_key, target.model),
-      config.policy.token_capture ? checkTokenCapture(config.policy_base_url, config.policy_api_key, target.model) : null,
-      config.policy.token_capture && config.policy.token_capture_splice ? checkSplice(config.policy_base_url, config.policy_api_key, target.model) : null,
+      (target.tokenCapture ?? config.policy.token_capture) ? checkTokenCapture(config.policy_base_url, config.policy_api_key, target.model) : null,
+      (target.tokenCapture ?? config.policy.token_capture) && config.policy.token_capture_splice ? checkSplice(config.policy_base_url, config.policy_api_key, target.model) : null,
     ]),
     prepare: prepareSandboxRole,
   },

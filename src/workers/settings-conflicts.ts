@@ -9,6 +9,7 @@ import { ConfigSchema, type Config } from '../shared/config-schema.ts';
 import type { Logger } from '../shared/logger.ts';
 import { RUN_SETTING_KEYS, runSettingsFrom, settingDifferences, shownValue, type RunSettings } from '../shared/run-settings.ts';
 import { runSettings, type RunRecord } from '../shared/run-store.ts';
+import { vcfleetCommand } from '../shared/advice.ts';
 
 /** The run settings each role reads. */
 const ROLE_KEYS = {
@@ -38,7 +39,7 @@ export class RunSettingConflicts {
       if (!this.mine.has(key)) continue;
       this.once(`${run.run_id}\n${key}`, { run: run.run_id, key, run_value: theirs, host_value: value },
         `run ${run.run_id} has ${key}=${shownValue(theirs)} (a run setting, used); this ${this.role}-worker's configuration says ${shownValue(value)}, which applies only to runs produced with it. ` +
-          `To change the run: vcfleet run-set --run-id ${run.run_id} ++${key}=${shownValue(value)}`);
+          `To change the run: ${vcfleetCommand(`run-set --run-id ${run.run_id} ++${key}=${shownValue(value)}`)}`);
     }
     const ttl = this.maxLifetimeS;
     if (this.role === 'sandbox' && ttl !== null && ttl < settings.task_timeout_s) {

@@ -11,7 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { readRowsStrict } from '../../src/shared/output/row-file.ts';
-import { REDIS_URL, runCli, startCliInTerminal } from '../helpers/fleet.ts';
+import { CLI, pasteInShell, REDIS_URL, runCli, startCliInTerminal } from '../helpers/fleet.ts';
 import { deletePrefix } from '../helpers/redis-keys.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
 
@@ -57,11 +57,12 @@ describe('vcfleet demo', () => {
     const runId = /demo run (demo-[\w-]+): 4 synthetic puzzles/.exec(demo.output)?.[1];
     const line = demo.stdout.split('\n').find((l) => l.startsWith('complete, but 4 of 4 rollouts are masked'));
     expect(line, demo.stdout).toBeDefined();
-    const rejudge = /`vcfleet (rejudge --run-id [\w-]+)`/.exec(line!)![1];
+    const rejudge = /`node bin\/vcfleet\.js (rejudge --run-id [\w-]+)`/.exec(line!)![1];
     expect(rejudge).toBe(`rejudge --run-id ${runId}`);
     const file = path.join(dir, 'results', 'demo', `${runId}.jsonl`);
     expect(readRowsStrict(file).map((r) => r.failure_kind)).toEqual(['judge_failed', 'judge_failed', 'judge_failed', 'judge_failed']);
-    const graded = await runCli(rejudge.split(' '), env);
+    // Pasted as printed into a shell, with only the user's own settings (the config file, TMPDIR) set.
+    const graded = await pasteInShell(`${CLI} ${rejudge}`, env);
     expect(graded.code, graded.output).toBe(0);
     expect(graded.stdout).toContain(`sent 4 judge_failed row(s) of run ${runId} back to the judge; no worker serves judge, results: doing it in this process`);
     expect(graded.stdout).toContain('complete: all 4 rollouts scored');

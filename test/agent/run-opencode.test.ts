@@ -47,7 +47,7 @@ describe('vcfleet run with the real OpenCode', () => {
     const result = await runCli(args, { POLICY_API_KEY: POLICY_KEY, OPENAI_API_KEY: JUDGE_KEY });
     expect(result.code, result.output).toBe(0);
     expect(result.output).toContain('started a private redis-server');
-    expect(result.output).toMatch(/run babyvision-opencode-\S+: 3 rollouts \(stop with Ctrl-C; resume with `vcfleet run --run-id /);
+    expect(result.output).toMatch(/run babyvision-opencode-\S+: 3 rollouts \(stop with Ctrl-C; resume with `node bin\/vcfleet\.js run --run-id /);
     expect(result.stdout).toMatch(/status\s+complete \(3\/3 rollouts\)/);
 
     const rows = readFileSync(output, 'utf8').trim().split('\n').map((l) => RowSchema.parse(JSON.parse(l)));

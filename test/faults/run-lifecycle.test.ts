@@ -92,7 +92,7 @@ describe.skipIf(!hasScript)('vcfleet run with the real OpenCode: Ctrl-C, a dead 
     const first = await startMidTool(args, tmp);
     first.ctrlC();
     expect(await first.exited, first.output()).toBe(4);
-    expect(first.output()).toContain('SIGINT: stopping; running rollouts go back to the queue with their attempts kept; resume with: vcfleet run --run-id cc');
+    expect(first.output()).toContain('SIGINT: stopping; running rollouts go back to the queue with their attempts kept; resume with: node bin/vcfleet.js run --run-id cc');
     expect(first.output()).not.toMatch(/"level":50|OpenCode failed|agent_error/);
     await expectHandedBack(e, 'cc');
     expect(processesMentioning(tmp)).toEqual([]);
@@ -136,7 +136,7 @@ describe.skipIf(!hasScript)('vcfleet run with the real OpenCode: Ctrl-C, a dead 
     f.procs.push(down);
     expect(await down.exited, down.output()).toBe(4);
     const out = down.output().replace(/\r/g, '');
-    expect(out).toMatch(new RegExp(`paused: .*policy server failed \\d+ calls in a row .*connection_refused.*policy server ${url.replace(/\./g, '\\.')}\\. Fix it, then resume with \`vcfleet run --run-id ff( \\+\\+\\S+)*\``));
+    expect(out).toMatch(new RegExp(`paused: .*policy server failed \\d+ calls in a row .*connection_refused.*policy server ${url.replace(/\./g, '\\.')}\\. Fix it, then resume with \`node bin/vcfleet\\.js run --run-id ff( \\+\\+\\S+)*\``));
     expect(countLines(e.output)).toBe(0); // no task was burnt as a row
     const queue = openQueue('rollout', f.redis, e.prefix, { scope: 'ff' });
     expect(await queue.isPaused()).toBe(true);

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
-import { makeFleetEnv, REDIS_URL, runCli, startCli, type CliProcess, type FleetEnv } from '../helpers/fleet.ts';
+import { CLI, makeFleetEnv, pasteInShell, REDIS_URL, runCli, startCli, type CliProcess, type FleetEnv } from '../helpers/fleet.ts';
 import { createRedis } from '../../src/shared/redis.ts';
 import { listWorkers } from '../../src/shared/worker-registry.ts';
 import { removeTmpDirs } from '../helpers/tmp.ts';
@@ -34,12 +34,17 @@ function configFile(env: FleetEnv, file: string, drop: string[] = []): string {
   return file;
 }
 
-/** The commands in backticks of a line of output, each split into its arguments (without `vcfleet`). */
-function advised(output: string, pattern: RegExp): string[][] {
+/** The commands in backticks of a line of output, as printed (each starts as the tests run the CLI). */
+function advised(output: string, pattern: RegExp): string[] {
   const line = output.split('\n').find((l) => pattern.test(l));
   expect(line, `no line matching ${pattern} in:\n${output}`).toBeDefined();
-  return [...line!.matchAll(/`vcfleet ([^`]+)`/g)].map((m) => m[1].split(' '));
+  const commands = [...line!.matchAll(/`([^`]+)`/g)].map((m) => m[1]);
+  for (const c of commands) expect(c.startsWith(`${CLI} `), c).toBe(true);
+  return commands;
 }
+
+/** A printed command as the test expects it: the tests' CLI and these words. */
+const cmd = (...words: string[]) => [CLI, ...words].join(' ');
 
 function rows(file: string): Row[] {
   return readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Row);
@@ -72,27 +77,30 @@ describe('advice the CLI prints, followed as written', () => {
     judge.setScript(() => ({ status: 500 }));
     const run = await runCli(['run', '--run-id', 'adv1'], cfg);
     expect(run.code, run.output).toBe(3);
-    const [status, rejudge, retry] = advised(run.stdout, /^complete, but 3 of 3 rollouts are masked/);
-    expect([status, rejudge, retry]).toEqual([['status', '--run-id', 'adv1'], ['rejudge', '--run-id', 'adv1'], ['retry', '--run-id', 'adv1']]);
+    // Only judge failures are left: rejudge is advised, retry is not.
+    const [status, rejudge, ...others] = advised(run.stdout, /^complete, but 3 of 3 rollouts are masked/);
+    expect([status, rejudge, ...others]).toEqual([cmd('status', '--run-id', 'adv1'), cmd('rejudge', '--run-id', 'adv1')]);
     expect(rows(env.output).map((r) => r.failure_kind)).toEqual(['judge_failed', 'judge_failed', 'judge_failed']);
     judge.setScript([]); // the user fixes the judge
-    const s = await runCli(status, cfg);
+    const s = await pasteInShell(status, cfg);
     expect(s.code, s.output).toBe(0);
     expect(s.stdout).toContain('masked: judge_failed 3');
     // --no-wait only enqueues, and says how to finish: that advice, as written, finishes it.
-    const queued = await runCli([...rejudge, '--no-wait'], cfg);
+    const queued = await pasteInShell(`${rejudge} --no-wait`, cfg);
     expect(queued.code, queued.output).toBe(0);
-    const finish = advised(queued.stdout, /^sent 3 judge_failed row\(s\) of run adv1 back to the judge; no worker serves judge, results of this run: start one \(vcfleet run --run-id adv1\), or finish it with/);
-    expect(finish).toEqual([['rejudge', '--run-id', 'adv1']]);
+    const finish = advised(queued.stdout, /^sent 3 judge_failed row\(s\) of run adv1 back to the judge; no worker serves judge, results of this run: start one \(node bin\/vcfleet\.js run --run-id adv1\), or finish it with/);
+    expect(finish).toEqual([cmd('rejudge', '--run-id', 'adv1')]);
     expect(rows(env.output).every((r) => r.failure_kind === 'judge_failed')).toBe(true);
-    const r = await runCli(finish[0], cfg);
+    const r = await pasteInShell(finish[0], cfg);
     expect(r.code, r.output).toBe(0);
     expect(r.stdout).toContain('no worker serves judge, results: doing it in this process');
     expect(r.stdout).toContain('complete: all 3 rollouts scored');
     expect(rows(env.output).map((row) => [row.failure_kind, row.reward])).toEqual([[null, 1], [null, 1], [null, 1]]);
-    const again = await runCli(retry, cfg);
+    // Nothing is left: retry says so, without advising to start anything.
+    const again = await pasteInShell(cmd('retry', '--run-id', 'adv1'), cfg);
     expect(again.code, again.output).toBe(0);
-    expect(again.stdout).toContain('requeued 0 failed job(s) of run adv1 (none)');
+    expect(again.stdout).toContain('requeued 0 failed job(s) of run adv1 (none); nothing left to retry in this run');
+    expect(again.stdout).not.toContain('start one');
   }, 240_000);
 
   it('vcfleet run --config FILE ++settings: the advice repeats the file and where the run lives, and works as printed with nothing else', async () => {
@@ -105,18 +113,18 @@ describe('advice the CLI prints, followed as written', () => {
     const run = await runCli(['run', '--run-id', 'adv3', '--config', file, ...onCommandLine, '++judge.cache=false']);
     expect(run.code, run.output).toBe(3);
     const [status, rejudge] = advised(run.stdout, /^complete, but 2 of 2 rollouts are masked/);
-    expect(rejudge).toEqual(['rejudge', '--run-id', 'adv3', '--config', file, ...onCommandLine]);
+    expect(rejudge).toEqual(cmd('rejudge', '--run-id', 'adv3', '--config', file, ...onCommandLine));
     judge.setScript([]);
-    const s = await runCli(status);
+    const s = await pasteInShell(status);
     expect(s.code, s.output).toBe(0);
     expect(s.stdout).toContain('masked: judge_failed 2');
     // --no-wait's advice (who to start, or what finishes it) repeats them too, and works as printed.
-    const queued = await runCli([...rejudge, '--no-wait']);
+    const queued = await pasteInShell(`${rejudge} --no-wait`);
     expect(queued.code, queued.output).toBe(0);
     const [finish] = advised(queued.stdout, /^sent 2 judge_failed row\(s\) of run adv3 back to the judge; no worker serves judge, results of this run: start one/);
-    expect(queued.stdout).toContain(`start one (${['vcfleet', 'run', '--run-id', 'adv3', '--config', file, ...onCommandLine].join(' ')})`);
+    expect(queued.stdout).toContain(`start one (${[CLI, 'run', '--run-id', 'adv3', '--config', file, ...onCommandLine].join(' ')})`);
     expect(finish).toEqual(rejudge);
-    const r = await runCli(finish);
+    const r = await pasteInShell(finish);
     expect(r.code, r.output).toBe(0);
     expect(r.stdout).toContain('complete: all 2 rollouts scored');
     expect(rows(env.output).map((row) => [row.failure_kind, row.reward])).toEqual([[null, 1], [null, 1]]);
@@ -130,10 +138,12 @@ describe('advice the CLI prints, followed as written', () => {
     const run = await runCli(['run', '--run-id', 'adv2'], cfg);
     expect(run.code, run.output).toBe(3);
     expect(run.output).toContain('started a private redis-server');
-    const [, , retry] = advised(run.stdout, /^complete, but 3 of 3 rollouts are masked/);
+    // Only infrastructure failures are left: retry is advised, rejudge is not.
+    const [, retry, ...others] = advised(run.stdout, /^complete, but 3 of 3 rollouts are masked/);
+    expect([retry, ...others]).toEqual([cmd('retry', '--run-id', 'adv2')]);
     expect(rows(env.output).map((r) => r.failure_kind)).toEqual(['infra_failed', 'infra_failed', 'infra_failed']);
     writeFileSync(scriptPath, JSON.stringify({ '*': { answer: '@gold' } })); // the user fixes the sandboxes
-    const r = await runCli(retry, cfg);
+    const r = await pasteInShell(retry, cfg);
     expect(r.code, r.output).toBe(0);
     expect(r.stdout).toContain('requeued 3 failed job(s) of run adv2 (3 rollout); no worker serves sandbox, judge, results: doing it in this process');
     expect(r.stdout).toContain('complete: all 3 rollouts scored');
@@ -150,13 +160,13 @@ describe('advice the CLI prints, followed as written', () => {
     const cfg = { VCFLEET_CONFIG: configFile(env, path.join(env.dir, 'fleet.yaml')) };
     const produce = await runCli(['produce', '--run-id', 'adv3', '--skip-preflight'], cfg);
     expect(produce.code, produce.output).toBe(0);
-    const watch = produce.stdout.split('\n').find((l) => l.startsWith('watch it: vcfleet '))!;
-    const status = await runCli(watch.replace('watch it: vcfleet ', '').split(' '), cfg);
+    const watch = produce.stdout.split('\n').find((l) => l.startsWith(`watch it: ${CLI} `))!;
+    const status = await pasteInShell(watch.replace('watch it: ', ''), cfg);
     expect(status.code, status.output).toBe(0);
-    const start = status.stdout.match(/no worker serves sandbox, judge, results of this run: start one \(vcfleet worker sandbox\|judge\|results, or vcfleet (run --run-id adv3)\)/);
+    const start = status.stdout.match(/no worker serves sandbox, judge, results of this run: start one \(node bin\/vcfleet\.js worker sandbox\|judge\|results, or (node bin\/vcfleet\.js run --run-id adv3)\)/);
     expect(start, status.stdout).not.toBeNull();
     judge.setScript(() => ({ status: 500 }));
-    const run = await runCli(start![1].split(' '), cfg);
+    const run = await pasteInShell(start![1], cfg);
     expect(run.code, run.output).toBe(3);
     const [, rejudge] = advised(run.stdout, /^complete, but 2 of 2 rollouts are masked/);
     judge.setScript([]);
@@ -171,7 +181,7 @@ describe('advice the CLI prints, followed as written', () => {
     } finally {
       redis.disconnect();
     }
-    const r = await runCli(rejudge, cfg);
+    const r = await pasteInShell(rejudge, cfg);
     expect(r.code, r.output).toBe(0);
     expect(r.stdout).toMatch(/sent 2 judge_failed row\(s\) of run adv3 back to the judge; live workers serve it \(judge by [^;]+; results by [^)]+\): waiting for the rows/);
     expect(r.stdout).toContain('complete: all 2 rollouts scored');

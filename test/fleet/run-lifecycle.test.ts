@@ -15,7 +15,7 @@ import { RunStore } from '../../src/shared/run-store.ts';
 import { createScriptedAgent } from '../../src/agent/scripted-agent.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
 import { startScriptedPolicyServer, type ScriptedPolicyServer } from '../helpers/scripted-policy-server.ts';
-import { locatingOf, makeFleetEnv, REDIS_URL, runCli, type FleetEnv } from '../helpers/fleet.ts';
+import { CLI, locatingOf, makeFleetEnv, REDIS_URL, runCli, type FleetEnv } from '../helpers/fleet.ts';
 import { removeTmpDirs } from '../helpers/tmp.ts';
 
 const quiet = { update() {}, stop() {} };
@@ -76,7 +76,7 @@ describe('vcfleet run: preflight, exit codes, its own run only, resume', () => {
     const masked = await runCli(['run', '--run-id', 'ex3', ...env.overrides, '++output_jsonl_fpath=' + env.output.replace('.jsonl', '-3.jsonl')]);
     expect(masked.code, masked.output).toBe(3);
     // The advice repeats where the run lives (its Redis, prefix and folders were given as ++settings).
-    expect(masked.stdout).toContain(`\`vcfleet rejudge --run-id ex3 ${locatingOf(env.overrides)} ++output_jsonl_fpath=${env.output.replace('.jsonl', '-3.jsonl')}\``);
+    expect(masked.stdout).toContain(`\`${CLI} rejudge --run-id ex3 ${locatingOf(env.overrides)} ++output_jsonl_fpath=${env.output.replace('.jsonl', '-3.jsonl')}\``);
   });
 
   it('keeps to its own run on a shared prefix: another run\'s jobs are neither taken nor waited for', async () => {
@@ -125,7 +125,7 @@ describe('vcfleet run: preflight, exit codes, its own run only, resume', () => {
     expect(status.stdout).toContain('workers: none running');
     const retry = await runCli(['retry', '--run-id', 'st', ...env.overrides]);
     const where = locatingOf(env.overrides);
-    expect(retry.stdout).toContain(`requeued 0 failed job(s) of run st (none); no worker serves sandbox, judge, results of this run: start one (vcfleet worker sandbox|judge|results ${where}, or vcfleet run --run-id st ${where})`);
-    expect(status.stdout).toContain(`2 job(s) queued; no worker serves sandbox, judge, results of this run: start one (vcfleet worker sandbox|judge|results ${where}, or vcfleet run --run-id st ${where})`);
+    expect(retry.stdout).toContain(`requeued 0 failed job(s) of run st (none); 2 job(s) of this run queued; no worker serves sandbox, judge, results of this run: start one (${CLI} worker sandbox|judge|results ${where}, or ${CLI} run --run-id st ${where})`);
+    expect(status.stdout).toContain(`2 job(s) queued; no worker serves sandbox, judge, results of this run: start one (${CLI} worker sandbox|judge|results ${where}, or ${CLI} run --run-id st ${where})`);
   });
 });

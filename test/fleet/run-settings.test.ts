@@ -84,13 +84,13 @@ describe('run settings and host settings across processes', () => {
 
   it('produce prints the settings it froze; producing again with others names each difference and the fix', async () => {
     const first = await produce('rs-produce', '++limit=1', '++task_timeout_s=1200');
-    expect(first.stdout).toMatch(/run settings of rs-produce \(frozen in the run record; every worker uses these; change with `vcfleet run-set --run-id rs-produce \+\+key=value( \+\+\S+)*`\)/);
+    expect(first.stdout).toMatch(/run settings of rs-produce \(frozen in the run record; every worker uses these; change with `node bin\/vcfleet\.js run-set --run-id rs-produce \+\+key=value( \+\+\S+)*`\)/);
     expect(first.stdout).toMatch(/^ {2}task_timeout_s +1200$/m);
     expect(first.stdout).toMatch(/^ {2}visual_coding_opencode_judge_model_name +gpt-4o-mini$/m);
     const again = await produce('rs-produce', '++limit=1', '++task_timeout_s=600');
     expect(again.stdout).toContain('run rs-produce existed with other settings; it keeps its own:');
     expect(again.stdout).toMatch(/^ {2}task_timeout_s +run: 1200 +yours: 600$/m);
-    expect(again.stdout).toContain('vcfleet run-set --run-id rs-produce ++task_timeout_s=600');
+    expect(again.stdout).toContain('node bin/vcfleet.js run-set --run-id rs-produce ++task_timeout_s=600');
     expect(runSettings((await store().getRun('rs-produce'))!).task_timeout_s).toBe(1200);
   });
 

@@ -128,6 +128,24 @@ export function startCliInTerminal(args: string[], env: Record<string, string> =
   return { child, output: () => out, stdout: () => out, exited, ctrlC: () => void child.stdin!.write('\x03') };
 }
 
+/** How the tests run the CLI (`node bin/vcfleet.js` from the repository): what its printed advice starts with. */
+export const CLI = 'node bin/vcfleet.js';
+
+/**
+ * Paste a printed command into a shell, as a user would: `bash -c` in the repository folder with
+ * only PATH and HOME (and `env`, the user's own settings such as VCFLEET_CONFIG) set.
+ */
+export async function pasteInShell(command: string, env: Record<string, string> = {}): Promise<{ code: number | null; output: string; stdout: string }> {
+  const child = spawn('bash', ['-c', command], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const out = captured(child);
+  const code = await out.exited;
+  return { code, output: out.output(), stdout: out.stdout() };
+}
+
 export async function runCli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; output: string; stdout: string }> {
   const p = startCli(args, env);
   const code = await p.exited;

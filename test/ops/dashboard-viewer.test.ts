@@ -133,7 +133,7 @@ describe('the dashboard links runs, rollouts and jobs to the viewer', () => {
     await page.goto(dashboard.url);
     const dead = page.locator('tr[data-run="dead"]');
     expect(await dead.getAttribute('data-state')).toBe('failed');
-    expect(await dead.locator('.done').textContent()).toBe('3/3 ✗ failed: every row masked');
+    expect(await dead.locator('.done').textContent()).toBe('3/3 complete ✗ every row masked (nothing scored)');
     expect(await dead.locator('.accuracy').textContent()).toBe('– (0/0)');
     expect(await dead.locator('.output').textContent()).toBe(`${deadOutput} on ${os.hostname()}`);
     await Promise.all([page.waitForNavigation(), dead.locator('.masked a', { hasText: 'infra_failed 3' }).click()]);

@@ -48,7 +48,7 @@ describe('the run overview page', () => {
     ]);
     const done = (run: string) => new RegExp(`data-run="${run}"[^]*?<td class="num done">([^]*?)</td>`).exec(page)?.[1];
     expect(done('ok')).toBe('3/3 ✓');
-    expect(done('dead')).toBe('3/3 <strong class="run-failed">✗ failed: every row masked</strong>');
+    expect(done('dead')).toBe('3/3 complete <strong class="run-failed">✗ every row masked (nothing scored)</strong>');
     expect(done('going')).toBe('1/3');
     expect(page).toContain('<a href="/viewer/runs/dead?masked=infra_failed">infra_failed 3</a>');
   });

@@ -85,6 +85,9 @@ describe('the shared pace', () => {
       expect(paces[0]).toMatchObject({ endpoint: 'http://vllm.internal:8000/v1', model: 'qwen', concurrency: 7, cap: 8 });
       expect(paceLines(paces)[0]).toMatch(/^policy pace: http:\/\/vllm\.internal:8000\/v1 \(qwen\): 7\/8 sessions at once \(adaptive\) on 2 worker\(s\), 1x 429 in the last minute/);
       expect(JSON.stringify(await redis.hgetall(`${prefix}:policy-pace:${one.id}`))).not.toContain('pw@');
+      // `vcfleet status` counts only workers that are alive (in the registry): a stopped one's fresh record is not a pace.
+      expect((await readPolicyPace(redis, prefix, Date.now(), new Set(['w2'])))[0]).toMatchObject({ workers: 1 });
+      expect(await readPolicyPace(redis, prefix, Date.now(), new Set())).toEqual([]);
     } finally {
       one.stop();
       two.stop();

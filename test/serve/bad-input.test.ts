@@ -6,6 +6,7 @@
  * results consumer. Real Redis, a prefix of its own.
  */
 import { randomBytes } from 'node:crypto';
+import { getEventListeners } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig, type Config } from '../../src/shared/config.ts';
 import { createLogger } from '../../src/shared/logger.ts';
@@ -105,6 +106,26 @@ describe('vcfleet serve: bad input, pending, cancel before start', () => {
     expect(Object.values(await rollouts.getJobCounts()).reduce((a, b) => a + b, 0)).toBe(0);
     await rollouts.close();
   });
+
+  it('a client waiting on a pending rollout keeps one abort listener however long it waits (no MaxListenersExceededWarning)', async () => {
+    const body = gymRow('Which way? serve-listeners', 'B', { _ng_rollout_id: 'listeners-1', _ng_task_index: 4 });
+    const posted = post(body);
+    const rolloutId = `${service.runId}-ng-listeners-1`;
+    const rollouts = openQueue('rollout', redis, prefix, { scope: service.runId });
+    for (let i = 0; i < 50 && !(await rollouts.getJob(rolloutId)); i++) await new Promise((r) => setTimeout(r, 50));
+    const client = new AbortController();
+    const waiting = service.wait('listeners-1', client.signal);
+    // Three polls of the rollout's state (2 s each) while it stays pending.
+    await new Promise((r) => setTimeout(r, 6500));
+    expect(getEventListeners(client.signal, 'abort').length).toBeLessThanOrEqual(1);
+    client.abort();
+    expect((await waiting)?.state).toBe('pending');
+    expect(getEventListeners(client.signal, 'abort')).toHaveLength(0);
+    // Cancelled (no worker here): its POST waits for the results consumer, as the pending test's does.
+    expect((await app.request('/rollouts/listeners-1', { method: 'DELETE' })).status).toBe(202);
+    void posted;
+    await rollouts.close();
+  }, 30_000);
 
   it('accepts a row once per _ng_rollout_id (WebP and JPEG images too), answers 202 with ?wait=0, 409 for another row under the same id, 404 for an unknown id', async () => {
     const body = gymRow('Which way? serve-pending', 'B', { _ng_rollout_id: 'pending-1', _ng_task_index: 3, _ng_rollout_index: 1, category: 'Visual Tracking' }, [webpUrl(), jpegUrl('y')]);

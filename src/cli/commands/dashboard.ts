@@ -5,7 +5,8 @@ import { checkBind } from '../../http/access.ts';
 import { startDashboard, BOARD_PATH, VIEWER_PATH } from '../../dashboard/server.ts';
 import { startRoleMetrics } from '../../ops/role-metrics.ts';
 import type { Cli } from '../context.ts';
-import { connect, portFlag, onShutdownSignals } from '../runtime.ts';
+import { portFlag, onShutdownSignals } from '../runtime.ts';
+import { connectToRuns, type RunRedis } from '../run-redis.ts';
 
 interface DashboardFlags {
   config?: string;
@@ -33,33 +34,39 @@ export function registerDashboard(program: Command, cli: Cli): void {
         'Prometheus: /metrics on metrics_server.port (VCFLEET_METRICS_PORT; 0 = off).',
     )
     .action(async (opts: DashboardFlags) => {
-      const { config, logger } = cli.context(opts, flagsOf(opts));
+      const context = cli.context(opts, flagsOf(opts));
+      const { logger } = context;
+      let config = context.config;
       const d = config.dashboard;
       // Refuse an unprotected public bind before touching Redis or opening any port.
       checkBind(d.host, { user: d.user, password: d.password, token: d.token });
       const roleMetrics = await startRoleMetrics(config, logger, 'dashboard');
       let redis: Redis | undefined;
+      let found: RunRedis & { where: string } | undefined;
       let dashboard: Awaited<ReturnType<typeof startDashboard>>;
       try {
-        redis = await connect(config, logger, 'worker');
+        // The runs `vcfleet runs` lists: REDIS_URL, else this folder's private Redis when it has data.
+        found = await connectToRuns(config, logger, 'worker');
+        redis = found.redis;
+        if (found.url) config = { ...config, redis_url: found.url };
         roleMetrics.metrics.watchQueues(redis, config.queues.prefix);
         dashboard = await startDashboard({ config, logger, redis });
       } catch (err) {
         await roleMetrics.close();
-        redis?.disconnect();
+        await found?.close();
         throw err;
       }
-      const conn = redis;
+      const conn = found;
       logger.info({ url: dashboard.url, prefix: config.queues.prefix, read_only: config.dashboard.read_only }, 'dashboard started');
       const root = dashboard.url.replace(/\/$/, '');
-      process.stdout.write(`dashboard: ${dashboard.url} (rollouts: ${root}${VIEWER_PATH}/, queues: ${root}${BOARD_PATH})\n`);
+      process.stdout.write(`dashboard: ${dashboard.url} (rollouts: ${root}${VIEWER_PATH}/, queues: ${root}${BOARD_PATH}); runs in ${found.where}\n`);
       await new Promise<void>((resolve) => {
         onShutdownSignals(logger, async () => {
           await dashboard.close();
           await roleMetrics.close();
-          conn.disconnect();
+          await conn.close();
           resolve();
-        });
+        }, { stopping: 'stopping the dashboard' });
       });
       logger.info('dashboard stopped');
     });

@@ -14,7 +14,7 @@ import { WORKER_ROLES, type WorkerRole } from '../../workers/roles.ts';
 import { DemoRunToResume, runAll, type RunAllResult } from '../../all-in-one/run-all.ts';
 import { runDemo } from '../../demo/run-demo.ts';
 import { rejudge, retryFailed, type RequeuedJobs } from '../../ops/requeue.ts';
-import { describeServing, howToServe, servingOf, unservedText, type Serving } from '../../ops/serving.ts';
+import { describeServing, howToServe, servingOf, unservedNotice, type Serving } from '../../ops/serving.ts';
 import type { Cli, CommandContext } from '../context.ts';
 import type { Redis } from '../../shared/redis.ts';
 import { connectToRun } from '../run-redis.ts';
@@ -75,6 +75,7 @@ async function requeueAndFinish(kind: Kind, opts: RequeueOpts, cli: Cli): Promis
     let here: Set<WorkerRole>;
     let served: string;
     let serving: Serving;
+    let waiting: string | null = null;
     try {
       run = await new RunStore(conn.redis, config.queues.prefix).requireRun(opts.runId);
       sent = await sendBack(kind, opts, context, conn.redis, stages);
@@ -82,11 +83,13 @@ async function requeueAndFinish(kind: Kind, opts: RequeueOpts, cli: Cli): Promis
       serving = await servingOf(conn.redis, config.queues.prefix, run);
       here = new Set(WORKER_ROLES.filter((r) => needed.has(r) && !serving.byRole.has(r)));
       served = describeServing(serving, [...needed]);
+      if (needed.size === 0) waiting = await unservedNotice(conn.redis, config.queues.prefix, run);
     } finally {
       conn.redis.disconnect();
     }
     if (rolesFor(sent.jobs).size === 0) {
-      process.stdout.write(`${sent.text}; ${unservedText(run, serving)}\n`);
+      // Nothing was sent: a worker is advised only when jobs of the run still wait for one.
+      process.stdout.write(`${sent.text}; ${waiting ?? `nothing left to ${kind} in this run`}\n`);
       return;
     }
     // What finishes the work later, with this invocation's locating settings (the printed advice must work as written).

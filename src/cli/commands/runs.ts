@@ -7,6 +7,7 @@ import type { Cli } from '../context.ts';
 import { percent } from '../metrics-table.ts';
 import { table } from '../runtime.ts';
 import { connectToRuns } from '../run-redis.ts';
+import { vcfleetCommand } from '../../shared/advice.ts';
 
 /** Runs listed when `--limit` is not given. */
 const DEFAULT_LIMIT = 20;
@@ -48,7 +49,7 @@ export function registerRuns(program: Command, cli: Cli): void {
         const prefix = config.queues.prefix;
         const { runs, totalRuns } = await recentRuns(new RunStore(redis, prefix), limit);
         if (opts.json) process.stdout.write(`${JSON.stringify(runs, null, 2)}\n`);
-        else if (runs.length === 0) process.stdout.write(`no runs under prefix "${prefix}" (queues.prefix, VCFLEET_PREFIX) in ${where}; create one with vcfleet produce or vcfleet run\n`);
+        else if (runs.length === 0) process.stdout.write(`no runs under prefix "${prefix}" (queues.prefix, VCFLEET_PREFIX) in ${where}; create one with ${vcfleetCommand('produce')} or ${vcfleetCommand('run')}\n`);
         else {
           const more = totalRuns > runs.length ? `\n(the ${runs.length} newest of ${totalRuns} runs; see more with --limit)` : '';
           // Runs of a private Redis are found again only from this state folder: say where they are.

@@ -11,12 +11,18 @@ import { Releasers } from '../../shared/releasers.ts';
 import { WORKER_ROLES } from '../../shared/worker-registry.ts';
 import { wordList } from '../../shared/word-list.ts';
 import { checkBind, hasCredentials, isLoopback } from '../../http/access.ts';
-import { createServiceRun } from '../../producer/produce.ts';
+import { planServiceRun, storeServiceRun } from '../../producer/produce.ts';
+import { askedRunSettings, holdRunSettings } from '../../ops/asked-settings.ts';
+import { RunStore, runSettings } from '../../shared/run-store.ts';
+import { preflightRoles } from '../../workers/process-roles.ts';
 import { RolloutService } from '../../serve/rollout-service.ts';
 import { startServeServer } from '../../serve/server.ts';
 import { startServeWorkers } from '../../serve/with-workers.ts';
 import type { Cli } from '../context.ts';
-import { connect, portFlag, exitSoon, onShutdownSignals } from '../runtime.ts';
+import { portFlag, exitSoon, onShutdownSignals } from '../runtime.ts';
+import { connectToRuns } from '../run-redis.ts';
+import { vcfleetCommand } from '../../shared/advice.ts';
+import { SETTINGS_HELP } from '../usage-hints.ts';
 
 interface ServeFlags {
   config?: string;
@@ -24,6 +30,7 @@ interface ServeFlags {
   port?: string;
   runId?: string;
   withWorkers?: boolean;
+  updateSettings?: boolean;
 }
 
 function flagsOf(opts: ServeFlags): Record<string, unknown> {
@@ -39,15 +46,19 @@ export function registerServe(program: Command, cli: Cli): void {
     .option('--port <n>', 'port (serve.port, default 8088; 0 = any free port)')
     .option('--run-id <id>', "the service's run: a new one by default; an id a serve made before shares or resumes it")
     .option('--with-workers', `run this host's ${wordList(WORKER_ROLES, 'and')} roles in this process too`)
+    .option('--update-settings', 'serve an existing --run-id with the run settings given as ++key=value (refused once rollouts of it finished); without it, a difference is refused')
     .addHelpText(
       'after',
-      '\nEnvironment: REDIS_URL; credentials VCFLEET_DASHBOARD_TOKEN (bearer) or VCFLEET_DASHBOARD_USER +\n' +
-        'VCFLEET_DASHBOARD_PASSWORD (basic auth), required beyond 127.0.0.1; once set, every route needs them\n' +
-        '(without them any local user may use every route). Without --with-workers, start\n' +
-        `\`vcfleet worker ${WORKER_ROLES.join('|')} --run-id <the run id printed>\` on any host.`,
+      `${SETTINGS_HELP}\n` +
+        '  VCFLEET_DASHBOARD_TOKEN (bearer) or VCFLEET_DASHBOARD_USER + VCFLEET_DASHBOARD_PASSWORD (basic auth):\n' +
+        '                      credentials, required beyond 127.0.0.1; once set, every route needs them\n' +
+        '                      (without them any local user may use every route)\n' +
+        `Without --with-workers, start \`${vcfleetCommand(`worker ${WORKER_ROLES.join('|')} --run-id <the run id printed>`)}\` on any host.`,
     )
     .action(async (opts: ServeFlags) => {
-      const { config, logger } = cli.context(opts, flagsOf(opts));
+      const context = cli.context(opts, flagsOf(opts));
+      const { logger } = context;
+      let config = context.config;
       const d = config.dashboard;
       // Refuse an unprotected public bind before touching Redis or opening any port.
       const credentials = { user: d.user, password: d.password, token: d.token };
@@ -63,12 +74,28 @@ export function registerServe(program: Command, cli: Cli): void {
       let url: string;
       let runId: string;
       try {
-        const redis: Redis = await connect(config, logger, 'worker');
-        releasers.add('close the Redis connection', () => redis.disconnect());
-        const { run, created } = await createServiceRun({ config, redis, logger });
+        // The runs `vcfleet runs` lists: REDIS_URL, else this folder's private Redis when it has data.
+        const found = await connectToRuns(config, logger, 'worker');
+        releasers.add('close the Redis connection', () => found.close());
+        const redis: Redis = found.redis;
+        if (found.url) config = { ...config, redis_url: found.url };
+        logger.info({ redis: found.where }, 'serving runs of this Redis');
+        // The run's settings are decided, and this host's preflight passed, before the run exists.
+        const planned = await planServiceRun({ config, redis });
+        const asked = askedRunSettings(cli.overrides);
+        const newRun = vcfleetCommand(['serve', opts.withWorkers ? '--with-workers' : '', '--run-id NEW', ...cli.overrides.filter((o) => asked.some((k) => o.startsWith(`++${k}=`)))].filter(Boolean).join(' '));
+        const record = planned.existing
+          ? await holdRunSettings(new RunStore(redis, config.queues.prefix), planned.existing, config, { asked, update: Boolean(opts.updateSettings), newRun, updateFlag: '--update-settings' })
+          : planned.record;
+        if (opts.withWorkers) {
+          await preflightRoles(config, new Set(WORKER_ROLES), { model: record.policy_model, tokenCapture: runSettings(record).policy.token_capture, hint: '++preflight.enabled=false' }, { outputFolder: false });
+        }
+        const { run, created } = await storeServiceRun({ config, redis, logger }, record);
         runId = run.run_id;
         if (opts.withWorkers) {
-          const workers = await startServeWorkers({ config, logger, connection: redis, run, inFlight });
+          // Checked above, before the run existed.
+          const checked = { ...config, preflight: { ...config.preflight, enabled: false } };
+          const workers = await startServeWorkers({ config: checked, logger, connection: redis, run, inFlight });
           releasers.add('stop the roles of this process', () => workers.close());
         }
         const service = new RolloutService({ config, redis, run, logger });
@@ -83,10 +110,12 @@ export function registerServe(program: Command, cli: Cli): void {
       }
       process.stdout.write(
         `serve: ${url} (POST ${url}run) for run ${runId}` +
-          (opts.withWorkers ? ' with its workers in this process\n' : `\nworkers: vcfleet worker ${WORKER_ROLES.join('|')} --run-id ${runId}\n`),
+          (opts.withWorkers ? ' with its workers in this process\n' : `\nworkers: ${vcfleetCommand(`worker ${WORKER_ROLES.join('|')} --run-id ${runId}`)}\n`),
       );
       const stopped = await new Promise<boolean>((resolve) => {
-        onShutdownSignals(logger, () => releasers.release().then(() => resolve(true), () => resolve(false)), { inFlight });
+        onShutdownSignals(logger, () => releasers.release().then(() => resolve(true), () => resolve(false)), {
+          inFlight, stopping: opts.withWorkers ? undefined : 'stopping serve; accepted requests stay queued for the workers',
+        });
       });
       logger.info(stopped ? 'serve stopped' : 'serve stopped, but some of it could not be released (logged above)');
       if (!stopped) process.exitCode = 1;

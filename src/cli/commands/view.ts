@@ -9,6 +9,7 @@ import { startViewerServer } from '../../viewer/server.ts';
 import { readPublishedResults } from '../../shared/output/published-results.ts';
 import type { Cli } from '../context.ts';
 import { onShutdownSignals } from '../runtime.ts';
+import { vcfleetCommand } from '../../shared/advice.ts';
 
 /** Where `vcfleet view` looks for output files when none is named (relative to the working folder). */
 export const RESULTS_DIR = 'results';
@@ -37,7 +38,7 @@ export function pickFile(file: string | undefined, resultsDir = RESULTS_DIR, not
   const found = newestJsonl(resultsDir);
   if (!found) {
     throw new DataError(
-      `no *.jsonl under ${path.resolve(resultsDir)}: pass the output file of a run, e.g. vcfleet view results/babyvision_opencode.jsonl`,
+      `no *.jsonl under ${path.resolve(resultsDir)}: pass the output file of a run, e.g. ${vcfleetCommand('view results/babyvision_opencode.jsonl')}`,
     );
   }
   note(`viewing ${found} (the newest *.jsonl under ${resultsDir}/; pass a file to choose another)\n`);
@@ -71,7 +72,7 @@ export function registerView(program: Command, cli: Cli): void {
         onShutdownSignals(logger, async () => {
           await viewer.close();
           resolve();
-        });
+        }, { stopping: 'stopping the viewer' });
       });
     });
 }

@@ -24,6 +24,7 @@ import type { TranscriptRecord } from '../../shared/transcript.ts';
 import type { Trajectory } from '../../shared/trajectory.ts';
 import { RequestStore } from '../../shared/request-store.ts';
 import { deliverResponse } from './request-response.ts';
+import { vcfleetCommand } from '../../shared/advice.ts';
 
 export interface ResultsWorkerDeps extends RoleDeps<'results'> {
   onCommit?(row: Row, result: CommitResult): void;
@@ -127,7 +128,7 @@ class ResultsConsumer implements ResultsWorker {
           const { output, run } = await pending;
           reports.push(await reconcileRun({ redis: this.deps.connection, config: this.deps.config, store: this.store, logger: this.deps.logger, restoreRows: () => output.restoreFromFile() }, run, reason));
         } catch (err) {
-          this.deps.logger.error({ err: errorMessage(err) }, 'could not reconcile a run after the lost Redis; `vcfleet run --run-id <id>` (or `vcfleet produce --run-id`) re-adds what is missing');
+          this.deps.logger.error({ err: errorMessage(err) }, `could not reconcile a run after the lost Redis; \`${vcfleetCommand('run --run-id <id>')}\` (or \`${vcfleetCommand('produce --run-id <id>')}\`) re-adds what is missing`);
         }
       }
       return reports;

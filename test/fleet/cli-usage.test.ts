@@ -1,0 +1,91 @@
+/**
+ * The command line as a new user types it: printed commands start the way the CLI was invoked
+ * (npx, the installed bin, or `node bin/vcfleet.js`) and work when pasted into a shell; settings
+ * typed the wrong way get the form that works; `--help` names the settings and the environment;
+ * `--version`; text settings take number-like values.
+ */
+import { mkdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { commandPrefix } from '../../src/cli/invocation.ts';
+import { loadConfig } from '../../src/shared/config.ts';
+import { CLI, pasteInShell, runCli } from '../helpers/fleet.ts';
+import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
+
+afterEach(removeTmpDirs);
+
+const repo = fileURLToPath(new URL('../..', import.meta.url));
+const version = (JSON.parse(readFileSync(path.join(repo, 'package.json'), 'utf8')) as { version: string }).version;
+
+describe('how the CLI was invoked decides how its advice starts', () => {
+  const bin = path.join(repo, 'bin/vcfleet.js');
+  it('npx, npm run, the installed bin, node with a path', () => {
+    expect(commandPrefix({ env: { npm_command: 'exec', npm_lifecycle_event: 'npx' }, script: bin, cwd: repo })).toBe('npx vcfleet');
+    expect(commandPrefix({ env: { npm_lifecycle_event: 'vcfleet', npm_command: 'run-script' }, script: bin, cwd: repo })).toBe('npm run vcfleet --');
+    expect(commandPrefix({ env: {}, script: '/usr/local/bin/vcfleet', cwd: '/home/u' })).toBe('vcfleet');
+    expect(commandPrefix({ env: {}, script: bin, cwd: repo })).toBe('node bin/vcfleet.js');
+    expect(commandPrefix({ env: {}, script: bin, cwd: '/tmp' })).toBe(`node ${bin}`);
+    expect(commandPrefix({ env: {}, script: '/a dir/bin/vcfleet.js', cwd: '/tmp' })).toBe(`node '/a dir/bin/vcfleet.js'`);
+  });
+
+  it('run with `npx vcfleet`, it advises `npx vcfleet …`; that advice, pasted, gives the same answer', async () => {
+    const empty = createTmpDir('vcfleet-usage-');
+    mkdirSync(path.join(empty, 'results'));
+    const advice = (out: string) => /e\.g\. (.+ view results\/babyvision_opencode\.jsonl)/.exec(out)?.[1];
+    const viaNpx = await pasteInShell(`npx vcfleet view --port 0 ++output_root=${empty}`);
+    expect(viaNpx.code, viaNpx.output).toBe(2);
+    expect(advice(viaNpx.output)).toMatch(/^npx vcfleet view /);
+    const direct = await runCli(['view']);
+    expect(direct.code, direct.output).toBe(2);
+    const printed = advice(direct.output)!;
+    expect(printed).toBe(`${CLI} view results/babyvision_opencode.jsonl`);
+    // Pasted as printed into a shell with nothing else set: the CLI runs (exit 2: no such file), not exit 127.
+    const pasted = await pasteInShell(printed);
+    expect(pasted.code, pasted.output).toBe(2);
+    expect(pasted.output).toContain('results/babyvision_opencode.jsonl');
+  }, 120_000);
+});
+
+describe('settings typed the wrong way, --help, --version', () => {
+  it('--limit=2 and limit=2: exit 2 with "did you mean `++limit=2`"', async () => {
+    for (const arg of ['--limit=2', 'limit=2', '--policy.token_capture=true']) {
+      const r = await runCli(['run', arg]);
+      expect(r.code, r.output).toBe(2);
+      const key = arg.replace(/^-+/, '');
+      expect(r.output).toContain(`did you mean \`++${key}\`?`);
+    }
+    // An option of the command written with `=` is the option, not a setting.
+    const option = await runCli(['run', '--benchmark=nope']);
+    expect(option.output).not.toContain('did you mean');
+  }, 60_000);
+
+  it('--help of run, demo and serve lists ++key=value and the environment variables', async () => {
+    for (const command of ['run', 'demo', 'serve']) {
+      const r = await runCli([command, '--help']);
+      expect(r.code, r.output).toBe(0);
+      for (const word of ['++key=value', 'POLICY_BASE_URL', 'POLICY_MODEL', 'POLICY_API_KEY', 'OPENAI_API_KEY', 'BABYVISION_PARQUET', 'REDIS_URL']) {
+        expect(r.stdout, `${command} --help`).toContain(word);
+      }
+    }
+  }, 60_000);
+
+  it('vcfleet --version prints the package version', async () => {
+    const r = await runCli(['--version']);
+    expect(r.code, r.output).toBe(0);
+    expect(r.stdout.trim()).toBe(version);
+  }, 30_000);
+});
+
+describe('text settings take number-like values', () => {
+  it('++policy.weight_version=120 and ++policy_model_name=123 are text, as typed', () => {
+    const c = loadConfig({ overrides: ['++policy.weight_version=120', '++policy_model_name=007', '++limit=2'], env: {} });
+    expect(c.policy.weight_version).toBe('120');
+    expect(c.policy_model_name).toBe('007');
+    expect(c.limit).toBe(2);
+  });
+
+  it('a number setting still refuses text, naming the key', () => {
+    expect(() => loadConfig({ overrides: ['++limit=two'], env: {} })).toThrow(/config key "limit"/);
+  });
+});
