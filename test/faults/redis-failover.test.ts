@@ -55,7 +55,13 @@ describe('the Redis primary is killed mid-run', () => {
     const rows = readJsonl(env.output);
     expectOneRowEach(rows, runId, env.fixture);
     expectRewards(rows, expectedRewards(env.fixture, SCRIPT));
-    const status = await runCli(['status', '--run-id', runId, '--json', ...env.overrides], cliEnv);
+    // The results consumer reconciles once Redis has stayed back a few seconds (one reconcile per
+    // reconnection), which may be after the last row.
+    let status = await runCli(['status', '--run-id', runId, '--json', ...env.overrides], cliEnv);
+    for (let i = 0; i < 30 && status.code === 0 && JSON.parse(status.stdout).reconciled === null; i++) {
+      await new Promise((r) => setTimeout(r, 1000));
+      status = await runCli(['status', '--run-id', runId, '--json', ...env.overrides], cliEnv);
+    }
     expect(status.code, status.output).toBe(0);
     const s = JSON.parse(status.stdout);
     expect(s).toMatchObject({ rows: ROWS, complete: true });
