@@ -25,7 +25,8 @@ describe('how the CLI was invoked decides how its advice starts', () => {
     expect(commandPrefix({ env: { npm_lifecycle_event: 'vcfleet', npm_command: 'run-script' }, script: bin, cwd: repo })).toBe('npm run vcfleet --');
     expect(commandPrefix({ env: {}, script: '/usr/local/bin/vcfleet', cwd: '/home/u' })).toBe('vcfleet');
     expect(commandPrefix({ env: {}, script: bin, cwd: repo })).toBe('node bin/vcfleet.js');
-    expect(commandPrefix({ env: {}, script: bin, cwd: '/tmp' })).toBe(`node ${bin}`);
+    // A folder the checkout is not under (the checkout itself may be under /tmp): the absolute path.
+    expect(commandPrefix({ env: {}, script: bin, cwd: path.join(repo, 'docs') })).toBe(`node ${bin}`);
     expect(commandPrefix({ env: {}, script: '/a dir/bin/vcfleet.js', cwd: '/tmp' })).toBe(`node '/a dir/bin/vcfleet.js'`);
   });
 
