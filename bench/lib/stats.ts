@@ -12,17 +12,9 @@ export function quantile(values: readonly number[], q: number): number {
 
 export const median = (values: readonly number[]): number => quantile(values, 0.5);
 
-/** mulberry32: reproducible uniform numbers in [0, 1). */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRandom } from '../../src/shared/output/paired-stats.ts';
+
+export { seededRandom };
 
 /** `count` lognormal samples with the given median and sigma (of the underlying normal), seeded. */
 export function lognormalSamples(count: number, medianValue: number, sigma: number, seed: number): number[] {

@@ -17,17 +17,9 @@ const TYPE_ACCURACY: Record<string, number> = {
   'Fine-grained Discrimination': 0.42, 'Visual Tracking': 0.18, 'Spatial Perception': 0.31, 'Visual Pattern Recognition': 0.55,
 };
 
-/** mulberry32: a small seeded PRNG, returns numbers in [0, 1). */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRandom } from '../../src/shared/output/paired-stats.ts';
+
+export { seededRandom };
 
 function pickOutcome(rand: () => number, accuracy: number): FixtureOutcome {
   const u = rand();
