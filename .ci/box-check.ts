@@ -5,7 +5,7 @@
  * as the container sees it, and whether /proc/sys is mounted read-only inside.
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import { loadConfig } from '../src/shared/config.ts';
+import { loadConfig } from '../src/shared/config/load.ts';
 import { createLogger } from '../src/shared/logger.ts';
 import { createSandboxProvider } from '../src/sandboxes/index.ts';
 

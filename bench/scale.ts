@@ -7,9 +7,9 @@
  */
 import { performance } from 'node:perf_hooks';
 import { produceRun } from '../src/producer/produce.ts';
-import { openQueue, rolloutId } from '../src/shared/queues.ts';
-import { createRedis } from '../src/shared/redis.ts';
-import { RowSchema, type Row } from '../src/shared/rows.ts';
+import { openQueue, rolloutId } from '../src/shared/queue/registry.ts';
+import { createRedis } from '../src/shared/redis/connect.ts';
+import { RowSchema, type Row } from '../src/shared/records/rows.ts';
 import { MetricsAccumulator } from '../src/shared/output/metrics.ts';
 import type { ConsumerSample } from './children/results-consumer.ts';
 import { forkTs } from './lib/child.ts';

@@ -15,7 +15,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pino } from 'pino';
-import { ConfigSchema } from '../src/shared/config.ts';
+import { ConfigSchema } from '../src/shared/config/load.ts';
 import { LocalBwrapProvider } from '../src/sandboxes/local/provider.ts';
 import { OpenSandboxProvider } from '../src/sandboxes/opensandbox/provider.ts';
 import { createJudge } from '../src/workers/judge/openai-judge.ts';

@@ -11,7 +11,7 @@ import { performance } from 'node:perf_hooks';
 import { gzipSync } from 'node:zlib';
 import { discardLogger } from './lib/fleet.ts';
 import { createSandboxProvider } from '../src/sandboxes/index.ts';
-import { createOpenCodeRunner } from '../src/agent/runner.ts';
+import { createOpenCodeRunner } from '../src/agent/opencode-runner.ts';
 import { toolResults } from '../src/demo/scripted-policy-scripts.ts';
 import type { Script } from '../src/demo/scripted-policy-types.ts';
 import { startVllmPolicyServer, type VllmPolicyServer } from '../test/helpers/vllm-policy-server.ts';

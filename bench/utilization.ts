@@ -10,7 +10,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { produceRun } from '../src/producer/produce.ts';
-import { createRedis } from '../src/shared/redis.ts';
+import { createRedis } from '../src/shared/redis/connect.ts';
 import { startJudgeWorker } from '../src/workers/judge/worker.ts';
 import { startResultsWorker } from '../src/workers/results/worker.ts';
 import { startSandboxProcess, type WorkerProcess } from './lib/sandbox-worker.ts';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { extractAllBoxed, extractAnswer, extractBoxedAnswer, MAX_ANSWER_CHARS, responseText } from '../src/shared/answer.ts';
-import { stringMatchReward } from '../src/shared/string-match.ts';
+import { extractAllBoxed, extractAnswer, extractBoxedAnswer, MAX_ANSWER_CHARS, responseText } from '../src/shared/scoring/answer.ts';
+import { stringMatchReward } from '../src/shared/scoring/string-match.ts';
 
 describe('extractBoxedAnswer', () => {
   it('takes the last boxed value', () => {

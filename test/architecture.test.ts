@@ -9,10 +9,10 @@
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { WORKER_ROLES } from '../src/shared/worker-registry.ts';
+import { WORKER_ROLES } from '../src/shared/queue/worker-registry.ts';
 
 const SRC = path.resolve(import.meta.dirname, '../src');
-/** The producer, and each stage's role in src/workers/<role>/ (shared/queues.ts names them). */
+/** The producer, and each stage's role in src/workers/<role>/ (shared/queue/registry.ts names them). */
 const ROLES = ['producer', ...WORKER_ROLES.map((role) => `workers/${role}`)];
 const SUBSYSTEMS = ['gateway', 'sandboxes', 'agent', 'pacing'];
 /** Longest source file, in lines. */

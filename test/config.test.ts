@@ -2,8 +2,8 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ConfigSchema, loadConfig, redactConfig, secretValues } from '../src/shared/config.ts';
-import { configKeyPaths, editDistance, nearestKey } from '../src/shared/config-keys.ts';
+import { ConfigSchema, loadConfig, redactConfig, secretValues } from '../src/shared/config/load.ts';
+import { configKeyPaths, editDistance, nearestKey } from '../src/shared/config/key-paths.ts';
 import { ConfigError } from '../src/shared/errors.ts';
 import { createTmpDir, removeTmpDirs } from './helpers/tmp.ts';
 

@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import { loadConfig } from '../../src/shared/config.ts';
+import { loadConfig } from '../../src/shared/config/load.ts';
 import { prepareBenchmark } from '../../src/prepare/prepare.ts';
 import { discardLogger } from '../lib/fleet.ts';
 

@@ -4,7 +4,7 @@
  * --expose-gc). Arguments: <redisUrl> <prefix> <dir> <threshold,threshold,...>
  */
 import { performance } from 'node:perf_hooks';
-import { createRedis } from '../../src/shared/redis.ts';
+import { createRedis } from '../../src/shared/redis/connect.ts';
 import { startResultsWorker } from '../../src/workers/results/worker.ts';
 import { benchConfig, discardLogger } from '../lib/fleet.ts';
 

@@ -5,10 +5,10 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { loadConfig, type Config } from '../../src/shared/config.ts';
-import type { Judge } from '../../src/shared/judge.ts';
+import { loadConfig, type Config } from '../../src/shared/config/load.ts';
+import type { Judge } from '../../src/shared/ports/judge.ts';
 import { createLogger, type Logger } from '../../src/shared/logger.ts';
-import type { PreparedTask } from '../../src/shared/task.ts';
+import type { PreparedTask } from '../../src/shared/records/task.ts';
 import { encodePng } from '../../src/demo/png.ts';
 
 export interface BenchConfigInput {

@@ -11,8 +11,8 @@
  * its row committed (run).
  */
 import { Redis } from 'ioredis';
-import { openQueue } from '../../src/shared/queues.ts';
-import { RunStore } from '../../src/shared/run-store.ts';
+import { openQueue } from '../../src/shared/queue/registry.ts';
+import { RunStore } from '../../src/shared/stores/run-store.ts';
 import { fmt, median } from './stats.ts';
 
 export const PHASES = ['accept', 'queue wait', 'sandbox', 'judge', 'results', 'response'] as const;

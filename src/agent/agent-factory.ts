@@ -1,9 +1,9 @@
 /** The AgentRunner a sandbox-worker uses, chosen by `agent.kind`. */
-import type { AgentRunner } from '../shared/agent.ts';
-import type { Config } from '../shared/config.ts';
+import type { AgentRunner } from '../shared/ports/agent.ts';
+import type { Config } from '../shared/config/load.ts';
 import type { Logger } from '../shared/logger.ts';
 import { checkSandboxBox, trySandbox } from '../sandboxes/box-check.ts';
-import { createOpenCodeRunner } from './runner.ts';
+import { createOpenCodeRunner } from './opencode-runner.ts';
 import { createSandboxProvider, type BoxReport, type SandboxProvider } from '../sandboxes/index.ts';
 import { createScriptedAgent, loadAgentScript } from './scripted-agent.ts';
 

@@ -7,12 +7,12 @@
  * only fails) all abort `stop`, and the cause, when it is ours, is kept for the outcome.
  */
 import { randomBytes } from 'node:crypto';
-import type { AgentResult, RolloutRequest } from '../shared/agent.ts';
-import { responseTail, rolloutOutcome } from '../shared/rollout-outcome.ts';
+import type { AgentResult, RolloutRequest } from '../shared/ports/agent.ts';
+import { responseTail, rolloutOutcome } from '../shared/records/rollout-outcome.ts';
 import { ConfigError, InfraError, errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
-import { stripCredentials } from '../shared/run-settings.ts';
-import { imageExtension } from '../shared/task.ts';
+import { stripCredentials } from '../shared/config/run-settings.ts';
+import { imageExtension } from '../shared/records/task.ts';
 import type { ExecResult, LimitHits, Sandbox, SandboxProvider } from '../sandboxes/types.ts';
 import { upstreamGiveUpReason, type UpstreamFailureLimits } from '../gateway/health.ts';
 import { probePolicyServer, type ProbeResult } from '../gateway/probe.ts';
@@ -24,7 +24,7 @@ import { buildTranscript } from './transcript-builder.ts';
 import { PolicyWaitExceeded } from '../pacing/policy-wait.ts';
 import { ModelClock } from './model-clock.ts';
 import { buildTrajectory } from './trajectory-builder.ts';
-import { tokenCaptureSummary } from '../shared/trajectory.ts';
+import { tokenCaptureSummary } from '../shared/records/trajectory.ts';
 
 export interface SessionDeps {
   provider: SandboxProvider;

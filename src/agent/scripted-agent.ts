@@ -13,11 +13,11 @@
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
-import { STOP_REASONS, type AgentResult, type AgentRunner, type RolloutRequest, type RolloutTranscript } from '../shared/agent.ts';
-import { responseTail, rolloutOutcome, type RolloutOutcome } from '../shared/rollout-outcome.ts';
-import { TRANSCRIPT_VERSION } from '../shared/transcript.ts';
-import { extractAnswer } from '../shared/answer.ts';
-import { finishedNaturally } from '../shared/scoring.ts';
+import { STOP_REASONS, type AgentResult, type AgentRunner, type RolloutRequest, type RolloutTranscript } from '../shared/ports/agent.ts';
+import { responseTail, rolloutOutcome, type RolloutOutcome } from '../shared/records/rollout-outcome.ts';
+import { TRANSCRIPT_VERSION } from '../shared/records/transcript.ts';
+import { extractAnswer } from '../shared/scoring/answer.ts';
+import { finishedNaturally } from '../shared/scoring/rules.ts';
 import { ConfigError, InfraError } from '../shared/errors.ts';
 
 const EntrySchema = z
@@ -86,7 +86,7 @@ export function createScriptedAgent(input: z.input<typeof AgentScriptSchema>): A
       }
       const answer = entry.answer === '@gold' ? request.task.gold : entry.answer;
       const text = entry.text ?? (answer === null ? 'I could not decide.' : `The answer is \\boxed{${answer}}.`);
-      // The answer is read from the text by the one rule (shared/answer.ts), as a real session's is.
+      // The answer is read from the text by the one rule (shared/scoring/answer.ts), as a real session's is.
       const found = extractAnswer([text])?.answer ?? null;
       const stopReason = entry.stop_reason ?? (found === null ? 'no_answer' : 'answered');
       const outcome = rolloutOutcome({

@@ -14,10 +14,10 @@
  * - agent_error: OpenCode ended abnormally after the model acted (killed, a limit of its box, a
  *   rejected call), named in `error`.
  * - output_cap / answered / no_answer: from the finish reasons and the answer extracted from the
- *   answers' text (shared/answer.ts: an `Answer:` line, else a `\boxed{}`).
+ *   answers' text (shared/scoring/answer.ts: an `Answer:` line, else a `\boxed{}`).
  */
-import type { StopReason } from '../shared/agent.ts';
-import { extractAnswer, responseText } from '../shared/answer.ts';
+import type { StopReason } from '../shared/ports/agent.ts';
+import { extractAnswer, responseText } from '../shared/scoring/answer.ts';
 import { isAnswered, isServerFailure, type GatewayCall, type GatewayStats } from '../gateway/call-stats.ts';
 import { describeFailures } from '../gateway/health.ts';
 
@@ -110,7 +110,7 @@ function beforeFirstAnswer(input: SessionFacts): SessionEnd {
 
 /**
  * The response text of the answered calls (every assistant text, the text beside tool calls too, in
- * order, joined by a newline, trimmed) and its answer by the one rule of shared/answer.ts, with the
+ * order, joined by a newline, trimmed) and its answer by the one rule of shared/scoring/answer.ts, with the
  * index of the answer (call) it lies in (-1 when none).
  */
 export function sessionAnswer(answered: readonly Pick<GatewayCall, 'response'>[]): { text: string; answer: string | null; index: number } {
@@ -122,7 +122,7 @@ export function sessionAnswer(answered: readonly Pick<GatewayCall, 'response'>[]
 /**
  * After the model acted: it may have caused anything from here on, so nothing is masked here (an
  * infrastructure end still needs the gateway's own probe of the server, rollout-session.ts). The
- * answer follows the one rule of shared/answer.ts, for the stop reason and the extraction alike.
+ * answer follows the one rule of shared/scoring/answer.ts, for the stop reason and the extraction alike.
  */
 function afterAnswers(input: SessionFacts, answered: readonly GatewayCall[]): SessionEnd {
   const { calls, exec, stoppedBy } = input;

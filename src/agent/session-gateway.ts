@@ -6,13 +6,13 @@
  */
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import path from 'node:path';
-import type { RolloutRequest } from '../shared/agent.ts';
+import type { RolloutRequest } from '../shared/ports/agent.ts';
 import { ConfigError, InfraError, errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
 import { startPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } from '../gateway/policy-gateway.ts';
 import type { SandboxCapabilities, SandboxSpec } from '../sandboxes/types.ts';
 import { GATEWAY_DIR_PREFIX } from '../gateway/socket-dirs.ts';
-import { safeFileStem } from '../shared/transcript.ts';
+import { safeFileStem } from '../shared/records/transcript.ts';
 
 export interface SessionGatewayOptions {
   /** What the sandbox provider offers: how its sandboxes reach the gateway, and whether it vouches for origins. */

@@ -1,11 +1,11 @@
 /**
- * A rollout's trajectory (shared/trajectory.ts) from what its gateway's token capture kept
+ * A rollout's trajectory (shared/records/trajectory.ts) from what its gateway's token capture kept
  * (gateway/token-recorder.ts) and how the rollout ended: the mask and its reason, the per-call token
  * counts, the images in the order the model saw them, and the flat form over the chained calls. Pure.
  */
-import type { RolloutRequest } from '../shared/agent.ts';
-import type { StopReason } from '../shared/stop-reasons.ts';
-import { TRAJECTORY_VERSION, type MaskReason, type Trajectory } from '../shared/trajectory.ts';
+import type { RolloutRequest } from '../shared/ports/agent.ts';
+import type { StopReason } from '../shared/scoring/stop-reasons.ts';
+import { TRAJECTORY_VERSION, type MaskReason, type Trajectory } from '../shared/records/trajectory.ts';
 import type { StoredImage } from '../gateway/conversation.ts';
 import type { TokenCall, TokenCaptureRecord } from '../gateway/token-recorder.ts';
 

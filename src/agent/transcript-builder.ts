@@ -3,8 +3,8 @@
  * call, each tool call of a turn joined with the result OpenCode sent back in the next call (and the
  * images that came with it), the images shown outside tool results, and the outcome. Pure.
  */
-import type { RolloutRequest } from '../shared/agent.ts';
-import { TRANSCRIPT_VERSION, type TranscriptRecord, type TranscriptTurn } from '../shared/transcript.ts';
+import type { RolloutRequest } from '../shared/ports/agent.ts';
+import { TRANSCRIPT_VERSION, type TranscriptRecord, type TranscriptTurn } from '../shared/records/transcript.ts';
 import type { GatewayCall } from '../gateway/call-stats.ts';
 import type { StoredImage } from '../gateway/conversation.ts';
 

@@ -3,8 +3,8 @@
  * periodic lines otherwise (logs and CI stay readable).
  */
 import { accuracyOf, type TallyCounts } from '../shared/output/tally.ts';
-import type { PaceState } from '../shared/telemetry.ts';
-import { openTerminalScreen, TerminalScreen } from '../shared/terminal-screen.ts';
+import type { PaceState } from '../shared/ports/telemetry.ts';
+import { openTerminalScreen, TerminalScreen } from '../shared/text/terminal-screen.ts';
 
 /** What the progress line shows: the run's row tally, its size, and the rollouts running now. */
 export interface ProgressCounts extends Pick<TallyCounts, 'done' | 'scored' | 'correct' | 'masked'> {
@@ -71,7 +71,7 @@ export interface ProgressView {
 export function createProgressView(stream: NodeJS.WriteStream = process.stderr, intervalMs = 10_000): ProgressView {
   const eta = new Eta();
   if (stream.isTTY) {
-    // The bar is the screen's last line; log lines print above it (shared/terminal-screen.ts).
+    // The bar is the screen's last line; log lines print above it (shared/text/terminal-screen.ts).
     const screen = stream === process.stderr ? openTerminalScreen(stream) : new TerminalScreen(stream);
     return {
       update(c) {

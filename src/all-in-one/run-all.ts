@@ -8,33 +8,33 @@
  */
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { AgentRunner } from '../shared/agent.ts';
-import type { Config } from '../shared/config.ts';
-import type { Judge } from '../shared/judge.ts';
+import type { AgentRunner } from '../shared/ports/agent.ts';
+import type { Config } from '../shared/config/load.ts';
+import type { Judge } from '../shared/ports/judge.ts';
 import type { Logger } from '../shared/logger.ts';
-import { checkRedisDeployment, checkRedisServer, createRedis, resolveRedisEndpoint, waitForRedis, type Redis } from '../shared/redis.ts';
-import { watchRedisHealth } from '../shared/redis-health.ts';
-import { RunStore, runSettings, type RunOrigin, type RunRecord } from '../shared/run-store.ts';
+import { checkRedisDeployment, checkRedisServer, createRedis, resolveRedisEndpoint, waitForRedis, type Redis } from '../shared/redis/connect.ts';
+import { watchRedisHealth } from '../shared/redis/health.ts';
+import { RunStore, runSettings, type RunOrigin, type RunRecord } from '../shared/stores/run-store.ts';
 import { holdRunSettings, type HoldOptions } from '../ops/asked-settings.ts';
 import { settleWithin } from '../shared/settle-within.ts';
-import { stripCredentials } from '../shared/run-settings.ts';
+import { stripCredentials } from '../shared/config/run-settings.ts';
 import { loadOrPrepare } from '../prepare/load-or-prepare.ts';
 import { newRunId, produceRun, resumeRun, type ProduceResult } from '../producer/produce.ts';
 import { Releasers } from '../shared/releasers.ts';
 import { metricsPathFor, type AggregateMetrics } from '../shared/output/metrics.ts';
 import { resolveOutputPath } from '../shared/output/output-path.ts';
 import { pricingOf } from '../shared/output/run-pricing.ts';
-import type { FleetMetrics } from '../shared/telemetry.ts';
+import type { FleetMetrics } from '../shared/ports/telemetry.ts';
 import { checkRedisPersistence } from '../ops/preflight.ts';
 import { openPrivateRedis } from './private-redis.ts';
 import { createProgressView, type ProgressView } from './progress.ts';
 import { noRoles, startRunRoles, type RunRoles } from './run-roles.ts';
-import { WORKER_ROLES, type WorkerRole } from '../shared/worker-registry.ts';
+import { WORKER_ROLES, type WorkerRole } from '../shared/queue/worker-registry.ts';
 import { preflightRoles, type RolesPreflight } from '../workers/process-roles.ts';
 import { ConfigError } from '../shared/errors.ts';
-import type { InFlightJobs } from '../shared/in-flight-jobs.ts';
+import type { InFlightJobs } from '../shared/queue/in-flight-jobs.ts';
 import { watchRun, type WatchStatus } from './run-watch.ts';
-import { vcfleetCommand } from '../shared/advice.ts';
+import { vcfleetCommand } from '../shared/text/advice.ts';
 
 export interface RunAllOptions {
   config: Config;

@@ -4,13 +4,13 @@
  * the run's row tally kept as rows are committed. `retry` and `rejudge` start only the roles no live
  * worker serves; the tally of a run whose rows another process commits is read again from Redis.
  */
-import { openQueue, QUEUE_NAMES } from '../shared/queues.ts';
-import type { Redis } from '../shared/redis.ts';
+import { openQueue, QUEUE_NAMES } from '../shared/queue/registry.ts';
+import type { Redis } from '../shared/redis/connect.ts';
 import { RowTally } from '../shared/output/tally.ts';
-import { RunStore, type RunRecord } from '../shared/run-store.ts';
+import { RunStore, type RunRecord } from '../shared/stores/run-store.ts';
 import { startProcessRoles, type ProcessRolesOptions } from '../workers/process-roles.ts';
 import { PolicyFailures } from './run-watch.ts';
-import type { PaceState } from '../shared/telemetry.ts';
+import type { PaceState } from '../shared/ports/telemetry.ts';
 
 export interface RunRoles {
   tally: RowTally;

@@ -9,13 +9,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Queue } from 'bullmq';
 import { errorMessage, InfraError } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
-import { openQueue, QUEUE_NAMES, type JobData, type QueueName } from '../shared/queues.ts';
-import type { Redis } from '../shared/redis.ts';
+import { openQueue, QUEUE_NAMES, type JobData, type QueueName } from '../shared/queue/registry.ts';
+import type { Redis } from '../shared/redis/connect.ts';
 import { policySilenceWarning, type RowTally } from '../shared/output/tally.ts';
-import type { RunRecord } from '../shared/run-store.ts';
-import { openJobs, readRunJobs } from '../shared/run-jobs.ts';
+import type { RunRecord } from '../shared/stores/run-store.ts';
+import { openJobs, readRunJobs } from '../shared/queue/run-jobs.ts';
 import type { ProgressView } from './progress.ts';
-import type { JobEnd, PaceState } from '../shared/telemetry.ts';
+import type { JobEnd, PaceState } from '../shared/ports/telemetry.ts';
 
 export type WatchStatus = 'complete' | 'stopped' | 'stuck' | 'paused' | 'redis_lost';
 

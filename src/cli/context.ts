@@ -3,10 +3,10 @@
  * commander sees them), config loading with `--config`, and a logger that redacts the config's
  * secrets. One `Cli` per invocation, handed to every command as it registers.
  */
-import { loadConfig, secretValues, type Config } from '../shared/config.ts';
+import { loadConfig, secretValues, type Config } from '../shared/config/load.ts';
 import { createLogger, type Logger } from '../shared/logger.ts';
-import { adviseWith } from '../shared/advice.ts';
-import { openTerminalScreen, screenDestination } from '../shared/terminal-screen.ts';
+import { adviseWith } from '../shared/text/advice.ts';
+import { openTerminalScreen, screenDestination } from '../shared/text/terminal-screen.ts';
 
 export interface CommandContext {
   config: Config;
@@ -21,7 +21,7 @@ export class Cli {
 
   /**
    * Load the config for a command; `flags` are values set by the command's own options. With
-   * `progressBar`, on a terminal, one screen owns it (shared/terminal-screen.ts): log lines print on
+   * `progressBar`, on a terminal, one screen owns it (shared/text/terminal-screen.ts): log lines print on
    * one line above the bar, repeated warnings fold into a count on the bar, and info lines are held
    * back (set log_level=debug to see everything).
    */

@@ -1,11 +1,11 @@
 /** `vcfleet <command>`: every role of the fleet, and the one-command run. */
 import { Command, CommanderError } from 'commander';
-import { splitOverrides } from '../shared/config.ts';
+import { splitOverrides } from '../shared/config/load.ts';
 import { ConfigError, DataError, errorMessage } from '../shared/errors.ts';
 import { Cli } from './context.ts';
 import { COMMANDS } from './commands/index.ts';
 import { commandPrefix } from './invocation.ts';
-import { adviseAs } from '../shared/advice.ts';
+import { adviseAs } from '../shared/text/advice.ts';
 import { refuseMistypedSettings } from './usage-hints.ts';
 import { readFileSync } from 'node:fs';
 

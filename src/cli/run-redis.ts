@@ -8,10 +8,10 @@
 import net from 'node:net';
 import path from 'node:path';
 import { ConfigError } from '../shared/errors.ts';
-import type { Config } from '../shared/config.ts';
+import type { Config } from '../shared/config/load.ts';
 import type { Logger } from '../shared/logger.ts';
-import { resolveRedisEndpoint, type ConnectionRole, type Redis } from '../shared/redis.ts';
-import { RunStore } from '../shared/run-store.ts';
+import { resolveRedisEndpoint, type ConnectionRole, type Redis } from '../shared/redis/connect.ts';
+import { RunStore } from '../shared/stores/run-store.ts';
 import { hasPrivateRedisData, openPrivateRedis, type PrivateRedis } from '../all-in-one/private-redis.ts';
 import { connect, redisUrl } from './runtime.ts';
 

@@ -1,13 +1,13 @@
 /** Process plumbing shared by the long-running commands: Redis from config, signals, stdout tables, the --port flag. */
 import { ConfigError } from '../shared/errors.ts';
-import type { Config } from '../shared/config.ts';
+import type { Config } from '../shared/config/load.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { InFlightJobs } from '../shared/in-flight-jobs.ts';
+import type { InFlightJobs } from '../shared/queue/in-flight-jobs.ts';
 import type { Logger } from '../shared/logger.ts';
-import { checkRedisDeployment, checkRedisServer, createRedis, DEFAULT_REDIS_URL, resolveRedisEndpoint, waitForRedis, type ConnectionRole, type Redis } from '../shared/redis.ts';
-import { watchRedisHealth } from '../shared/redis-health.ts';
-import { singleSeedWarning } from '../shared/cluster-seeds.ts';
-import { printAboveBar } from '../shared/terminal-screen.ts';
+import { checkRedisDeployment, checkRedisServer, createRedis, DEFAULT_REDIS_URL, resolveRedisEndpoint, waitForRedis, type ConnectionRole, type Redis } from '../shared/redis/connect.ts';
+import { watchRedisHealth } from '../shared/redis/health.ts';
+import { singleSeedWarning } from '../shared/redis/cluster-seeds.ts';
+import { printAboveBar } from '../shared/text/terminal-screen.ts';
 
 /** A `--port` flag as a number (undefined when not given); anything but 0-65535 is a ConfigError naming it. */
 export function portFlag(raw: string | undefined): number | undefined {

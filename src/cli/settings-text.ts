@@ -1,8 +1,8 @@
 /** How `produce` and `run-set` show a run's settings: by the config key a user types after `++`. */
 import path from 'node:path';
-import { RUN_SETTING_KEYS, shownValue, valueAt, type RunSettings, type SettingDifference } from '../shared/run-settings.ts';
+import { RUN_SETTING_KEYS, shownValue, valueAt, type RunSettings, type SettingDifference } from '../shared/config/run-settings.ts';
 import { table } from './runtime.ts';
-import { vcfleetCommand } from '../shared/advice.ts';
+import { vcfleetCommand } from '../shared/text/advice.ts';
 
 /** The run settings frozen in a run record, one per line, and how to change them. */
 export function runSettingsText(runId: string, settings: RunSettings, output: string): string {

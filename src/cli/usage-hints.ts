@@ -3,7 +3,7 @@
  * as a bare word (`limit=2`) is refused with the form that works (`++limit=2`); and the text that
  * `--help` of the commands that run a benchmark ends with (settings and environment variables).
  */
-import { configKeyPaths } from '../shared/config-keys.ts';
+import { configKeyPaths } from '../shared/config/key-paths.ts';
 import { ConfigError } from '../shared/errors.ts';
 
 /** `--key=value`, `-key=value` or `key=value` whose key is a config key. */

@@ -5,8 +5,8 @@
  */
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { bullQueueName, openQueue, QUEUE_NAMES, type JobData, type QueueName } from '../shared/queues.ts';
-import { RunStore } from '../shared/run-store.ts';
+import { bullQueueName, openQueue, QUEUE_NAMES, type JobData, type QueueName } from '../shared/queue/registry.ts';
+import { RunStore } from '../shared/stores/run-store.ts';
 
 type AnyQueue = Queue<JobData<QueueName>>;
 

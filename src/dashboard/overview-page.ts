@@ -4,7 +4,7 @@
  */
 import { html } from 'hono/html';
 import type { HtmlEscapedString } from 'hono/utils/html';
-import { WORKER_ROLES, type WorkerList, type WorkerRecord } from '../shared/worker-registry.ts';
+import { WORKER_ROLES, type WorkerList, type WorkerRecord } from '../shared/queue/worker-registry.ts';
 import type { RunSummary } from './run-overview.ts';
 import { runPageUrl } from './viewer-links.ts';
 

@@ -9,8 +9,8 @@
  * read exist only there), else the puzzle image from Redis, checked against its SHA-256.
  */
 import { errorMessage } from '../shared/errors.ts';
-import type { Row } from '../shared/rows.ts';
-import type { RunRecord, RunStore } from '../shared/run-store.ts';
+import type { Row } from '../shared/records/rows.ts';
+import type { RunRecord, RunStore } from '../shared/stores/run-store.ts';
 import { aggregateMetrics } from '../shared/output/metrics.ts';
 import { pricingOf } from '../shared/output/run-pricing.ts';
 import { unservedNotice } from '../ops/serving.ts';

@@ -4,9 +4,9 @@
  * by run (run-jobs.ts, the one reader of a run's jobs); the rows of each run are counted with HSCAN.
  */
 import type { Redis } from 'ioredis';
-import { byStage, type QueueName } from '../shared/queues.ts';
-import { RunStore, type OutputLocation } from '../shared/run-store.ts';
-import { emptyJobCounts, readRunJobs, type JobState } from '../shared/run-jobs.ts';
+import { byStage, type QueueName } from '../shared/queue/registry.ts';
+import { RunStore, type OutputLocation } from '../shared/stores/run-store.ts';
+import { emptyJobCounts, readRunJobs, type JobState } from '../shared/queue/run-jobs.ts';
 import { readRunProgress, type RunState } from '../ops/run-progress.ts';
 import { unservedNotice } from '../ops/serving.ts';
 

@@ -4,7 +4,7 @@
  * whose data names no run or rollout gets no link).
  */
 
-import { jobRunId } from '../shared/run-jobs.ts';
+import { jobRunId } from '../shared/queue/run-jobs.ts';
 
 const enc = encodeURIComponent;
 

@@ -2,7 +2,7 @@
  * The demo's synthetic puzzles: small images drawn in code (both answer types), written as a
  * prepared benchmark, with the answers the demo's scripted policy gives.
  */
-import type { BenchmarkName } from '../shared/config.ts';
+import type { BenchmarkName } from '../shared/config/load.ts';
 import { buildPreparedTask } from '../prepare/build-task.ts';
 import { createPreparedWriter } from '../prepare/write-prepared.ts';
 import { sha256Bytes } from '../prepare/hash.ts';

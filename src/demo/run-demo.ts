@@ -6,7 +6,7 @@
  * marked a demo, so that `vcfleet run --run-id` or `vcfleet demo --run-id` resumes it as one.
  */
 import path from 'node:path';
-import { loadConfig, type Config } from '../shared/config.ts';
+import { loadConfig, type Config } from '../shared/config/load.ts';
 import type { Logger } from '../shared/logger.ts';
 import { runAll, type RunAllOptions, type RunAllResult } from '../all-in-one/run-all.ts';
 import { newRunId } from '../producer/produce.ts';
@@ -14,8 +14,8 @@ import { demoAnswers, demoPuzzles, writeDemoBenchmark } from './puzzles.ts';
 import { startScriptedPolicyServer } from './scripted-policy-server.ts';
 import { scripts } from './scripted-policy-scripts.ts';
 import { startScriptedJudgeServer } from './scripted-judge-server.ts';
-import type { InFlightJobs } from '../shared/in-flight-jobs.ts';
-import { vcfleetCommand } from '../shared/advice.ts';
+import type { InFlightJobs } from '../shared/queue/in-flight-jobs.ts';
+import { vcfleetCommand } from '../shared/text/advice.ts';
 
 export interface DemoOptions {
   configPath?: string;

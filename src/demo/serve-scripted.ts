@@ -13,7 +13,7 @@
  * `vcfleet produce` then enqueues (it reuses a preparation when no parquet is configured).
  */
 import { parseArgs } from 'node:util';
-import { BENCHMARKS, type BenchmarkName } from '../shared/config.ts';
+import { BENCHMARKS, type BenchmarkName } from '../shared/config/load.ts';
 import { demoAnswers, demoPuzzles, writeDemoBenchmark } from './puzzles.ts';
 import { startScriptedJudgeServer } from './scripted-judge-server.ts';
 import { startScriptedPolicyServer } from './scripted-policy-server.ts';

@@ -10,11 +10,11 @@
 import { readFileSync, realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { z } from 'zod';
-import type { Row } from '../shared/rows.ts';
-import { MAX_TRANSCRIPT_JSON_BYTES } from '../shared/transcript-codec.ts';
-import { MAX_TRAJECTORY_JSON_BYTES } from '../shared/trajectory-codec.ts';
-import { TranscriptRecordSchema, transcriptDirFor, type TranscriptRecord } from '../shared/transcript.ts';
-import { TrajectorySchema, type Trajectory } from '../shared/trajectory.ts';
+import type { Row } from '../shared/records/rows.ts';
+import { MAX_TRANSCRIPT_JSON_BYTES } from '../shared/records/transcript-codec.ts';
+import { MAX_TRAJECTORY_JSON_BYTES } from '../shared/records/trajectory-codec.ts';
+import { TranscriptRecordSchema, transcriptDirFor, type TranscriptRecord } from '../shared/records/transcript.ts';
+import { TrajectorySchema, type Trajectory } from '../shared/records/trajectory.ts';
 
 /** An image file larger than this is not read (the sandbox-worker keeps images far below it). */
 export const MAX_IMAGE_FILE_BYTES = 64 * 1024 * 1024;

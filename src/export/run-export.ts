@@ -22,7 +22,7 @@ import { gymRow } from '../shared/output/gym-row.ts';
 import { tokenRecord } from '../shared/output/token-record.ts';
 import { stepRecords } from '../shared/output/step-records.ts';
 import { maskOf } from '../shared/output/training-mask.ts';
-import type { Row } from '../shared/rows.ts';
+import type { Row } from '../shared/records/rows.ts';
 import { jsonlLines } from '../shared/output/jsonl-lines.ts';
 import { parseRowLine } from '../shared/output/row-file.ts';
 import { RolloutFiles } from './rollout-files.ts';

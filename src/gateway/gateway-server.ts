@@ -15,7 +15,7 @@ import { sendHeld, WaitClock, type HoldEnd } from '../pacing/held-calls.ts';
 import { checkRequest, isRefusal, type Refusal } from './request-check.ts';
 import type { PolicyGateway, PolicyGatewayOptions } from './gateway-options.ts';
 import { forwardForTokens } from './token-forward.ts';
-import type { TokenFields } from '../shared/token-fields.ts';
+import type { TokenFields } from '../shared/records/token-fields.ts';
 import { TokenRecorder, type TokenCaptureRecord } from './token-recorder.ts';
 import { upstreamBody } from './token-request.ts';
 

@@ -6,7 +6,7 @@
  */
 import http from 'node:http';
 import https from 'node:https';
-import { stripCredentials } from '../shared/run-settings.ts';
+import { stripCredentials } from '../shared/config/run-settings.ts';
 import { classifyUpstreamError } from './upstream-errors.ts';
 
 export type ProbeResult = { ok: true } | { ok: false; reason: string };

@@ -12,7 +12,7 @@ import type { Socket } from 'node:net';
 import type { ForwardResult, Upstream } from './forward-call.ts';
 import { ResponseReader } from './response-reader.ts';
 import { sseFromCompletion } from './sse-reply.ts';
-import { readTokenFields, withoutTokenFields, type TokenFields } from '../shared/token-fields.ts';
+import { readTokenFields, withoutTokenFields, type TokenFields } from '../shared/records/token-fields.ts';
 import { classifyUpstreamError, codedError, isStalePooledReset } from './upstream-errors.ts';
 
 /** Largest answer read from the policy server, in bytes (token ids of a long prompt included). */

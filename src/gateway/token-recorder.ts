@@ -13,7 +13,7 @@
 import type { ChatMessage } from './chat-request.ts';
 import { ImageStore, type CallOrigin, type StoredImage } from './conversation.ts';
 import { TurnRestorer, type TurnRestoreOptions } from './turn-restore.ts';
-import type { TokenField, TokenFields } from '../shared/token-fields.ts';
+import type { TokenField, TokenFields } from '../shared/records/token-fields.ts';
 
 /** Token ids kept per rollout (first prompt, inserted and generated ids together); past it none are kept. */
 export const MAX_ROLLOUT_TOKEN_IDS = 4 << 20;

@@ -5,7 +5,7 @@
  * vllm-project/vllm#27482; the gateway streams to OpenCode itself). Pure.
  */
 import type { ChatRequest } from './chat-request.ts';
-import { TOKEN_FIELDS } from '../shared/token-fields.ts';
+import { TOKEN_FIELDS } from '../shared/records/token-fields.ts';
 
 /** Sampling fields of OpenCode's own call that count as the sampling applied when the run pins none. */
 const OPENCODE_SAMPLING = ['temperature', 'top_p', 'seed', 'stop', 'presence_penalty', 'frequency_penalty'] as const;

@@ -5,10 +5,10 @@
  * run; or, with `--update-settings`, the run is changed as `vcfleet run-set` changes it (refused once
  * rollouts of it finished). Settings not named on the command line are the run's, as always.
  */
-import type { Config } from '../shared/config-schema.ts';
+import type { Config } from '../shared/config/schema.ts';
 import { ConfigError } from '../shared/errors.ts';
-import { RUN_SETTING_KEYS, runSettingsFrom, settingDifferences, shownValue } from '../shared/run-settings.ts';
-import { runSettings, type RunRecord, type RunStore } from '../shared/run-store.ts';
+import { RUN_SETTING_KEYS, runSettingsFrom, settingDifferences, shownValue } from '../shared/config/run-settings.ts';
+import { runSettings, type RunRecord, type RunStore } from '../shared/stores/run-store.ts';
 import { setRunSettings } from './run-set.ts';
 
 /** The run settings this command names: `++key=value` overrides and flags (by config key), parents included (`++policy=…`). */

@@ -7,11 +7,11 @@
  */
 import { mkdir, access } from 'node:fs/promises';
 import { constants } from 'node:fs';
-import type { Config } from '../shared/config.ts';
+import type { Config } from '../shared/config/load.ts';
 import { ConfigError, errorMessage } from '../shared/errors.ts';
-import { redisPersists, type Redis } from '../shared/redis.ts';
-import { stripCredentials } from '../shared/run-settings.ts';
-import { readTokenFields, TOKEN_FIELDS } from '../shared/token-fields.ts';
+import { redisPersists, type Redis } from '../shared/redis/connect.ts';
+import { stripCredentials } from '../shared/config/run-settings.ts';
+import { readTokenFields, TOKEN_FIELDS } from '../shared/records/token-fields.ts';
 
 export interface PreflightFailure {
   check: 'policy' | 'judge' | 'sandbox' | 'redis' | 'output';

@@ -28,7 +28,7 @@
  * - `vcfleet_policy_wait_share`: share of the last minute's session time spent waiting on the endpoint (0..1).
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { AdmissionState, FleetMetrics, PaceState } from '../shared/telemetry.ts';
+import type { AdmissionState, FleetMetrics, PaceState } from '../shared/ports/telemetry.ts';
 import { createQueueDepthGauge, type QueueDepthSource } from './queue-depth.ts';
 import { createServeGauges } from './serve-gauges.ts';
 

@@ -6,7 +6,7 @@
 import { Gauge, type Registry } from 'prom-client';
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { openQueue, QUEUE_NAMES, type JobData, type QueueName } from '../shared/queues.ts';
+import { openQueue, QUEUE_NAMES, type JobData, type QueueName } from '../shared/queue/registry.ts';
 
 /** The states a depth is reported for (completed jobs are trimmed, so their count is a recent window). */
 export const DEPTH_STATES = ['waiting', 'prioritized', 'delayed', 'active', 'failed', 'completed', 'waiting-children'] as const;

@@ -3,7 +3,7 @@
  * was created) and how far it got (rows out of its rollouts, accuracy so far, masked rows). Rows are
  * counted with one HSCAN pass per run (`readRunProgress`); no job queue is read, so it stays cheap.
  */
-import { RunStore } from '../shared/run-store.ts';
+import { RunStore } from '../shared/stores/run-store.ts';
 import { readRunProgress } from './run-progress.ts';
 
 export interface RecentRun {

@@ -2,12 +2,12 @@
 import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../shared/logger.ts';
-import { byStage, enqueueBulk, openQueue, type JobData, type QueueName, type QueuePolicy } from '../shared/queues.ts';
-import { RunStore } from '../shared/run-store.ts';
-import type { Row } from '../shared/rows.ts';
-import { SCORING_RULES } from '../shared/scoring.ts';
-import { forEachJob } from '../shared/run-jobs.ts';
-import { vcfleetCommand } from '../shared/advice.ts';
+import { byStage, enqueueBulk, openQueue, type JobData, type QueueName, type QueuePolicy } from '../shared/queue/registry.ts';
+import { RunStore } from '../shared/stores/run-store.ts';
+import type { Row } from '../shared/records/rows.ts';
+import { SCORING_RULES } from '../shared/scoring/rules.ts';
+import { forEachJob } from '../shared/queue/run-jobs.ts';
+import { vcfleetCommand } from '../shared/text/advice.ts';
 
 /** How many jobs a retry requeued, by stage. */
 export type RequeuedJobs = Record<QueueName, number>;

@@ -2,11 +2,11 @@
  * The metrics of one long-running role: its `FleetMetrics` hooks, and the `/metrics` server when
  * `metrics_server.port` is set (0 = off: the hooks still count, nobody serves them).
  */
-import type { Config } from '../shared/config.ts';
+import type { Config } from '../shared/config/load.ts';
 import type { Logger } from '../shared/logger.ts';
 import { listenMetrics, type MetricsServer } from './metrics-server.ts';
 import { createFleetMetrics } from './prom-metrics.ts';
-import type { FleetMetrics } from '../shared/telemetry.ts';
+import type { FleetMetrics } from '../shared/ports/telemetry.ts';
 
 export interface RoleMetrics {
   metrics: FleetMetrics;

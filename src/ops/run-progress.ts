@@ -5,7 +5,7 @@
  * `readRunProgress` tallies a run's rows in Redis (one HSCAN pass) and makes it.
  */
 import { accuracyOf, RowTally, type TallyCounts } from '../shared/output/tally.ts';
-import type { RunRecord, RunStore } from '../shared/run-store.ts';
+import type { RunRecord, RunStore } from '../shared/stores/run-store.ts';
 import type { PaperTable } from '../shared/output/paper-table.ts';
 
 /** `failed`: every rollout has a row and none was scored (all masked); `complete`: with scores; else `running`. */

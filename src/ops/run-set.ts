@@ -5,12 +5,12 @@
  * settings would not say which row had which. Every change is kept in the run record.
  */
 import os from 'node:os';
-import type { Config } from '../shared/config-schema.ts';
-import { configKeyPaths } from '../shared/config-keys.ts';
+import type { Config } from '../shared/config/schema.ts';
+import { configKeyPaths } from '../shared/config/key-paths.ts';
 import { ConfigError } from '../shared/errors.ts';
-import { RUN_SETTING_KEYS, settingDifferences, shownValue, withSetting } from '../shared/run-settings.ts';
-import { RunStore, runSettings, type RunRecord, type SettingsChange } from '../shared/run-store.ts';
-import { vcfleetCommand } from '../shared/advice.ts';
+import { RUN_SETTING_KEYS, settingDifferences, shownValue, withSetting } from '../shared/config/run-settings.ts';
+import { RunStore, runSettings, type RunRecord, type SettingsChange } from '../shared/stores/run-store.ts';
+import { vcfleetCommand } from '../shared/text/advice.ts';
 
 export interface RunSetResult {
   record: RunRecord;

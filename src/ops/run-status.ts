@@ -1,16 +1,16 @@
 /** What `vcfleet status` and the dashboard show of a run: rows by outcome, jobs by state, workers. */
 import type { Redis } from 'ioredis';
-import type { QueueName } from '../shared/queues.ts';
-import { RunStore, type OutputLocation, type RunRecord } from '../shared/run-store.ts';
+import type { QueueName } from '../shared/queue/registry.ts';
+import { RunStore, type OutputLocation, type RunRecord } from '../shared/stores/run-store.ts';
 import { policySilenceWarning } from '../shared/output/tally.ts';
-import { lastReconcile, type ReconcileReport } from '../shared/reconcile-record.ts';
-import { listWorkers, type WorkerRecord } from '../shared/worker-registry.ts';
-import { emptyJobCounts, openJobs, readRunJobs, type JobState } from '../shared/run-jobs.ts';
-import { readPolicyPace, type EndpointPace } from '../pacing/policy-pace.ts';
+import { lastReconcile, type ReconcileReport } from '../shared/stores/reconcile-record.ts';
+import { listWorkers, type WorkerRecord } from '../shared/queue/worker-registry.ts';
+import { emptyJobCounts, openJobs, readRunJobs, type JobState } from '../shared/queue/run-jobs.ts';
+import { readPolicyPace, type EndpointPace } from '../pacing/published-paces.ts';
 import { readRunProgress } from './run-progress.ts';
 import type { PaperTable } from '../shared/output/paper-table.ts';
-import { ServePending, type PendingCounts } from '../shared/serve-pending.ts';
-import { readStalls, type QueueStalls } from '../shared/stall-record.ts';
+import { ServePending, type PendingCounts } from '../shared/stores/serve-pending.ts';
+import { readStalls, type QueueStalls } from '../shared/queue/stall-record.ts';
 
 export interface RunStatus {
   run: RunRecord;

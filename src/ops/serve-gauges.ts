@@ -8,7 +8,7 @@
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Redis } from 'ioredis';
-import { REFUSAL_REASONS, ServePending, type PendingCounts } from '../shared/serve-pending.ts';
+import { REFUSAL_REASONS, ServePending, type PendingCounts } from '../shared/stores/serve-pending.ts';
 
 export interface ServeGaugeSource {
   watch(redis: Redis, prefix: string): void;

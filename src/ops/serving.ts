@@ -6,10 +6,10 @@
  * `rejudge` start themselves, and for the dashboard's notice on a run nobody serves.
  */
 import type { Redis } from 'ioredis';
-import type { RunRecord } from '../shared/run-store.ts';
-import { listWorkers, WORKER_ROLES, type WorkerRecord, type WorkerRole } from '../shared/worker-registry.ts';
-import { readRunJobs } from '../shared/run-jobs.ts';
-import { vcfleetCommand } from '../shared/advice.ts';
+import type { RunRecord } from '../shared/stores/run-store.ts';
+import { listWorkers, WORKER_ROLES, type WorkerRecord, type WorkerRole } from '../shared/queue/worker-registry.ts';
+import { readRunJobs } from '../shared/queue/run-jobs.ts';
+import { vcfleetCommand } from '../shared/text/advice.ts';
 
 /** The roles a worker record's role serves. */
 export function rolesOf(role: string): WorkerRole[] {

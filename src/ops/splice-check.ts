@@ -7,8 +7,8 @@
  * starts with the first prompt + generation, a plain one's does not. The preflight says which.
  */
 import { authHeaders, call, type PreflightFailure } from './preflight.ts';
-import { stripCredentials } from '../shared/run-settings.ts';
-import { readTokenFields, TOKEN_FIELDS } from '../shared/token-fields.ts';
+import { stripCredentials } from '../shared/config/run-settings.ts';
+import { readTokenFields, TOKEN_FIELDS } from '../shared/records/token-fields.ts';
 
 /** Whether the server spliced: true, false, or the reason it could not be told. */
 export async function serverSplices(baseUrl: string, apiKey: string | null, model: string | null): Promise<boolean | string> {

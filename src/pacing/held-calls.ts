@@ -9,9 +9,9 @@
  */
 import type http from 'node:http';
 import { holdDelayMs } from './backpressure.ts';
-import type { PolicyPace } from '../shared/agent.ts';
+import type { PolicyPace } from '../shared/ports/agent.ts';
 
-export type { PolicyPace } from '../shared/agent.ts';
+export type { PolicyPace } from '../shared/ports/agent.ts';
 
 /** The union of the intervals in which some call of one rollout waited: its `policy_wait_s`. */
 export class WaitClock {

@@ -7,7 +7,7 @@
  */
 import type { Redis } from 'ioredis';
 import { HandBackError, InfraError } from '../shared/errors.ts';
-import { fleetKeys } from '../shared/keys.ts';
+import { fleetKeys } from '../shared/redis/keys.ts';
 
 /** How long the "handed back once" mark is kept, in seconds (longer than any rollout's retries). */
 const MARK_TTL_S = 7 * 24 * 3600;

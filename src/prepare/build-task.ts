@@ -1,6 +1,6 @@
 /** Turn a checked BabyVision row into the PreparedTask of one benchmark variant (pure). */
-import type { BenchmarkName } from '../shared/config.ts';
-import { imageExtension, type PreparedTask } from '../shared/task.ts';
+import type { BenchmarkName } from '../shared/config/load.ts';
+import { imageExtension, type PreparedTask } from '../shared/records/task.ts';
 import type { BabyVisionRow } from './babyvision-row.ts';
 import { sha256Bytes } from './hash.ts';
 import { buildPrompt, formatQuestion } from './prompts.ts';

@@ -5,7 +5,7 @@
  */
 import { mkdir, open, rename, stat, truncate } from 'node:fs/promises';
 import path from 'node:path';
-import type { Config } from '../shared/config.ts';
+import type { Config } from '../shared/config/load.ts';
 import { ConfigError, InfraError, errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
 import { createProgress, type Progress, type ProgressOptions } from './download-progress.ts';

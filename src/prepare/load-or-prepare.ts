@@ -2,7 +2,7 @@
  * The benchmark a run needs: prepared from the configured parquet (reused when the source is the
  * same), or the existing preparation when no source is configured, or else downloaded and prepared.
  */
-import type { Config } from '../shared/config.ts';
+import type { Config } from '../shared/config/load.ts';
 import type { Logger } from '../shared/logger.ts';
 import { loadPreparedBenchmark, readManifest, type PreparedBenchmark } from './load-prepared.ts';
 import { prepareBenchmark } from './prepare.ts';

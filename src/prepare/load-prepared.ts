@@ -3,10 +3,10 @@ import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { DataError } from '../shared/errors.ts';
-import { ManifestSchema, PreparedTaskSchema, type Manifest, type PreparedTask } from '../shared/task.ts';
+import { ManifestSchema, PreparedTaskSchema, type Manifest, type PreparedTask } from '../shared/records/task.ts';
 import { MANIFEST_FILE, TASKS_FILE } from './write-prepared.ts';
-import { taskIdForJobs } from '../shared/queues.ts';
-import { vcfleetCommand } from '../shared/advice.ts';
+import { taskIdForJobs } from '../shared/queue/registry.ts';
+import { vcfleetCommand } from '../shared/text/advice.ts';
 
 export interface PreparedBenchmark {
   /** Absolute path of `<data_dir>/<benchmark>`. */

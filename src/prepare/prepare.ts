@@ -4,16 +4,16 @@
  * same source when allowed.
  */
 import path from 'node:path';
-import type { BenchmarkName, Config } from '../shared/config.ts';
+import type { BenchmarkName, Config } from '../shared/config/load.ts';
 import { DataError } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
-import type { Manifest } from '../shared/task.ts';
+import type { Manifest } from '../shared/records/task.ts';
 import { buildPreparedTask } from './build-task.ts';
 import { downloadFile, downloadPath, huggingFaceUrl, type DownloadOptions } from './download.ts';
 import { sha256File } from './hash.ts';
 import { openParquetSource, type ParquetSource } from './parquet-source.ts';
 import { PROMPT_VERSION } from './prompts.ts';
-import { taskIdForJobs } from '../shared/queues.ts';
+import { taskIdForJobs } from '../shared/queue/registry.ts';
 import { checkColumns, readBabyVisionRows } from './read-babyvision.ts';
 import { checkSourcePin, type TextSink } from './source-pin.ts';
 import { readManifest } from './load-prepared.ts';

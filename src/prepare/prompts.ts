@@ -2,7 +2,7 @@
  * The prompt text of each benchmark variant. Both variants ask the same question with the same
  * options; `babyvision_opencode` wraps it in an instruction on how to work with the image.
  */
-import type { BenchmarkName } from '../shared/config.ts';
+import type { BenchmarkName } from '../shared/config/load.ts';
 import { optionLetter } from './babyvision-row.ts';
 
 /** Bumped whenever the prompt text changes, so an older preparation is not silently reused. */

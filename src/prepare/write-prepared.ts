@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { appendFile, mkdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { Manifest, PreparedTask } from '../shared/task.ts';
+import type { Manifest, PreparedTask } from '../shared/records/task.ts';
 
 export const TASKS_FILE = 'tasks.jsonl';
 export const MANIFEST_FILE = 'manifest.json';

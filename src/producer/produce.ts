@@ -5,15 +5,15 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import type { Config } from '../shared/config.ts';
-import { runSettingsFrom, settingDifferences, type RunSettings, type SettingDifference } from '../shared/run-settings.ts';
+import type { Config } from '../shared/config/load.ts';
+import { runSettingsFrom, settingDifferences, type RunSettings, type SettingDifference } from '../shared/config/run-settings.ts';
 import { ConfigError } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
-import { enqueueBulk, openQueue, rolloutId, type RolloutJob } from '../shared/queues.ts';
-import { RunStore, runSettings, type RunOrigin, type RunRecord } from '../shared/run-store.ts';
-import type { PreparedTask } from '../shared/task.ts';
-import { waitForReplicas } from '../shared/redis.ts';
-import { vcfleetCommand } from '../shared/advice.ts';
+import { enqueueBulk, openQueue, rolloutId, type RolloutJob } from '../shared/queue/registry.ts';
+import { RunStore, runSettings, type RunOrigin, type RunRecord } from '../shared/stores/run-store.ts';
+import type { PreparedTask } from '../shared/records/task.ts';
+import { waitForReplicas } from '../shared/redis/connect.ts';
+import { vcfleetCommand } from '../shared/text/advice.ts';
 
 export interface ProduceInput {
   config: Config;

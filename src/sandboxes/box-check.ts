@@ -3,7 +3,7 @@
  * cannot be enforced on this host, unless the config accepts that
  * (`sandbox_config.enforce_resources: false`, then a loud warning instead).
  */
-import type { Config } from '../shared/config.ts';
+import type { Config } from '../shared/config/load.ts';
 import { ConfigError, InfraError, errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
 import { unenforced, type BoxReport, type Sandbox, type SandboxProvider } from './index.ts';

@@ -3,8 +3,8 @@
  * (`local/`, `opensandbox/`, `docker/`) and one line here; what differs between providers each declares in its
  * `capabilities` (types.ts), so nothing else in the fleet asks which provider it runs on.
  */
-import type { Config } from '../shared/config.ts';
-import { nearestKey } from '../shared/config-keys.ts';
+import type { Config } from '../shared/config/load.ts';
+import { nearestKey } from '../shared/config/key-paths.ts';
 import { ConfigError } from '../shared/errors.ts';
 import { dockerProvider } from './docker/register.ts';
 import { localProvider } from './local/register.ts';

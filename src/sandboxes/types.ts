@@ -4,7 +4,7 @@
  * matters to the session around a sandbox, each provider declares in its `capabilities`; nothing
  * outside a provider's folder asks which provider it is.
  */
-import type { Config } from '../shared/config.ts';
+import type { Config } from '../shared/config/load.ts';
 import type { Logger } from '../shared/logger.ts';
 
 export interface SandboxSpec {

@@ -9,14 +9,14 @@
  */
 import type { Queue } from 'bullmq';
 import type { Logger } from '../shared/logger.ts';
-import { enqueueBulk, type JobData, type ResultsJob } from '../shared/queues.ts';
-import type { RequestStore } from '../shared/request-store.ts';
-import { CANCELLED_ERROR } from '../shared/request-task.ts';
-import { buildRow } from '../shared/rows.ts';
-import { rowContext } from '../shared/row-context.ts';
-import type { RunRecord } from '../shared/run-store.ts';
-import type { RolloutOutcome } from '../shared/rollout-outcome.ts';
-import { currentOutcome } from '../shared/scoring.ts';
+import { enqueueBulk, type JobData, type ResultsJob } from '../shared/queue/registry.ts';
+import type { RequestStore } from '../shared/stores/request-store.ts';
+import { CANCELLED_ERROR } from '../shared/records/request-task.ts';
+import { buildRow } from '../shared/records/rows.ts';
+import { rowContext } from '../shared/stores/row-context.ts';
+import type { RunRecord } from '../shared/stores/run-store.ts';
+import type { RolloutOutcome } from '../shared/records/rollout-outcome.ts';
+import { currentOutcome } from '../shared/scoring/rules.ts';
 
 /** Job states in which a job is not yet taken by a worker (it can be removed). */
 const NOT_TAKEN = ['waiting', 'delayed', 'prioritized', 'paused', 'waiting-children'] as const;

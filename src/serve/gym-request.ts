@@ -8,9 +8,9 @@
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import { stripCredentials } from '../shared/run-settings.ts';
-import { requestImageMime, type RequestImageMime } from '../shared/request-task.ts';
-import type { AnsTypeSchema } from '../shared/task.ts';
+import { stripCredentials } from '../shared/config/run-settings.ts';
+import { requestImageMime, type RequestImageMime } from '../shared/records/request-task.ts';
+import type { AnsTypeSchema } from '../shared/records/task.ts';
 
 /** A refusal of a request: its HTTP status and what is wrong (and what to do). */
 export class RequestRefused extends Error {

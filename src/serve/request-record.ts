@@ -4,7 +4,7 @@
  * images, its policy choices, and what the response repeats. Pure.
  */
 import { createHash } from 'node:crypto';
-import type { RequestTask } from '../shared/request-task.ts';
+import type { RequestTask } from '../shared/records/request-task.ts';
 import type { ParsedRun } from './gym-request.ts';
 
 /**

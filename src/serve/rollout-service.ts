@@ -5,13 +5,13 @@
  * few seconds in case a message was missed), and cancelling it.
  */
 import type { Redis } from 'ioredis';
-import type { Config } from '../shared/config.ts';
+import type { Config } from '../shared/config/load.ts';
 import type { Logger } from '../shared/logger.ts';
-import { enqueue, openQueue, type RolloutJob } from '../shared/queues.ts';
-import { RequestStore } from '../shared/request-store.ts';
-import type { RequestResponse } from '../shared/request-task.ts';
+import { enqueue, openQueue, type RolloutJob } from '../shared/queue/registry.ts';
+import { RequestStore } from '../shared/stores/request-store.ts';
+import type { RequestResponse } from '../shared/records/request-task.ts';
 import { cancelRollouts } from './cancel-rollouts.ts';
-import { RunStore, type RunRecord } from '../shared/run-store.ts';
+import { RunStore, type RunRecord } from '../shared/stores/run-store.ts';
 import { RequestRefused, type ParsedRun } from './gym-request.ts';
 import { requestRecord, serveRolloutId } from './request-record.ts';
 import { randomUUID } from 'node:crypto';

@@ -13,7 +13,7 @@
 import { createAdaptorServer } from '@hono/node-server';
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
-import type { Config } from '../shared/config.ts';
+import type { Config } from '../shared/config/load.ts';
 import { errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
 import { z } from 'zod';

@@ -3,15 +3,15 @@
  * on the service run's own queues (a one-machine set-up). They are the roles `vcfleet run` starts
  * (all-in-one/run-roles.ts); workers on other hosts may join them (`vcfleet worker <role> --run-id`).
  */
-import type { AgentRunner } from '../shared/agent.ts';
-import type { Config } from '../shared/config.ts';
-import type { InFlightJobs } from '../shared/in-flight-jobs.ts';
-import type { Judge } from '../shared/judge.ts';
+import type { AgentRunner } from '../shared/ports/agent.ts';
+import type { Config } from '../shared/config/load.ts';
+import type { InFlightJobs } from '../shared/queue/in-flight-jobs.ts';
+import type { Judge } from '../shared/ports/judge.ts';
 import type { Logger } from '../shared/logger.ts';
-import type { Redis } from '../shared/redis.ts';
+import type { Redis } from '../shared/redis/connect.ts';
 import { Releasers } from '../shared/releasers.ts';
-import { runSettings, type RunRecord } from '../shared/run-store.ts';
-import { WORKER_ROLES } from '../shared/worker-registry.ts';
+import { runSettings, type RunRecord } from '../shared/stores/run-store.ts';
+import { WORKER_ROLES } from '../shared/queue/worker-registry.ts';
 import { startRunRoles } from '../all-in-one/run-roles.ts';
 
 export interface ServeWorkersOptions {

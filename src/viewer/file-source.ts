@@ -7,7 +7,7 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { DataError } from '../shared/errors.ts';
-import type { Row } from '../shared/rows.ts';
+import type { Row } from '../shared/records/rows.ts';
 import { aggregateMetrics, metricsPathFor } from '../shared/output/metrics.ts';
 import { parseRowFile, type ParsedRows } from '../shared/output/row-file.ts';
 import { runListEntry } from './run-list.ts';

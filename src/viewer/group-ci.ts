@@ -5,7 +5,7 @@
  * collapses to a point.
  */
 
-import { isScored } from '../shared/rows.ts';
+import { isScored } from '../shared/records/rows.ts';
 
 /** z for a two-sided 95% interval. */
 const Z95 = 1.959963984540054;

@@ -1,5 +1,5 @@
 /** A run's line in the viewer's run list, from its rows; shared by every `ViewerSource`. */
-import { isScored, type Row } from '../shared/rows.ts';
+import { isScored, type Row } from '../shared/records/rows.ts';
 import type { RunListEntry } from './source.ts';
 
 /** Who a run is: from its first row (a file) or its run record (Redis, where a run may have no row yet). */

@@ -3,8 +3,8 @@
  * subtype with Wilson intervals, the outcome breakdown, and histograms of turns, tool calls and
  * wall time. Pure, so the numbers the charts show are tested without a browser.
  */
-import { STOP_REASONS } from '../shared/agent.ts';
-import { FAILURE_KINDS, type Row } from '../shared/rows.ts';
+import { STOP_REASONS } from '../shared/ports/agent.ts';
+import { FAILURE_KINDS, type Row } from '../shared/records/rows.ts';
 import { groupStats, type GroupStat } from './group-ci.ts';
 import { histogram, type Histogram } from './histogram.ts';
 

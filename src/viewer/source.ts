@@ -11,8 +11,8 @@
  * - everything a model wrote (transcript text, tool output, extracted answers) is returned as data,
  *   never interpreted: the pages render it as text.
  */
-import type { Row } from '../shared/rows.ts';
-import type { TranscriptRecord } from '../shared/transcript.ts';
+import type { Row } from '../shared/records/rows.ts';
+import type { TranscriptRecord } from '../shared/records/transcript.ts';
 import type { AggregateMetrics } from '../shared/output/metrics.ts';
 
 /** One run in the run list. */

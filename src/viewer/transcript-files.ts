@@ -9,10 +9,10 @@
  */
 import { existsSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
-import type { Row } from '../shared/rows.ts';
-import { TranscriptRecordSchema, transcriptDirFor } from '../shared/transcript.ts';
+import type { Row } from '../shared/records/rows.ts';
+import { TranscriptRecordSchema, transcriptDirFor } from '../shared/records/transcript.ts';
 import { SHA256_PATTERN, type TokenCaptureView, type TranscriptLookup } from './source.ts';
-import { TrajectorySchema } from '../shared/trajectory.ts';
+import { TrajectorySchema } from '../shared/records/trajectory.ts';
 
 /** A transcript file larger than this is not read (the writer bounds records far below it). */
 export const MAX_TRANSCRIPT_BYTES = 64 * 1024 * 1024;

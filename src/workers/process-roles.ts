@@ -5,14 +5,14 @@
  * built (roles.ts), then started downstream first, so no stage's jobs wait on a stage not yet there.
  * Every step is registered with the caller's releasers as it is acquired.
  */
-import type { Config } from '../shared/config.ts';
+import type { Config } from '../shared/config/load.ts';
 import type { Logger } from '../shared/logger.ts';
-import { QUEUE_NAMES, STAGES, type QueueName, type QueueScope } from '../shared/queues.ts';
-import type { Redis } from '../shared/redis.ts';
+import { QUEUE_NAMES, STAGES, type QueueName, type QueueScope } from '../shared/queue/registry.ts';
+import type { Redis } from '../shared/redis/connect.ts';
 import type { Releasers } from '../shared/releasers.ts';
-import type { InFlightJobs } from '../shared/in-flight-jobs.ts';
-import type { FleetMetrics } from '../shared/telemetry.ts';
-import { announceWorker, type WorkerPresence, type WorkerRole } from '../shared/worker-registry.ts';
+import type { InFlightJobs } from '../shared/queue/in-flight-jobs.ts';
+import type { FleetMetrics } from '../shared/ports/telemetry.ts';
+import { announceWorker, type WorkerPresence, type WorkerRole } from '../shared/queue/worker-registry.ts';
 import { requirePassed, type PreflightFailure } from '../ops/preflight.ts';
 import { startRoleMetrics } from '../ops/role-metrics.ts';
 import { presenceRole } from '../ops/serving.ts';

@@ -1,21 +1,21 @@
 /**
- * The process side of each stage, by the same names as its data side (`STAGES` in shared/queues.ts):
+ * The process side of each stage, by the same names as its data side (`STAGES` in shared/queue/registry.ts):
  * the checks a host passes before the stage's role takes a job, and how the role is built and started,
  * with its metrics hooks, each stop registered with the process's releasers (shared/releasers.ts) so
  * that every step of a stop runs whatever failed before it. process-roles.ts starts them, one way for
  * every process. This module is not a role: the roles still never import each other.
  */
 import path from 'node:path';
-import type { AgentRunner } from '../shared/agent.ts';
-import type { Config } from '../shared/config.ts';
-import type { Judge } from '../shared/judge.ts';
+import type { AgentRunner } from '../shared/ports/agent.ts';
+import type { Config } from '../shared/config/load.ts';
+import type { Judge } from '../shared/ports/judge.ts';
 import type { Logger } from '../shared/logger.ts';
 import type { Releasers } from '../shared/releasers.ts';
-import type { Row } from '../shared/rows.ts';
-import type { QueueName } from '../shared/queues.ts';
-import type { RoleDeps } from '../shared/stage-worker.ts';
-import { publishNotice, type WorkerPresence } from '../shared/worker-registry.ts';
-import type { FleetMetrics, JobEndHook } from '../shared/telemetry.ts';
+import type { Row } from '../shared/records/rows.ts';
+import type { QueueName } from '../shared/queue/registry.ts';
+import type { RoleDeps } from '../shared/queue/stage-worker.ts';
+import { publishNotice, type WorkerPresence } from '../shared/queue/worker-registry.ts';
+import type { FleetMetrics, JobEndHook } from '../shared/ports/telemetry.ts';
 import { checkJudge, checkOutputFolder, checkPolicy, checkTokenCapture, type PreflightFailure } from '../ops/preflight.ts';
 import { checkSplice } from '../ops/splice-check.ts';
 import { createFleetJudge } from './judge/judge-factory.ts';
@@ -26,9 +26,9 @@ import { startResultsWorker, type ResultsWorker } from './results/worker.ts';
 import { createAgentRunner } from '../agent/agent-factory.ts';
 import { unenforcedNotice } from '../sandboxes/box-check.ts';
 import { startSandboxWorker, type SandboxWorker } from './sandbox/worker.ts';
-import type { StageWorker } from '../shared/stage-worker.ts';
+import type { StageWorker } from '../shared/queue/stage-worker.ts';
 
-export { WORKER_ROLES, type WorkerRole } from '../shared/worker-registry.ts';
+export { WORKER_ROLES, type WorkerRole } from '../shared/queue/worker-registry.ts';
 
 /** What every role is started with: the stage deps (no metrics hook yet), the metrics, and the worker's record. */
 export interface RoleParts extends Omit<RoleDeps<QueueName>, 'onJobEnd'> {

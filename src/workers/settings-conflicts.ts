@@ -5,11 +5,11 @@
  * Host settings that cannot serve the run (sandboxes that expire before the run's timeout) are
  * said the same way.
  */
-import { ConfigSchema, type Config } from '../shared/config-schema.ts';
+import { ConfigSchema, type Config } from '../shared/config/schema.ts';
 import type { Logger } from '../shared/logger.ts';
-import { RUN_SETTING_KEYS, runSettingsFrom, settingDifferences, shownValue, type RunSettings } from '../shared/run-settings.ts';
-import { runSettings, type RunRecord } from '../shared/run-store.ts';
-import { vcfleetCommand } from '../shared/advice.ts';
+import { RUN_SETTING_KEYS, runSettingsFrom, settingDifferences, shownValue, type RunSettings } from '../shared/config/run-settings.ts';
+import { runSettings, type RunRecord } from '../shared/stores/run-store.ts';
+import { vcfleetCommand } from '../shared/text/advice.ts';
 
 /** The run settings each role reads. */
 const ROLE_KEYS = {

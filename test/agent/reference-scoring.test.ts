@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RowSchema, type Row } from '../../src/shared/rows.ts';
+import { RowSchema, type Row } from '../../src/shared/records/rows.ts';
 import { metricsPathFor } from '../../src/shared/output/metrics.ts';
 import { NO_EXTRACTED_ANSWER, QUESTION_MAX_CHARS, RESPONSE_TAIL_CHARS } from '../../src/workers/judge/prompt.ts';
 import { writeFixtureParquet, type FixtureRow } from '../helpers/fixture-parquet.ts';

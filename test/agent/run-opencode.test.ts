@@ -7,8 +7,8 @@
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TranscriptRecordSchema } from '../../src/shared/transcript.ts';
-import { RowSchema } from '../../src/shared/rows.ts';
+import { TranscriptRecordSchema } from '../../src/shared/records/transcript.ts';
+import { RowSchema } from '../../src/shared/records/rows.ts';
 import { metricsPathFor } from '../../src/shared/output/metrics.ts';
 import { writeFixtureParquet } from '../helpers/fixture-parquet.ts';
 import { scripts, startScriptedPolicyServer, type ScriptedPolicyServer } from '../helpers/scripted-policy-server.ts';

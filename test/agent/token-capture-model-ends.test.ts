@@ -12,7 +12,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RowSchema } from '../../src/shared/rows.ts';
+import { RowSchema } from '../../src/shared/records/rows.ts';
 import type { TokenRecord } from '../../src/shared/output/token-record.ts';
 import { writeFixtureParquet } from '../helpers/fixture-parquet.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';

@@ -7,8 +7,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RowSchema } from '../../src/shared/rows.ts';
-import { TrajectorySchema } from '../../src/shared/trajectory.ts';
+import { RowSchema } from '../../src/shared/records/rows.ts';
+import { TrajectorySchema } from '../../src/shared/records/trajectory.ts';
 import { writeFixtureParquet } from '../helpers/fixture-parquet.ts';
 import { scripts } from '../helpers/scripted-policy-server.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';

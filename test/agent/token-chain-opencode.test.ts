@@ -11,12 +11,12 @@
 import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConfigSchema } from '../../src/shared/config.ts';
+import { ConfigSchema } from '../../src/shared/config/load.ts';
 import { createLogger } from '../../src/shared/logger.ts';
 import { opencodeRoBinds } from '../../src/sandboxes/local/opencode-binary.ts';
 import { LocalBwrapProvider } from '../../src/sandboxes/local/provider.ts';
-import type { Row } from '../../src/shared/rows.ts';
-import type { Trajectory } from '../../src/shared/trajectory.ts';
+import type { Row } from '../../src/shared/records/rows.ts';
+import type { Trajectory } from '../../src/shared/records/trajectory.ts';
 import { stepRecords } from '../../src/shared/output/step-records.ts';
 import { tokenRecord } from '../../src/shared/output/token-record.ts';
 import { CHAIN_CASES, CHAIN_KEY, runChain, type ChainCase } from '../helpers/chain-cases.ts';

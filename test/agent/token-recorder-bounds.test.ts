@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { buildTrajectory } from '../../src/agent/trajectory-builder.ts';
 import { TokenRecorder } from '../../src/gateway/token-recorder.ts';
 import { stepRecords } from '../../src/shared/output/step-records.ts';
-import type { Row } from '../../src/shared/rows.ts';
+import type { Row } from '../../src/shared/records/rows.ts';
 
 const call = (index: number, prompt: number[], gen: number[]) => ({
   index, startedAt: '2026-12-03T08:00:00Z', latencyMs: 1, status: 200, answered: true, finishReason: 'stop', promptTokens: prompt.length,

@@ -8,7 +8,7 @@ import { writeFileSync, readFileSync, truncateSync, rmSync, statSync } from 'nod
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runAll } from '../../src/all-in-one/run-all.ts';
-import { openQueue } from '../../src/shared/queues.ts';
+import { openQueue } from '../../src/shared/queue/registry.ts';
 import { createScriptedAgent } from '../../src/agent/scripted-agent.ts';
 import { QUESTION_MAX_CHARS, RESPONSE_TAIL_CHARS } from '../../src/workers/judge/prompt.ts';
 import { writeFixtureParquet } from '../helpers/fixture-parquet.ts';

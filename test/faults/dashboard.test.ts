@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
-import { openQueue } from '../../src/shared/queues.ts';
+import { openQueue } from '../../src/shared/queue/registry.ts';
 import { REDIS_URL, startCli, waitFor, type CliProcess } from '../helpers/fleet.ts';
 import { deletePrefix } from '../helpers/redis-keys.ts';
 

@@ -8,7 +8,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'vitest';
 import { Redis } from 'ioredis';
-import type { Row } from '../../src/shared/rows.ts';
+import type { Row } from '../../src/shared/records/rows.ts';
 import type { AgentScriptSchema } from '../../src/agent/scripted-agent.ts';
 import type { Fixture } from '../helpers/fixture-parquet.ts';
 import { waitFor, type CliProcess } from '../helpers/fleet.ts';

@@ -10,7 +10,7 @@ import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'n
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { openQueue } from '../../src/shared/queues.ts';
+import { openQueue } from '../../src/shared/queue/registry.ts';
 import { FAKE_POLICY_KEY, runCli, waitFor } from '../helpers/fleet.ts';
 import { faultFleet } from './fault-fleet.ts';
 import { countLines } from './fault-helpers.ts';

@@ -14,7 +14,7 @@ import path from 'node:path';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { afterAll, describe, expect, it, onTestFailed } from 'vitest';
-import type { Row } from '../../src/shared/rows.ts';
+import type { Row } from '../../src/shared/records/rows.ts';
 import type { RunStatus } from '../../src/ops/run-status.ts';
 import { FAKE_JUDGE_KEY, FAKE_POLICY_KEY, waitFor } from '../helpers/fleet.ts';
 import { writeFixtureParquet, type Fixture } from '../helpers/fixture-parquet.ts';

@@ -5,7 +5,7 @@
  */
 import { appendFileSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { openQueue } from '../../src/shared/queues.ts';
+import { openQueue } from '../../src/shared/queue/registry.ts';
 import { runCli, startCli, waitFor, type CliProcess } from '../helpers/fleet.ts';
 import { countLines, descendants, expectedRewards, expectOneRowEach, expectRewards, readJsonl, stillAlive } from './fault-helpers.ts';
 import { setTimeout as sleep } from 'node:timers/promises';

@@ -6,8 +6,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { runAll } from '../../src/all-in-one/run-all.ts';
-import { openQueue } from '../../src/shared/queues.ts';
-import { createOpenCodeRunner } from '../../src/agent/runner.ts';
+import { openQueue } from '../../src/shared/queue/registry.ts';
+import { createOpenCodeRunner } from '../../src/agent/opencode-runner.ts';
 import { LocalBwrapProvider } from '../../src/sandboxes/local/provider.ts';
 import { createScriptedAgent } from '../../src/agent/scripted-agent.ts';
 import { runCli } from '../helpers/fleet.ts';

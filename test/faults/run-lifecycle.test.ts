@@ -15,13 +15,13 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/all-in-one/private-redis.ts';
-import { openQueue } from '../../src/shared/queues.ts';
+import { openQueue } from '../../src/shared/queue/registry.ts';
 import { scripts, startScriptedPolicyServer, toolResults, userText, type ScriptedPolicyServer } from '../helpers/scripted-policy-server.ts';
 import { FAKE_POLICY_KEY, startCliInTerminal, waitFor, type FleetEnv, type TerminalCliProcess } from '../helpers/fleet.ts';
 import { createTmpDir } from '../helpers/tmp.ts';
 import { faultFleet } from './fault-fleet.ts';
 import { countLines, descendants, processesMentioning, readJsonl } from './fault-helpers.ts';
-import type { Row } from '../../src/shared/rows.ts';
+import type { Row } from '../../src/shared/records/rows.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 const hasScript = (() => {

@@ -7,7 +7,7 @@
  * judge server).
  */
 import { describe, expect, it } from 'vitest';
-import { openQueue } from '../../src/shared/queues.ts';
+import { openQueue } from '../../src/shared/queue/registry.ts';
 import { waitFor, type CliProcess } from '../helpers/fleet.ts';
 import { countLines, readJsonl } from './fault-helpers.ts';
 import { faultFleet } from './fault-fleet.ts';

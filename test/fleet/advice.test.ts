@@ -11,11 +11,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
 import { CLI, makeFleetEnv, pasteInShell, REDIS_URL, runCli, startCli, type CliProcess, type FleetEnv } from '../helpers/fleet.ts';
-import { createRedis } from '../../src/shared/redis.ts';
-import { listWorkers } from '../../src/shared/worker-registry.ts';
+import { createRedis } from '../../src/shared/redis/connect.ts';
+import { listWorkers } from '../../src/shared/queue/worker-registry.ts';
 import { removeTmpDirs } from '../helpers/tmp.ts';
 import { waitFor } from '../helpers/wait.ts';
-import type { Row } from '../../src/shared/rows.ts';
+import type { Row } from '../../src/shared/records/rows.ts';
 
 /** The `++key=value` overrides as the config file a user would write (dotted keys nest). */
 function configFile(env: FleetEnv, file: string, drop: string[] = []): string {

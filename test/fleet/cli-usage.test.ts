@@ -9,7 +9,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { commandPrefix } from '../../src/cli/invocation.ts';
-import { loadConfig } from '../../src/shared/config.ts';
+import { loadConfig } from '../../src/shared/config/load.ts';
 import { CLI, pasteInShell, runCli } from '../helpers/fleet.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
 

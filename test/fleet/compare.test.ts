@@ -7,8 +7,8 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { buildRow, type Grading, type Row } from '../../src/shared/rows.ts';
-import { rolloutOutcome } from '../../src/shared/rollout-outcome.ts';
+import { buildRow, type Grading, type Row } from '../../src/shared/records/rows.ts';
+import { rolloutOutcome } from '../../src/shared/records/rollout-outcome.ts';
 import { compareRuns } from '../../src/shared/output/compare-runs.ts';
 import { exactBinomialP, pairedBootstrapCi95 } from '../../src/shared/output/paired-stats.ts';
 import { runCli } from '../helpers/fleet.ts';

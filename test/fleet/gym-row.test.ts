@@ -10,10 +10,10 @@ import { callTokens, responseOutput } from '../../src/shared/output/gym-response
 import { failureReason, gymRow } from '../../src/shared/output/gym-row.ts';
 import { stepRecords } from '../../src/shared/output/step-records.ts';
 import { tokenRecord } from '../../src/shared/output/token-record.ts';
-import { buildRow, RowSchema, type Grading, type Row } from '../../src/shared/rows.ts';
-import { rolloutOutcome, type RolloutOutcomeInput } from '../../src/shared/rollout-outcome.ts';
-import type { TranscriptRecord } from '../../src/shared/transcript.ts';
-import { TRAJECTORY_VERSION, type Trajectory } from '../../src/shared/trajectory.ts';
+import { buildRow, RowSchema, type Grading, type Row } from '../../src/shared/records/rows.ts';
+import { rolloutOutcome, type RolloutOutcomeInput } from '../../src/shared/records/rollout-outcome.ts';
+import type { TranscriptRecord } from '../../src/shared/records/transcript.ts';
+import { TRAJECTORY_VERSION, type Trajectory } from '../../src/shared/records/trajectory.ts';
 
 const PUZZLE = 'a'.repeat(64);
 const CROP = 'b'.repeat(64);

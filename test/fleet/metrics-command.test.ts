@@ -6,11 +6,11 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { buildRow, type Grading, type Row } from '../../src/shared/rows.ts';
+import { buildRow, type Grading, type Row } from '../../src/shared/records/rows.ts';
 import { metricsPathFor } from '../../src/shared/output/metrics.ts';
 import { runCli } from '../helpers/fleet.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
-import { rolloutOutcome } from '../../src/shared/rollout-outcome.ts';
+import { rolloutOutcome } from '../../src/shared/records/rollout-outcome.ts';
 
 afterEach(removeTmpDirs);
 

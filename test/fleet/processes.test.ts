@@ -6,7 +6,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
-import { RowSchema } from '../../src/shared/rows.ts';
+import { RowSchema } from '../../src/shared/records/rows.ts';
 import { metricsPathFor } from '../../src/shared/output/metrics.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
 import { dumpPrefix } from '../helpers/redis-keys.ts';

@@ -12,7 +12,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { runAll } from '../../src/all-in-one/run-all.ts';
 import { createScriptedAgent } from '../../src/agent/scripted-agent.ts';
 import { summaryText } from '../../src/cli/commands/run.ts';
-import { RowSchema, type Row } from '../../src/shared/rows.ts';
+import { RowSchema, type Row } from '../../src/shared/records/rows.ts';
 import { aggregateMetrics, metricsPathFor, type MetricRow } from '../../src/shared/output/metrics.ts';
 import { paperCellText, paperTable } from '../../src/shared/output/paper-table.ts';
 import { DEFAULT_PUBLISHED_RESULTS, readPublishedResults } from '../../src/shared/output/published-results.ts';

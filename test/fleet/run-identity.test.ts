@@ -2,12 +2,12 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ConfigSchema } from '../../src/shared/config.ts';
-import { runSettingsFrom } from '../../src/shared/run-settings.ts';
-import { buildRow, type Row } from '../../src/shared/rows.ts';
+import { ConfigSchema } from '../../src/shared/config/load.ts';
+import { runSettingsFrom } from '../../src/shared/config/run-settings.ts';
+import { buildRow, type Row } from '../../src/shared/records/rows.ts';
 import { configHash, identityFromRows, recordedIdentity } from '../../src/shared/output/run-identity.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
-import { rolloutOutcome } from '../../src/shared/rollout-outcome.ts';
+import { rolloutOutcome } from '../../src/shared/records/rollout-outcome.ts';
 
 afterEach(removeTmpDirs);
 

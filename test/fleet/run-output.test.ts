@@ -5,16 +5,16 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { createLogger } from '../../src/shared/logger.ts';
-import { buildRow, type Row } from '../../src/shared/rows.ts';
-import { ConfigSchema } from '../../src/shared/config.ts';
-import { runSettingsFrom } from '../../src/shared/run-settings.ts';
-import { RunStore, type RunRecord } from '../../src/shared/run-store.ts';
+import { buildRow, type Row } from '../../src/shared/records/rows.ts';
+import { ConfigSchema } from '../../src/shared/config/load.ts';
+import { runSettingsFrom } from '../../src/shared/config/run-settings.ts';
+import { RunStore, type RunRecord } from '../../src/shared/stores/run-store.ts';
 import { RunOutput } from '../../src/workers/results/run-output.ts';
 import { configHash } from '../../src/shared/output/run-identity.ts';
 import { REDIS_URL } from '../helpers/fleet.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
 import { deletePrefix } from '../helpers/redis-keys.ts';
-import { rolloutOutcome } from '../../src/shared/rollout-outcome.ts';
+import { rolloutOutcome } from '../../src/shared/records/rollout-outcome.ts';
 
 const logger = createLogger({ level: 'silent' });
 

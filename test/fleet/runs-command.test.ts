@@ -5,11 +5,11 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
-import { buildRow, type Grading } from '../../src/shared/rows.ts';
-import { RunStore } from '../../src/shared/run-store.ts';
+import { buildRow, type Grading } from '../../src/shared/records/rows.ts';
+import { RunStore } from '../../src/shared/stores/run-store.ts';
 import { makeFleetEnv, REDIS_URL, runCli, type FleetEnv } from '../helpers/fleet.ts';
 import { removeTmpDirs } from '../helpers/tmp.ts';
-import { rolloutOutcome } from '../../src/shared/rollout-outcome.ts';
+import { rolloutOutcome } from '../../src/shared/records/rollout-outcome.ts';
 
 describe('vcfleet runs', () => {
   let env: FleetEnv;

@@ -1,10 +1,10 @@
 /** What a worker says when its own configuration sets a run setting away from the run's value. */
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/shared/config.ts';
+import { loadConfig } from '../../src/shared/config/load.ts';
 import { createLogger } from '../../src/shared/logger.ts';
-import { runSettingsFrom } from '../../src/shared/run-settings.ts';
-import type { RunRecord } from '../../src/shared/run-store.ts';
+import { runSettingsFrom } from '../../src/shared/config/run-settings.ts';
+import type { RunRecord } from '../../src/shared/stores/run-store.ts';
 import { RunSettingConflicts } from '../../src/workers/settings-conflicts.ts';
 
 function run(overrides: string[]): RunRecord {

@@ -6,8 +6,8 @@
 import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { DataError } from '../../src/shared/errors.ts';
-import { decodeTrajectory, encodeTrajectory } from '../../src/shared/trajectory-codec.ts';
-import { TRAJECTORY_VERSION, type Trajectory } from '../../src/shared/trajectory.ts';
+import { decodeTrajectory, encodeTrajectory } from '../../src/shared/records/trajectory-codec.ts';
+import { TRAJECTORY_VERSION, type Trajectory } from '../../src/shared/records/trajectory.ts';
 
 function big(n: number): Trajectory {
   const ids = Array.from({ length: n }, (_, i) => (i * 7919) % 150_000);

@@ -6,8 +6,8 @@ import { randomBytes } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { DataError } from '../../src/shared/errors.ts';
-import { decodeTranscript, encodeTranscript, MAX_TRANSCRIPT_JSON_BYTES } from '../../src/shared/transcript-codec.ts';
-import { TRANSCRIPT_VERSION, TranscriptRecordSchema, type TranscriptRecord } from '../../src/shared/transcript.ts';
+import { decodeTranscript, encodeTranscript, MAX_TRANSCRIPT_JSON_BYTES } from '../../src/shared/records/transcript-codec.ts';
+import { TRANSCRIPT_VERSION, TranscriptRecordSchema, type TranscriptRecord } from '../../src/shared/records/transcript.ts';
 
 /** A record of `turns` turns, each text, argument and output `textChars` long (random text does not compress). */
 function record(turns: number, textChars: number, random = false): TranscriptRecord {

@@ -7,10 +7,10 @@
  */
 import { createHash } from 'node:crypto';
 import path from 'node:path';
-import type { AgentResult, RolloutRequest } from '../../src/shared/agent.ts';
-import { ConfigSchema } from '../../src/shared/config.ts';
+import type { AgentResult, RolloutRequest } from '../../src/shared/ports/agent.ts';
+import { ConfigSchema } from '../../src/shared/config/load.ts';
 import type { Logger } from '../../src/shared/logger.ts';
-import { createOpenCodeRunner } from '../../src/agent/runner.ts';
+import { createOpenCodeRunner } from '../../src/agent/opencode-runner.ts';
 import type { SandboxProvider } from '../../src/sandboxes/types.ts';
 import { encodePng } from '../../src/demo/png.ts';
 import type { Qwen3Script, Qwen3Switches } from './qwen3-policy-server.ts';

@@ -8,7 +8,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { loadConfig, type Config } from '../../src/shared/config.ts';
+import { loadConfig, type Config } from '../../src/shared/config/load.ts';
 import { createLogger, type Logger } from '../../src/shared/logger.ts';
 import { prepareBenchmark } from '../../src/prepare/prepare.ts';
 import type { AgentScriptSchema } from '../../src/agent/scripted-agent.ts';

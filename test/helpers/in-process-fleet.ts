@@ -4,10 +4,10 @@
  * that stops every stage (last started, first stopped) and drops both connections. Each stage takes
  * the configuration of the test's FleetEnv unless given another (a run of its own, say).
  */
-import type { Config } from '../../src/shared/config.ts';
-import { createRedis, type Redis } from '../../src/shared/redis.ts';
-import type { AgentRunner } from '../../src/shared/agent.ts';
-import type { StageWorker } from '../../src/shared/stage-worker.ts';
+import type { Config } from '../../src/shared/config/load.ts';
+import { createRedis, type Redis } from '../../src/shared/redis/connect.ts';
+import type { AgentRunner } from '../../src/shared/ports/agent.ts';
+import type { StageWorker } from '../../src/shared/queue/stage-worker.ts';
 import { loadOrPrepare } from '../../src/prepare/load-or-prepare.ts';
 import { produceRun, type ProduceResult } from '../../src/producer/produce.ts';
 import { createFleetJudge } from '../../src/workers/judge/judge-factory.ts';

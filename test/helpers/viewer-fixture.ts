@@ -7,8 +7,8 @@
 import { createHash } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { RowSchema, type Row } from '../../src/shared/rows.ts';
-import { imageFileName, safeFileStem, TranscriptRecordSchema, transcriptDirFor, transcriptRelPath, type TranscriptRecord, type TranscriptTurn } from '../../src/shared/transcript.ts';
+import { RowSchema, type Row } from '../../src/shared/records/rows.ts';
+import { imageFileName, safeFileStem, TranscriptRecordSchema, transcriptDirFor, transcriptRelPath, type TranscriptRecord, type TranscriptTurn } from '../../src/shared/records/transcript.ts';
 import { encodePng } from './fixture-images.ts';
 
 export type FixtureOutcome = 'correct' | 'wrong' | 'no_answer' | 'timeout' | 'output_cap' | 'context_limit' | 'agent_error' | 'judge_failed' | 'infra_failed';

@@ -1,6 +1,6 @@
 import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
 import { describe, expect, it } from 'vitest';
-import { ConfigSchema } from '../../src/shared/config.ts';
+import { ConfigSchema } from '../../src/shared/config/load.ts';
 import { ConfigError } from '../../src/shared/errors.ts';
 import { backoffMs, retryAfterMs, RETRY_AFTER_CAP_MS } from '../../src/pacing/backoff.ts';
 import { describeCallError } from '../../src/workers/judge/call-errors.ts';

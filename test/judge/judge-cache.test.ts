@@ -3,8 +3,8 @@ import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ConfigSchema, type Config } from '../../src/shared/config.ts';
-import type { JudgeInput } from '../../src/shared/judge.ts';
+import { ConfigSchema, type Config } from '../../src/shared/config/load.ts';
+import type { JudgeInput } from '../../src/shared/ports/judge.ts';
 import {
   createMemoryJudgeCache, createRedisJudgeCache, judgeCacheKey, redisJudgeCacheKey, type JudgeCache,
 } from '../../src/workers/judge/judge-cache.ts';

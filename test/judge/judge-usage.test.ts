@@ -6,8 +6,8 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
-import { ConfigSchema } from '../../src/shared/config.ts';
-import type { JudgeInput } from '../../src/shared/judge.ts';
+import { ConfigSchema } from '../../src/shared/config/load.ts';
+import type { JudgeInput } from '../../src/shared/ports/judge.ts';
 import { createMemoryJudgeCache } from '../../src/workers/judge/judge-cache.ts';
 import { createJudge } from '../../src/workers/judge/openai-judge.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';

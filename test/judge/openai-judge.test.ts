@@ -1,7 +1,7 @@
 /** The real Judge against the scripted judge server: real openai client, real HTTP on loopback. */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { ConfigSchema, type Config } from '../../src/shared/config.ts';
-import type { JudgeInput } from '../../src/shared/judge.ts';
+import { ConfigSchema, type Config } from '../../src/shared/config/load.ts';
+import type { JudgeInput } from '../../src/shared/ports/judge.ts';
 import { pino } from 'pino';
 import { createMemoryJudgeCache, type JudgeCache } from '../../src/workers/judge/judge-cache.ts';
 import { createJudge, type CreateJudgeOptions } from '../../src/workers/judge/openai-judge.ts';

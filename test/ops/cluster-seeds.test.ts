@@ -5,8 +5,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createRedis, resolveRedisEndpoint, type Redis } from '../../src/shared/redis.ts';
-import { knownClusterNodes, singleSeedWarning } from '../../src/shared/cluster-seeds.ts';
+import { createRedis, resolveRedisEndpoint, type Redis } from '../../src/shared/redis/connect.ts';
+import { knownClusterNodes, singleSeedWarning } from '../../src/shared/redis/cluster-seeds.ts';
 import type { Cluster } from 'ioredis';
 import { startCluster, stopAllRedisHa } from '../helpers/redis-ha.ts';
 import { waitFor } from '../helpers/wait.ts';

@@ -8,9 +8,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser } from 'playwright-core';
 import { startDashboard, type Dashboard } from '../../src/dashboard/server.ts';
-import { openQueue } from '../../src/shared/queues.ts';
-import { announceWorker } from '../../src/shared/worker-registry.ts';
-import type { Row } from '../../src/shared/rows.ts';
+import { openQueue } from '../../src/shared/queue/registry.ts';
+import { announceWorker } from '../../src/shared/queue/worker-registry.ts';
+import type { Row } from '../../src/shared/records/rows.ts';
 import { readRowsStrict } from '../../src/shared/output/row-file.ts';
 import { createScriptedAgent } from '../../src/agent/scripted-agent.ts';
 import { launchBrowser } from '../helpers/browser.ts';

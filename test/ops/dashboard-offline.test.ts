@@ -10,7 +10,7 @@ import type { Browser } from 'playwright-core';
 import { runAll } from '../../src/all-in-one/run-all.ts';
 import { createScriptedAgent } from '../../src/agent/scripted-agent.ts';
 import { startDashboard, type Dashboard } from '../../src/dashboard/server.ts';
-import { createRedis, type Redis } from '../../src/shared/redis.ts';
+import { createRedis, type Redis } from '../../src/shared/redis/connect.ts';
 import { launchBrowser } from '../helpers/browser.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
 import { makeFleetEnv, REDIS_URL, type FleetEnv } from '../helpers/fleet.ts';

@@ -12,7 +12,7 @@ import path from 'node:path';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDashboard, type Dashboard } from '../../src/dashboard/server.ts';
-import { RowSchema, type Row } from '../../src/shared/rows.ts';
+import { RowSchema, type Row } from '../../src/shared/records/rows.ts';
 import { createScriptedAgent } from '../../src/agent/scripted-agent.ts';
 import { launchBrowser, openPage, viewerReady } from '../helpers/browser.ts';
 import { startInProcessFleet, type InProcessFleet } from '../helpers/in-process-fleet.ts';

@@ -6,8 +6,8 @@ import { describe, expect, it } from 'vitest';
 import { renderOverviewPage } from '../../src/dashboard/overview-page.ts';
 import type { RunSummary } from '../../src/dashboard/run-overview.ts';
 import { runState } from '../../src/ops/run-progress.ts';
-import type { WorkerList, WorkerRecord } from '../../src/shared/worker-registry.ts';
-import { byStage } from '../../src/shared/queues.ts';
+import type { WorkerList, WorkerRecord } from '../../src/shared/queue/worker-registry.ts';
+import { byStage } from '../../src/shared/queue/registry.ts';
 
 const HOSTILE = `"><img src=x onerror=alert(1)>&'`;
 

@@ -11,15 +11,15 @@ import { produceRun } from '../../src/producer/produce.ts';
 import { loadOrPrepare } from '../../src/prepare/load-or-prepare.ts';
 import { runAll } from '../../src/all-in-one/run-all.ts';
 import { freePort } from '../../src/all-in-one/private-redis.ts';
-import type { AgentRunner } from '../../src/shared/agent.ts';
-import type { Judge } from '../../src/shared/judge.ts';
-import { createRedis } from '../../src/shared/redis.ts';
+import type { AgentRunner } from '../../src/shared/ports/agent.ts';
+import type { Judge } from '../../src/shared/ports/judge.ts';
+import { createRedis } from '../../src/shared/redis/connect.ts';
 import { createScriptedAgent } from '../../src/agent/scripted-agent.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
 import { makeFleetEnv, REDIS_URL, startCli, waitFor, type CliProcess, type FleetEnv } from '../helpers/fleet.ts';
 import { removeTmpDirs } from '../helpers/tmp.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { rolloutOutcome } from '../../src/shared/rollout-outcome.ts';
+import { rolloutOutcome } from '../../src/shared/records/rollout-outcome.ts';
 
 /** The value of one series in Prometheus text format (labels given must match; others are ignored). */
 function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {

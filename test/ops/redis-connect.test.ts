@@ -8,7 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/all-in-one/private-redis.ts';
-import { unreachableMessage } from '../../src/shared/redis.ts';
+import { unreachableMessage } from '../../src/shared/redis/connect.ts';
 import { runCli, waitFor } from '../helpers/fleet.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
 

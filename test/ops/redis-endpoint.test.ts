@@ -6,10 +6,10 @@
  */
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/shared/config.ts';
+import { loadConfig } from '../../src/shared/config/load.ts';
 import { createLogger } from '../../src/shared/logger.ts';
-import { redactUrl, resolveRedisEndpoint } from '../../src/shared/redis-endpoint.ts';
-import { fatalRedisFix, RedisHealth } from '../../src/shared/redis-health.ts';
+import { redactUrl, resolveRedisEndpoint } from '../../src/shared/redis/endpoint.ts';
+import { fatalRedisFix, RedisHealth } from '../../src/shared/redis/health.ts';
 
 const config = (overrides: string[], env: NodeJS.ProcessEnv = {}) => loadConfig({ overrides, env });
 

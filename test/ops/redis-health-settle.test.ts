@@ -7,7 +7,7 @@ import { Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/shared/logger.ts';
-import { RedisHealth } from '../../src/shared/redis-health.ts';
+import { RedisHealth } from '../../src/shared/redis/health.ts';
 
 function logged() {
   const lines: Array<Record<string, unknown>> = [];

@@ -6,8 +6,8 @@
  * own detector ended them one time in three: the fault suite's Sentinel run stalled).
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { createRedis, resolveRedisEndpoint, type Redis } from '../../src/shared/redis.ts';
-import { switchesSeen } from '../../src/shared/sentinel-switch.ts';
+import { createRedis, resolveRedisEndpoint, type Redis } from '../../src/shared/redis/connect.ts';
+import { switchesSeen } from '../../src/shared/redis/sentinel-switch.ts';
 import { startSentinelSet, stopAllRedisHa, type SentinelSet } from '../helpers/redis-ha.ts';
 
 const NO_HA = { sentinels: [], sentinel_name: null, sentinel_password: null, cluster: false, cluster_nodes: [] };

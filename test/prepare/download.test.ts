@@ -4,7 +4,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ConfigSchema } from '../../src/shared/config.ts';
+import { ConfigSchema } from '../../src/shared/config/load.ts';
 import { ConfigError, DataError, InfraError } from '../../src/shared/errors.ts';
 import { downloadFile, downloadPath, huggingFaceUrl } from '../../src/prepare/download.ts';
 import { createProgress } from '../../src/prepare/download-progress.ts';

@@ -1,7 +1,7 @@
 import { appendFileSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ConfigSchema } from '../../src/shared/config.ts';
+import { ConfigSchema } from '../../src/shared/config/load.ts';
 import { DataError } from '../../src/shared/errors.ts';
 import { loadPreparedBenchmark } from '../../src/prepare/load-prepared.ts';
 import { prepareBenchmark } from '../../src/prepare/prepare.ts';

@@ -10,7 +10,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ConfigSchema } from '../../src/shared/config.ts';
+import { ConfigSchema } from '../../src/shared/config/load.ts';
 import { ConfigError } from '../../src/shared/errors.ts';
 import { createLogger } from '../../src/shared/logger.ts';
 import { createAgentRunner } from '../../src/agent/agent-factory.ts';

@@ -6,7 +6,7 @@
  * under the filter. Needs root for the whole box; skipped with the reason otherwise.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ConfigSchema } from '../../src/shared/config.ts';
+import { ConfigSchema } from '../../src/shared/config/load.ts';
 import { opencodeBinaryPath, opencodeRoBinds } from '../../src/sandboxes/local/opencode-binary.ts';
 import { unenforced } from '../../src/sandboxes/box-report.ts';
 import { syscallNumbers } from '../../src/sandboxes/local/seccomp-filter.ts';

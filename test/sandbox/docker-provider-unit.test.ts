@@ -5,7 +5,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/shared/config.ts';
+import { loadConfig } from '../../src/shared/config/load.ts';
 import { createLogger } from '../../src/shared/logger.ts';
 import { diskSplit, IMAGE_OPENCODE } from '../../src/sandboxes/docker/container-config.ts';
 import { parseLimitReading } from '../../src/sandboxes/docker/limits.ts';

@@ -5,7 +5,7 @@
  */
 import os from 'node:os';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ConfigSchema } from '../../src/shared/config.ts';
+import { ConfigSchema } from '../../src/shared/config/load.ts';
 import { ConfigError, InfraError } from '../../src/shared/errors.ts';
 import { createLogger } from '../../src/shared/logger.ts';
 import { createSandboxProvider } from '../../src/sandboxes/index.ts';

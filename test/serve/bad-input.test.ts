@@ -8,11 +8,11 @@
 import { randomBytes } from 'node:crypto';
 import { getEventListeners } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig, type Config } from '../../src/shared/config.ts';
+import { loadConfig, type Config } from '../../src/shared/config/load.ts';
 import { createLogger } from '../../src/shared/logger.ts';
-import { createRedis, type Redis } from '../../src/shared/redis.ts';
-import { openQueue } from '../../src/shared/queues.ts';
-import { CANCELLED_ERROR } from '../../src/shared/request-task.ts';
+import { createRedis, type Redis } from '../../src/shared/redis/connect.ts';
+import { openQueue } from '../../src/shared/queue/registry.ts';
+import { CANCELLED_ERROR } from '../../src/shared/records/request-task.ts';
 import { createServiceRun } from '../../src/producer/produce.ts';
 import { RolloutService } from '../../src/serve/rollout-service.ts';
 import { buildServeApp } from '../../src/serve/server.ts';

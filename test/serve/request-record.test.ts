@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { gzipSync } from 'node:zlib';
 import { parseRunBody } from '../../src/serve/gym-request.ts';
 import { requestRecord, serveRolloutId } from '../../src/serve/request-record.ts';
-import { decodeRequestTask, echoedParams, encodeRecord, requestImageMime } from '../../src/shared/request-task.ts';
+import { decodeRequestTask, echoedParams, encodeRecord, requestImageMime } from '../../src/shared/records/request-task.ts';
 import { fixtureJpeg, fixturePng } from '../helpers/fixture-images.ts';
 import { gymRow, jpegUrl, pngUrl, WEBP_1X1, webpUrl } from './helpers.ts';
 

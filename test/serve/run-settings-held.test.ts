@@ -7,8 +7,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServiceRun } from '../../src/producer/produce.ts';
-import { createRedis, type Redis } from '../../src/shared/redis.ts';
-import { RunStore, runSettings } from '../../src/shared/run-store.ts';
+import { createRedis, type Redis } from '../../src/shared/redis/connect.ts';
+import { RunStore, runSettings } from '../../src/shared/stores/run-store.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
 import { startScriptedPolicyServer, type ScriptedPolicyServer } from '../helpers/scripted-policy-server.ts';
 import { CLI, makeFleetEnv, REDIS_URL, runCli, startCli, waitFor, type FleetEnv } from '../helpers/fleet.ts';

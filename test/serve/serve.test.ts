@@ -11,15 +11,15 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RowSchema } from '../../src/shared/rows.ts';
-import { CANCELLED_ERROR } from '../../src/shared/request-task.ts';
+import { RowSchema } from '../../src/shared/records/rows.ts';
+import { CANCELLED_ERROR } from '../../src/shared/records/request-task.ts';
 import { scripts, userText, type Script } from '../helpers/scripted-policy-server.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
 import { startVllmPolicyServer, type VllmPolicyServer } from '../helpers/vllm-policy-server.ts';
 import { REDIS_URL, startCli, waitFor, type CliProcess } from '../helpers/fleet.ts';
 import { processesMatching } from '../helpers/processes.ts';
 import { deletePrefix } from '../helpers/redis-keys.ts';
-import { createRedis } from '../../src/shared/redis.ts';
+import { createRedis } from '../../src/shared/redis/connect.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
 import { gymRow, pngUrl } from './helpers.ts';
 

@@ -7,7 +7,7 @@ import { appendFileSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DataError } from '../../src/shared/errors.ts';
-import { safeFileStem } from '../../src/shared/transcript.ts';
+import { safeFileStem } from '../../src/shared/records/transcript.ts';
 import { createFileSource } from '../../src/viewer/file-source.ts';
 import { aggregateMetrics, metricsPathFor } from '../../src/shared/output/metrics.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';

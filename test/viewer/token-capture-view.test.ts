@@ -7,7 +7,7 @@ import { writeFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TRAJECTORY_VERSION, trajectoryRelPath, type Trajectory } from '../../src/shared/trajectory.ts';
+import { TRAJECTORY_VERSION, trajectoryRelPath, type Trajectory } from '../../src/shared/records/trajectory.ts';
 import { createFileSource } from '../../src/viewer/file-source.ts';
 import { startViewerServer, type ViewerServer } from '../../src/viewer/server.ts';
 import { launchBrowser, navigate, openPage } from '../helpers/browser.ts';

@@ -7,8 +7,8 @@
 import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
 import { ConfigError, DataError } from '../../shared/errors.ts';
-import type { Row } from '../../shared/rows.ts';
-import { RunStore } from '../../shared/run-store.ts';
+import type { Row } from '../../shared/records/rows.ts';
+import { RunStore } from '../../shared/stores/run-store.ts';
 import { readRunsStrict } from '../../shared/output/row-file.ts';
 import { compareRuns, type CompareSide } from '../../shared/output/compare-runs.ts';
 import type { Cli } from '../context.ts';

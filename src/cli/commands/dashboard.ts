@@ -1,6 +1,6 @@
 /** `vcfleet dashboard`: the run overview, the rollout viewer over the runs in Redis and Bull Board, until stopped. */
 import type { Command } from 'commander';
-import type { Redis } from '../../shared/redis.ts';
+import type { Redis } from '../../shared/redis/connect.ts';
 import { checkBind } from '../../http/access.ts';
 import { startDashboard, BOARD_PATH, VIEWER_PATH } from '../../dashboard/server.ts';
 import { startRoleMetrics } from '../../ops/role-metrics.ts';

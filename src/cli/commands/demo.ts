@@ -1,13 +1,13 @@
 /** `vcfleet demo`: the first command a newcomer runs. */
 import type { Command } from 'commander';
 import type { Cli } from '../context.ts';
-import { InFlightJobs } from '../../shared/in-flight-jobs.ts';
+import { InFlightJobs } from '../../shared/queue/in-flight-jobs.ts';
 import { onShutdownSignals } from '../runtime.ts';
 import { runDemo, nextSteps } from '../../demo/run-demo.ts';
 import { finish } from './run.ts';
-import { vcfleetCommand } from '../../shared/advice.ts';
+import { vcfleetCommand } from '../../shared/text/advice.ts';
 import { SETTINGS_HELP } from '../usage-hints.ts';
-import { printAboveBar } from '../../shared/terminal-screen.ts';
+import { printAboveBar } from '../../shared/text/terminal-screen.ts';
 
 export function registerDemo(program: Command, cli: Cli): void {
   program

@@ -5,8 +5,8 @@ import { registerPrepare } from './prepare.ts';
 import { registerProduce } from './produce.ts';
 import { registerWorker } from './worker.ts';
 import { registerRun } from './run.ts';
-import { registerOps } from './ops.ts';
-import { registerRequeue } from './requeue.ts';
+import { registerOps } from './status.ts';
+import { registerRequeue } from './retry-rejudge.ts';
 import { registerMetrics } from './metrics.ts';
 import { registerExport } from './export.ts';
 import { registerDashboard } from './dashboard.ts';
@@ -15,7 +15,7 @@ import { registerDemo } from './demo.ts';
 import { registerView } from './view.ts';
 import { registerRuns } from './runs.ts';
 import { registerCompare } from './compare.ts';
-import { registerFleetSet, registerRunSet } from './settings.ts';
+import { registerFleetSet, registerRunSet } from './run-set.ts';
 
 export type RegisterCommand = (program: Command, cli: Cli) => void;
 

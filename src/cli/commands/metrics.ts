@@ -6,7 +6,7 @@
 import { existsSync, renameSync, writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { ConfigError, DataError } from '../../shared/errors.ts';
-import type { Row } from '../../shared/rows.ts';
+import type { Row } from '../../shared/records/rows.ts';
 import { readRunsStrict } from '../../shared/output/row-file.ts';
 import { aggregateMetrics, metricsPathFor } from '../../shared/output/metrics.ts';
 import { readPublishedResults, type PublishedRow } from '../../shared/output/published-results.ts';

@@ -1,6 +1,6 @@
 /** `vcfleet prepare`: build `<data_dir>/<benchmark>/` from the BabyVision parquet. */
 import type { Command } from 'commander';
-import { BENCHMARKS } from '../../shared/config.ts';
+import { BENCHMARKS } from '../../shared/config/load.ts';
 import { formatPrepareSummary, prepareBenchmark } from '../../prepare/prepare.ts';
 import type { Cli } from '../context.ts';
 

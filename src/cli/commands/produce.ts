@@ -6,7 +6,7 @@ import { loadOrPrepare } from '../../prepare/load-or-prepare.ts';
 import { produceRun } from '../../producer/produce.ts';
 import { checkRedisPersistence, requirePassed } from '../../ops/preflight.ts';
 import { differencesText, runSettingsText } from '../settings-text.ts';
-import { vcfleetCommand } from '../../shared/advice.ts';
+import { vcfleetCommand } from '../../shared/text/advice.ts';
 
 export function registerProduce(program: Command, cli: Cli): void {
   program

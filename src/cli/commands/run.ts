@@ -1,15 +1,15 @@
 /** `vcfleet run`: the whole evaluation on one machine, in one command. */
 import type { Command } from 'commander';
 import type { Cli } from '../context.ts';
-import { InFlightJobs } from '../../shared/in-flight-jobs.ts';
+import { InFlightJobs } from '../../shared/queue/in-flight-jobs.ts';
 import { exitSoon, onShutdownSignals, stopOnFatal, table } from '../runtime.ts';
 import { DemoRunToResume, runAll, type RunAllResult } from '../../all-in-one/run-all.ts';
 import { runDemo } from '../../demo/run-demo.ts';
 import { metricsRows, reportRows, type TableRow } from '../metrics-table.ts';
 import { readPublishedResults, type PublishedRow } from '../../shared/output/published-results.ts';
-import { vcfleetCommand } from '../../shared/advice.ts';
+import { vcfleetCommand } from '../../shared/text/advice.ts';
 import { SETTINGS_HELP } from '../usage-hints.ts';
-import { printAboveBar, terminalScreen } from '../../shared/terminal-screen.ts';
+import { printAboveBar, terminalScreen } from '../../shared/text/terminal-screen.ts';
 import { askedRunSettings } from '../../ops/asked-settings.ts';
 
 /** Exit codes of `run` and `demo`: every rollout scored, some masked, some missing (stopped, stuck, paused). */

@@ -1,13 +1,13 @@
 /** `vcfleet runs`: the recent runs of the prefix, one line each, newest first. */
 import type { Command } from 'commander';
 import { ConfigError } from '../../shared/errors.ts';
-import { RunStore } from '../../shared/run-store.ts';
+import { RunStore } from '../../shared/stores/run-store.ts';
 import { recentRuns, type RecentRun } from '../../ops/recent-runs.ts';
 import type { Cli } from '../context.ts';
 import { percent } from '../metrics-table.ts';
 import { table } from '../runtime.ts';
 import { connectToRuns } from '../run-redis.ts';
-import { vcfleetCommand } from '../../shared/advice.ts';
+import { vcfleetCommand } from '../../shared/text/advice.ts';
 
 /** Runs listed when `--limit` is not given. */
 const DEFAULT_LIMIT = 20;

@@ -5,15 +5,15 @@
  */
 import type { Command } from 'commander';
 import { ConfigError } from '../../shared/errors.ts';
-import { InFlightJobs } from '../../shared/in-flight-jobs.ts';
-import type { Redis } from '../../shared/redis.ts';
+import { InFlightJobs } from '../../shared/queue/in-flight-jobs.ts';
+import type { Redis } from '../../shared/redis/connect.ts';
 import { Releasers } from '../../shared/releasers.ts';
-import { WORKER_ROLES } from '../../shared/worker-registry.ts';
-import { wordList } from '../../shared/word-list.ts';
+import { WORKER_ROLES } from '../../shared/queue/worker-registry.ts';
+import { wordList } from '../word-list.ts';
 import { checkBind, hasCredentials, isLoopback } from '../../http/access.ts';
 import { planServiceRun, storeServiceRun } from '../../producer/produce.ts';
 import { askedRunSettings, holdRunSettings } from '../../ops/asked-settings.ts';
-import { RunStore, runSettings } from '../../shared/run-store.ts';
+import { RunStore, runSettings } from '../../shared/stores/run-store.ts';
 import { preflightRoles } from '../../workers/process-roles.ts';
 import { RolloutService } from '../../serve/rollout-service.ts';
 import { startServeServer } from '../../serve/server.ts';
@@ -21,7 +21,7 @@ import { startServeWorkers } from '../../serve/with-workers.ts';
 import type { Cli } from '../context.ts';
 import { portFlag, exitSoon, onShutdownSignals } from '../runtime.ts';
 import { connectToRuns } from '../run-redis.ts';
-import { vcfleetCommand } from '../../shared/advice.ts';
+import { vcfleetCommand } from '../../shared/text/advice.ts';
 import { SETTINGS_HELP } from '../usage-hints.ts';
 
 interface ServeFlags {

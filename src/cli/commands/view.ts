@@ -9,7 +9,7 @@ import { startViewerServer } from '../../viewer/server.ts';
 import { readPublishedResults } from '../../shared/output/published-results.ts';
 import type { Cli } from '../context.ts';
 import { onShutdownSignals } from '../runtime.ts';
-import { vcfleetCommand } from '../../shared/advice.ts';
+import { vcfleetCommand } from '../../shared/text/advice.ts';
 
 /** Where `vcfleet view` looks for output files when none is named (relative to the working folder). */
 export const RESULTS_DIR = 'results';

@@ -1,19 +1,19 @@
 /** `vcfleet worker sandbox|judge|results`: one role of the fleet, on any host with REDIS_URL. */
 import type { Command } from 'commander';
-import type { Config } from '../../shared/config.ts';
+import type { Config } from '../../shared/config/load.ts';
 import { ConfigError } from '../../shared/errors.ts';
-import { InFlightJobs } from '../../shared/in-flight-jobs.ts';
-import type { Redis } from '../../shared/redis.ts';
+import { InFlightJobs } from '../../shared/queue/in-flight-jobs.ts';
+import type { Redis } from '../../shared/redis/connect.ts';
 import { Releasers } from '../../shared/releasers.ts';
-import { RunStore } from '../../shared/run-store.ts';
-import { STAGES } from '../../shared/queues.ts';
-import { stageOf, WORKER_ROLES, type WorkerRole } from '../../shared/worker-registry.ts';
+import { RunStore } from '../../shared/stores/run-store.ts';
+import { STAGES } from '../../shared/queue/registry.ts';
+import { stageOf, WORKER_ROLES, type WorkerRole } from '../../shared/queue/worker-registry.ts';
 import { startRoleMetrics } from '../../ops/role-metrics.ts';
 import { startProcessRoles } from '../../workers/process-roles.ts';
 import type { Cli } from '../context.ts';
 import { connect, exitSoon, onShutdownSignals } from '../runtime.ts';
 
-export { WORKER_ROLES } from '../../shared/worker-registry.ts';
+export { WORKER_ROLES } from '../../shared/queue/worker-registry.ts';
 
 export function registerWorker(program: Command, cli: Cli): void {
   program

@@ -29,7 +29,7 @@ import { containerOptions, DEFAULT_FLEET_LABEL, diskSplit, GATEWAY_SOCKET, HELPE
 
 
 /** The entry script of `local` sandboxes, whose `--gateway` bridge a container runs too. */
-const ENTRY_SCRIPT_URL = new URL('../local/sandbox-entry.py', import.meta.url);
+const ENTRY_SCRIPT_URL = new URL('../box/sandbox-entry.py', import.meta.url);
 const SECCOMP_PROFILE_URL = new URL('./sandbox-seccomp.json', import.meta.url);
 export interface DockerProviderOptions {
   /** The sandbox image (`sandbox_config.image`): OpenCode on its PATH, python3, a USER that is not root. */

@@ -7,7 +7,7 @@
 import { existsSync, realpathSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import type { Config } from '../../shared/config.ts';
+import type { Config } from '../../shared/config/load.ts';
 import { ConfigError } from '../../shared/errors.ts';
 
 const require = createRequire(import.meta.url);

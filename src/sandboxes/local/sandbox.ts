@@ -32,7 +32,7 @@ export interface SandboxOptions {
 }
 
 /** The script every sandboxed command starts with (its limits, the in-sandbox bridge, then exec). */
-export const ENTRY_SCRIPT = fileURLToPath(new URL('./sandbox-entry.py', import.meta.url));
+export const ENTRY_SCRIPT = fileURLToPath(new URL('../box/sandbox-entry.py', import.meta.url));
 /** The launcher a root worker runs bwrap through (sandbox-launch.py). */
 export const LAUNCH_SCRIPT = fileURLToPath(new URL('./sandbox-launch.py', import.meta.url));
 /** The exit code of the cgroup join shell and of the launcher when they fail (with the marker on stderr). */

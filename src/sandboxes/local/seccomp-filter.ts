@@ -9,7 +9,7 @@ import { InfraError } from '../../shared/errors.ts';
 
 /** The Python that has Debian's libseccomp bindings. */
 export const SECCOMP_PYTHON = '/usr/bin/python3';
-export const SECCOMP_SCRIPT = fileURLToPath(new URL('./seccomp-filter.py', import.meta.url));
+export const SECCOMP_SCRIPT = fileURLToPath(new URL('../box/seccomp-filter.py', import.meta.url));
 const HINT = 'install python3-seccomp (`apt-get install python3-seccomp`), the libseccomp bindings of the system Python';
 
 function runScript(args: string[], python: string): Promise<Buffer> {

@@ -7,7 +7,7 @@
  * differences; the same per type and per subtype. Pure: the same rows give the same report.
  */
 import { DataError } from '../errors.ts';
-import { isScored } from '../scored.ts';
+import { isScored } from '../scoring/scored.ts';
 import { exactBinomialP, pairedBootstrapCi95 } from './paired-stats.ts';
 
 /** What the comparison needs of a row. */

@@ -9,8 +9,8 @@
  * call's `sampling`) when known; `source_id` is the task id, `category` its type, `l2_category` its
  * subtype, `ans_type` its answer type, `_ng_rollout_index` its repeat.
  */
-import type { Row } from '../rows.ts';
-import type { TranscriptRecord } from '../transcript.ts';
+import type { Row } from '../records/rows.ts';
+import type { TranscriptRecord } from '../records/transcript.ts';
 
 export interface InputImagePart {
   type: 'input_image';

@@ -13,8 +13,8 @@
  * cut to fit its bound (its `truncated` says how) gives what it kept: its texts as cut, and no item
  * for a turn it dropped.
  */
-import type { TranscriptRecord, TranscriptTurn } from '../transcript.ts';
-import type { Trajectory } from '../trajectory.ts';
+import type { TranscriptRecord, TranscriptTurn } from '../records/transcript.ts';
+import type { Trajectory } from '../records/trajectory.ts';
 
 /** NeMo Gym's per-call training fields (`TokenIDLogProbMixin`): all three or none. */
 export interface TokenFields {

@@ -26,7 +26,7 @@
  *   did not complete (`timeout`, `output_cap`, `context_limit`, `agent_error`; 0 without a judge
  *   call); `no_response` for a finished run that left no text (0 without a judge call; `no_answer`
  *   for a row of the first scoring rules, which did not judge unboxed text). The fleet's row has the
- *   reference's narrower `failure_reason` (scoring.ts); this is the wider set the export always had.
+ *   reference's narrower `failure_reason` (scoring/rules.ts); this is the wider set the export always had.
  * - `string_match_reward`: the row's (the reference's string-match grade, a diagnostic).
  * - `finished_naturally`: the session ended by the model's own last message (stop reason `answered`
  *   or `no_answer`), not by a timeout, a cap, the context limit, an agent error or the infrastructure.
@@ -39,10 +39,10 @@
  * The fleet's own ids ride along as `run_id` and `rollout_id`, and the row's `weight_version` when it
  * has one (NeMo Gym keeps unknown fields).
  */
-import { isMasked, type FailureKind, type Row } from '../rows.ts';
-import { finishedNaturally as endedByModel } from '../scoring.ts';
-import type { TranscriptRecord } from '../transcript.ts';
-import type { MaskReason, Trajectory } from '../trajectory.ts';
+import { isMasked, type FailureKind, type Row } from '../records/rows.ts';
+import { finishedNaturally as endedByModel } from '../scoring/rules.ts';
+import type { TranscriptRecord } from '../records/transcript.ts';
+import type { MaskReason, Trajectory } from '../records/trajectory.ts';
 import { ROUTING_KEYS, type GymRequestFields, type GymRoutingFields, type ResponsesCreateParams } from './gym-request-fields.ts';
 import { responseOutput, type GymResponse } from './gym-response.ts';
 import { maskOf } from './training-mask.ts';

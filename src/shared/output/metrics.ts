@@ -13,7 +13,7 @@
  *   the official scorer's numpy default) and `pass@k` (unbiased estimator, per task over its scored rows).
  * - `paper`: the BabyVision paper's table (paper-table.ts); `tokens` and, with prices, `cost_usd` (run-cost.ts).
  */
-import { isMasked, isScored, type Row } from '../rows.ts';
+import { isMasked, isScored, type Row } from '../records/rows.ts';
 import { PaperTableAccumulator, type PaperTable } from './paper-table.ts';
 import { costOf, type CostUsd, type Pricing, type TokenTotals } from './run-cost.ts';
 import { binomialCi95, passAtK } from './stats.ts';

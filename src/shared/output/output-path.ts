@@ -5,7 +5,7 @@
  * folder). Anything else (`/etc/...`, `../../x`) is refused, naming both, and the rows wait in Redis.
  */
 import path from 'node:path';
-import type { Config } from '../config.ts';
+import type { Config } from '../config/load.ts';
 import { InfraError } from '../errors.ts';
 
 export type OutputHostSettings = Pick<Config, 'output_root' | 'output_jsonl_fpath'>;

@@ -6,7 +6,7 @@
  * reads its lines with `parseRowLine`. Lines are read one at a time (jsonl-lines.ts).
  */
 import { DataError } from '../errors.ts';
-import { ROW_VERSION, RowSchema, type Row } from '../rows.ts';
+import { ROW_VERSION, RowSchema, type Row } from '../records/rows.ts';
 import { jsonlLines } from './jsonl-lines.ts';
 
 /** Problems listed per file at most; the rest are counted. */

@@ -6,8 +6,8 @@
  */
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import type { Row } from '../rows.ts';
-import type { RunRecord } from '../run-store.ts';
+import type { Row } from '../records/rows.ts';
+import type { RunRecord } from '../stores/run-store.ts';
 import type { AggregateMetrics } from './metrics.ts';
 
 export interface RunIdentity {

@@ -5,7 +5,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { runSettings, type RunRecord } from '../run-record.ts';
+import { runSettings, type RunRecord } from '../stores/run-record.ts';
 import type { Pricing } from './run-cost.ts';
 
 const price = z.object({ input_usd_per_mtok: z.number().min(0).nullable(), output_usd_per_mtok: z.number().min(0).nullable() });

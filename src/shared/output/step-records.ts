@@ -7,8 +7,8 @@
  * only where the chain broke; elsewhere it is rebuilt as the previous prompt + generation + the
  * inserted ids. Pure.
  */
-import type { Row } from '../rows.ts';
-import type { Trajectory } from '../trajectory.ts';
+import type { Row } from '../records/rows.ts';
+import type { Trajectory } from '../records/trajectory.ts';
 import { maskOf, type TrainingMask } from './training-mask.ts';
 
 export interface StepRecord {

@@ -5,7 +5,7 @@
  * before its successor is counted. A reader that sees each rollout once (a scan of Redis) can use the
  * accumulator alone.
  */
-import type { Row } from '../rows.ts';
+import type { Row } from '../records/rows.ts';
 import { MetricsAccumulator, metricRowOf, type MetricRow, type TallyCounts } from './metrics.ts';
 
 export type { TallyCounts } from './metrics.ts';

@@ -3,8 +3,8 @@
  * row's trajectory in its flat form (trajectory.ts), with the row's reward and whether a trainer may
  * use it (training-mask.ts). Pure: the same inputs give the same output.
  */
-import type { Row } from '../rows.ts';
-import type { Trajectory } from '../trajectory.ts';
+import type { Row } from '../records/rows.ts';
+import type { Trajectory } from '../records/trajectory.ts';
 import { maskOf, type TrainingMask } from './training-mask.ts';
 
 /** The flat token record of verl/SkyRL/Atropos-style loaders (trajectory.ts's flat form). */

@@ -9,8 +9,8 @@
  *    Only reasons the model cannot cause mask (token-capture.ts): an old record masked `chain_broken`,
  *    `output_cap` or `not_finished` is trainable with its reward.
  */
-import type { FailureKind, Row } from '../rows.ts';
-import { captureMasks, type MaskReason, type Trajectory } from '../trajectory.ts';
+import type { FailureKind, Row } from '../records/rows.ts';
+import { captureMasks, type MaskReason, type Trajectory } from '../records/trajectory.ts';
 
 export interface TrainingMask {
   /** A trainer must not use the rollout (its reward or its tokens). */

@@ -3,15 +3,15 @@
  * Previous/next follow the table's filter (kept in the query); other repeats of the task are linked.
  * A row without its transcript on this host still gets a page, from the row alone.
  */
-import type { Row } from '../../shared/rows.ts';
-import type { TranscriptRecord } from '../../shared/transcript.ts';
+import type { Row } from '../../shared/records/rows.ts';
+import type { TranscriptRecord } from '../../shared/records/transcript.ts';
 import type { TokenCaptureView, TranscriptLookup } from '../source.ts';
 import { h, num, type Child } from './dom.ts';
 import { api, urls } from './routes.ts';
 import { applyFilter, filterFromQuery, filterToQuery } from './table-filter.ts';
 import { puzzleView, textBlock, turnView } from './transcript-view.ts';
-import { isMasked } from '../../shared/scored.ts';
-import { captureMasks } from '../../shared/capture-mask.ts';
+import { isMasked } from '../../shared/scoring/scored.ts';
+import { captureMasks } from '../../shared/records/capture-mask.ts';
 
 const rewardText = (r: Row) => (isMasked(r) ? 'masked' : r.reward === null ? '–' : String(r.reward));
 

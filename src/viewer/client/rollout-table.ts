@@ -2,11 +2,11 @@
  * The rollout table: filter controls, sortable headers and pages of `PAGE_SIZE` rows, so that a run
  * of 3,104 rollouts renders 100 table rows at a time. Its state lives in the URL query.
  */
-import type { Row } from '../../shared/rows.ts';
+import type { Row } from '../../shared/records/rows.ts';
 import { fill, h, num } from './dom.ts';
 import { urls } from './routes.ts';
 import { applyFilter, DEFAULT_FILTER, filterToQuery, type SortKey, type TableFilter } from './table-filter.ts';
-import { isMasked } from '../../shared/scored.ts';
+import { isMasked } from '../../shared/scoring/scored.ts';
 
 export const PAGE_SIZE = 100;
 

@@ -3,8 +3,8 @@
  * so that reload, the rollout page's previous/next links and the way back keep them. Pure: the same
  * rows and query give the same list, on the run page and on the rollout page.
  */
-import type { Row } from '../../shared/rows.ts';
-import { isMasked, isScored } from '../../shared/scored.ts';
+import type { Row } from '../../shared/records/rows.ts';
+import { isMasked, isScored } from '../../shared/scoring/scored.ts';
 
 /** Columns the table sorts by. */
 export const SORT_KEYS = [

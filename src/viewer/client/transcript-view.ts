@@ -3,7 +3,7 @@
  * output and images), the images where the model saw them. Everything the model wrote is untrusted
  * and goes in as text.
  */
-import type { TranscriptRecord, TranscriptToolCall, TranscriptTurn } from '../../shared/transcript.ts';
+import type { TranscriptRecord, TranscriptToolCall, TranscriptTurn } from '../../shared/records/transcript.ts';
 import { h, num } from './dom.ts';
 import { urls } from './routes.ts';
 

@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import { VERDICTS, type Verdict } from '../../shared/judge.ts';
+import { VERDICTS, type Verdict } from '../../shared/ports/judge.ts';
 
 export interface CachedVerdict {
   verdict: Verdict;

@@ -4,8 +4,8 @@
  * (attempt-fetch.ts), and the result becomes an outcome here.
  */
 import type OpenAI from 'openai';
-import type { Config } from '../../shared/config.ts';
-import { rewardFor, type JudgeResult, type JudgeUsage } from '../../shared/judge.ts';
+import type { Config } from '../../shared/config/load.ts';
+import { rewardFor, type JudgeResult, type JudgeUsage } from '../../shared/ports/judge.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { createAttemptFetch, type Fetch } from './attempt-fetch.ts';
 import { withRetries } from './judge-client.ts';

@@ -9,7 +9,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from 'openai';
 import pRetry from 'p-retry';
-import type { Config } from '../../shared/config.ts';
+import type { Config } from '../../shared/config/load.ts';
 import type { Fetch } from './attempt-fetch.ts';
 import { backoffMs, retryAfterMs, type BackoffOptions } from '../../pacing/backoff.ts';
 

@@ -1,7 +1,7 @@
 /** The Judge a judge-worker uses, with its verdict cache in Redis (shared by the whole fleet). */
 import type { Redis } from 'ioredis';
-import type { Config } from '../../shared/config.ts';
-import type { Judge } from '../../shared/judge.ts';
+import type { Config } from '../../shared/config/load.ts';
+import type { Judge } from '../../shared/ports/judge.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { createRedisJudgeCache } from './judge-cache.ts';
 import { createJudge } from './openai-judge.ts';

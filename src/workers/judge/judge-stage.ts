@@ -3,16 +3,16 @@
  * a reply without a valid verdict) is not a score: the row is masked as `judge_failed`, rejudgeable.
  */
 import { InfraError } from '../../shared/errors.ts';
-import type { Judge, JudgeInput, RunJudgeSettings } from '../../shared/judge.ts';
-import type { JudgeJob } from '../../shared/queues.ts';
-import { buildRow, type Row, type RowContext } from '../../shared/rows.ts';
-import { rowContext } from '../../shared/row-context.ts';
-import { runSettings, type RunStore } from '../../shared/run-store.ts';
-import type { PreparedTask } from '../../shared/task.ts';
+import type { Judge, JudgeInput, RunJudgeSettings } from '../../shared/ports/judge.ts';
+import type { JudgeJob } from '../../shared/queue/registry.ts';
+import { buildRow, type Row, type RowContext } from '../../shared/records/rows.ts';
+import { rowContext } from '../../shared/stores/row-context.ts';
+import { runSettings, type RunStore } from '../../shared/stores/run-store.ts';
+import type { PreparedTask } from '../../shared/records/task.ts';
 import { buildJudgePrompt } from './prompt.ts';
-import { rolloutTask, type RequestStore } from '../../shared/request-store.ts';
-import { CANCELLED_ERROR } from '../../shared/request-task.ts';
-import { currentOutcome, gradingPlan } from '../../shared/scoring.ts';
+import { rolloutTask, type RequestStore } from '../../shared/stores/request-store.ts';
+import { CANCELLED_ERROR } from '../../shared/records/request-task.ts';
+import { currentOutcome, gradingPlan } from '../../shared/scoring/rules.ts';
 
 export interface JudgeStageDeps {
   store: Pick<RunStore, 'requireRun' | 'getTask' | 'putTranscriptJudge'>;
@@ -46,7 +46,7 @@ function promptOf(input: JudgeInput): { system: string; user: string } {
 
 export async function runJudgeStage(job: JudgeJob, deps: JudgeStageDeps, signal?: AbortSignal): Promise<Row> {
   const ctx = await judgeContext(job, deps.store, deps.requests);
-  // An outcome of older scoring rules (a queued job, a rescore) is graded by today's (scoring.ts).
+  // An outcome of older scoring rules (a queued job, a rescore) is graded by today's (scoring/rules.ts).
   const outcome = currentOutcome(job.outcome);
   // A request rollout its client cancelled is not graded: its row says so (masked, never scored).
   if (job.task_source === 'request' && (await deps.requests?.isCancelled(job.run_id, job.rollout_id))) {

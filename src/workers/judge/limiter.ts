@@ -1,5 +1,5 @@
 /** Turning `judge.rate_limit_per_s` into a BullMQ limiter (`max` jobs per `duration` ms, integer max >= 1). */
-import type { Config } from '../../shared/config.ts';
+import type { Config } from '../../shared/config/load.ts';
 
 /** Longest window tried when looking for an exact integer `max`, in seconds. */
 const MAX_WINDOW_S = 10;

@@ -2,9 +2,9 @@
  * The real Judge: an OpenAI-compatible chat-completions endpoint, verdicts cached by judge model and
  * prompt. Endpoint failures and replies without a valid verdict come back as `{ status: 'failed' }`.
  */
-import type { Config } from '../../shared/config.ts';
+import type { Config } from '../../shared/config/load.ts';
 import { ConfigError } from '../../shared/errors.ts';
-import { rewardFor, type Judge, type JudgeInput, type JudgeResult } from '../../shared/judge.ts';
+import { rewardFor, type Judge, type JudgeInput, type JudgeResult } from '../../shared/ports/judge.ts';
 import { scrub, type Logger } from '../../shared/logger.ts';
 import type { Fetch } from './attempt-fetch.ts';
 import { RETRY_AFTER_CAP_MS } from '../../pacing/backoff.ts';

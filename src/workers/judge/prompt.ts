@@ -3,9 +3,9 @@
  * the question, the gold answer, the extracted answer (or a marker) and the end of the model's
  * text, never the image.
  */
-import type { JudgeInput } from '../../shared/judge.ts';
-import { RESPONSE_TAIL_CHARS } from '../../shared/rollout-outcome.ts';
-import { headChars, tailChars, type Cut } from '../../shared/text-cut.ts';
+import type { JudgeInput } from '../../shared/ports/judge.ts';
+import { RESPONSE_TAIL_CHARS } from '../../shared/records/rollout-outcome.ts';
+import { headChars, tailChars, type Cut } from '../../shared/text/cut.ts';
 
 /** The judge sees at most this many characters (code points) of the question: its beginning. */
 export const QUESTION_MAX_CHARS = 2000;

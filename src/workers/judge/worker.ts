@@ -4,11 +4,11 @@
  */
 import { errorMessage } from '../../shared/errors.ts';
 import { Releasers } from '../../shared/releasers.ts';
-import type { Judge } from '../../shared/judge.ts';
-import { enqueue, openQueue } from '../../shared/queues.ts';
-import { RunStore } from '../../shared/run-store.ts';
-import { RequestStore } from '../../shared/request-store.ts';
-import { startStageWorker, type RoleDeps, type StageWorker } from '../../shared/stage-worker.ts';
+import type { Judge } from '../../shared/ports/judge.ts';
+import { enqueue, openQueue } from '../../shared/queue/registry.ts';
+import { RunStore } from '../../shared/stores/run-store.ts';
+import { RequestStore } from '../../shared/stores/request-store.ts';
+import { startStageWorker, type RoleDeps, type StageWorker } from '../../shared/queue/stage-worker.ts';
 import { judgeFailedRow, runJudgeStage } from './judge-stage.ts';
 import { judgeLimiter } from './limiter.ts';
 import { RunSettingConflicts } from '../settings-conflicts.ts';

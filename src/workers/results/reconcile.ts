@@ -10,13 +10,13 @@
  * for `vcfleet status`.
  */
 import type { Redis } from 'ioredis';
-import type { Config } from '../../shared/config-schema.ts';
+import type { Config } from '../../shared/config/schema.ts';
 import type { Logger } from '../../shared/logger.ts';
-import { enqueueBulk, openQueue, QUEUE_NAMES, rolloutId, type RolloutJob } from '../../shared/queues.ts';
-import type { RunRecord, RunStore } from '../../shared/run-store.ts';
-import { forEachJob } from '../../shared/run-jobs.ts';
-import { recordReconcile, type ReconcileReport } from '../../shared/reconcile-record.ts';
-import { RequestStore } from '../../shared/request-store.ts';
+import { enqueueBulk, openQueue, QUEUE_NAMES, rolloutId, type RolloutJob } from '../../shared/queue/registry.ts';
+import type { RunRecord, RunStore } from '../../shared/stores/run-store.ts';
+import { forEachJob } from '../../shared/queue/run-jobs.ts';
+import { recordReconcile, type ReconcileReport } from '../../shared/stores/reconcile-record.ts';
+import { RequestStore } from '../../shared/stores/request-store.ts';
 
 /** The rollout a job is part of, from its unparsed data (every stage's job carries it). */
 function rolloutOf(data: unknown): string | undefined {

@@ -7,7 +7,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { InfraError } from '../../shared/errors.ts';
-import { imageFileName, transcriptRelPath } from '../../shared/transcript.ts';
+import { imageFileName, transcriptRelPath } from '../../shared/records/transcript.ts';
 
 /** Write `file` through a temporary beside it; `waiting` names what stays in Redis when that fails (its error says so). */
 export async function writeAtomic(file: string, content: string | Buffer, waiting: 'transcript' | 'trajectory'): Promise<void> {

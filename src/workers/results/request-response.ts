@@ -8,11 +8,11 @@
 import type { Logger } from '../../shared/logger.ts';
 import type { GymRequestFields } from '../../shared/output/gym-request-fields.ts';
 import { gymRow } from '../../shared/output/gym-row.ts';
-import type { RequestStore } from '../../shared/request-store.ts';
-import { CANCELLED_ERROR, echoedParams, type RequestTask } from '../../shared/request-task.ts';
-import type { Row } from '../../shared/rows.ts';
-import type { TranscriptRecord } from '../../shared/transcript.ts';
-import type { Trajectory } from '../../shared/trajectory.ts';
+import type { RequestStore } from '../../shared/stores/request-store.ts';
+import { CANCELLED_ERROR, echoedParams, type RequestTask } from '../../shared/records/request-task.ts';
+import type { Row } from '../../shared/records/rows.ts';
+import type { TranscriptRecord } from '../../shared/records/transcript.ts';
+import type { Trajectory } from '../../shared/records/trajectory.ts';
 
 /** The fields of the request the response repeats: `responses_create_params` as given, the gold, and the routing fields. */
 export function requestFields(request: RequestTask): GymRequestFields {

@@ -12,9 +12,9 @@ import { closeSync, existsSync, mkdirSync, openSync, renameSync, rmSync, writeFi
 import path from 'node:path';
 import { InfraError } from '../../shared/errors.ts';
 import type { Logger } from '../../shared/logger.ts';
-import { shouldReplace, type Row } from '../../shared/rows.ts';
+import { shouldReplace, type Row } from '../../shared/records/rows.ts';
 import { readRowFile } from '../../shared/output/row-file.ts';
-import type { RunRecord, RunStore } from '../../shared/run-store.ts';
+import type { RunRecord, RunStore } from '../../shared/stores/run-store.ts';
 import { metricRowOf, metricsPathFor, MetricsAccumulator } from '../../shared/output/metrics.ts';
 import { pricingOf } from '../../shared/output/run-pricing.ts';
 import { identityFromRecord, laterTime, metricsFile } from '../../shared/output/run-identity.ts';

@@ -11,10 +11,10 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { writeAtomic, writeRecordImages } from './record-files.ts';
 import type { Logger } from '../../shared/logger.ts';
-import type { Row } from '../../shared/rows.ts';
-import type { RunStore } from '../../shared/run-store.ts';
-import { decodeTrajectory } from '../../shared/trajectory-codec.ts';
-import { TrajectorySchema, trajectoryRelPath, type Trajectory } from '../../shared/trajectory.ts';
+import type { Row } from '../../shared/records/rows.ts';
+import type { RunStore } from '../../shared/stores/run-store.ts';
+import { decodeTrajectory } from '../../shared/records/trajectory-codec.ts';
+import { TrajectorySchema, trajectoryRelPath, type Trajectory } from '../../shared/records/trajectory.ts';
 
 type Store = Pick<RunStore, 'getTranscriptParts' | 'getBlob'>;
 

@@ -9,10 +9,10 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { writeAtomic, writeRecordImages } from './record-files.ts';
 import type { Logger } from '../../shared/logger.ts';
-import type { Row } from '../../shared/rows.ts';
-import type { RunStore } from '../../shared/run-store.ts';
-import { decodeTranscript } from '../../shared/transcript-codec.ts';
-import { transcriptRelPath, TranscriptRecordSchema, type TranscriptRecord } from '../../shared/transcript.ts';
+import type { Row } from '../../shared/records/rows.ts';
+import type { RunStore } from '../../shared/stores/run-store.ts';
+import { decodeTranscript } from '../../shared/records/transcript-codec.ts';
+import { transcriptRelPath, TranscriptRecordSchema, type TranscriptRecord } from '../../shared/records/transcript.ts';
 
 type Store = Pick<RunStore, 'getTranscriptParts' | 'deleteTranscript' | 'getBlob'>;
 

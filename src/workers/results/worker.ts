@@ -6,25 +6,25 @@
 import os from 'node:os';
 import { errorMessage } from '../../shared/errors.ts';
 import { Releasers } from '../../shared/releasers.ts';
-import { fleetKeys } from '../../shared/keys.ts';
+import { fleetKeys } from '../../shared/redis/keys.ts';
 import type { Logger } from '../../shared/logger.ts';
-import type { Row } from '../../shared/rows.ts';
-import type { ResultsJob } from '../../shared/queues.ts';
-import { RunStore, type RunRecord } from '../../shared/run-store.ts';
-import { watchRedisHealth } from '../../shared/redis-health.ts';
-import type { ReconcileReport } from '../../shared/reconcile-record.ts';
+import type { Row } from '../../shared/records/rows.ts';
+import type { ResultsJob } from '../../shared/queue/registry.ts';
+import { RunStore, type RunRecord } from '../../shared/stores/run-store.ts';
+import { watchRedisHealth } from '../../shared/redis/health.ts';
+import type { ReconcileReport } from '../../shared/stores/reconcile-record.ts';
 import { reconcileRun } from './reconcile.ts';
-import { startStageWorker, type RoleDeps, type StageWorker } from '../../shared/stage-worker.ts';
+import { startStageWorker, type RoleDeps, type StageWorker } from '../../shared/queue/stage-worker.ts';
 import { RunOutput, type CommitResult } from './run-output.ts';
 import { resolveOutputPath } from '../../shared/output/output-path.ts';
 import { TranscriptWriter } from './transcript-writer.ts';
 import { TrajectoryWriter } from './trajectory-writer.ts';
 import { WriterLock } from './writer-lock.ts';
-import type { TranscriptRecord } from '../../shared/transcript.ts';
-import type { Trajectory } from '../../shared/trajectory.ts';
-import { RequestStore } from '../../shared/request-store.ts';
+import type { TranscriptRecord } from '../../shared/records/transcript.ts';
+import type { Trajectory } from '../../shared/records/trajectory.ts';
+import { RequestStore } from '../../shared/stores/request-store.ts';
 import { deliverResponse } from './request-response.ts';
-import { vcfleetCommand } from '../../shared/advice.ts';
+import { vcfleetCommand } from '../../shared/text/advice.ts';
 
 export interface ResultsWorkerDeps extends RoleDeps<'results'> {
   onCommit?(row: Row, result: CommitResult): void;

@@ -8,13 +8,13 @@
  * goes back to the queue, its attempt kept) until a session ends and room is back. It says so once
  * per hold: in the log, to the progress line and to the Prometheus metrics (`onChange`).
  */
-import type { Config } from '../../shared/config-schema.ts';
+import type { Config } from '../../shared/config/schema.ts';
 import { ConfigError } from '../../shared/errors.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { readHostMemory, type HostMemory } from './host-memory.ts';
 import { watchV1Pressure, type PressureWatch } from './v1-pressure.ts';
 
-import type { AdmissionState } from '../../shared/telemetry.ts';
+import type { AdmissionState } from '../../shared/ports/telemetry.ts';
 
 /** What the worker is paused and resumed through (a BullMQ Worker). */
 export interface Pausable {

@@ -6,8 +6,8 @@
  * rollout started is seen when it starts.
  */
 import type { Logger } from '../../shared/logger.ts';
-import type { RequestStore } from '../../shared/request-store.ts';
-import { CANCELLED_ERROR } from '../../shared/request-task.ts';
+import type { RequestStore } from '../../shared/stores/request-store.ts';
+import { CANCELLED_ERROR } from '../../shared/records/request-task.ts';
 
 export interface CancelWatchOptions {
   requests: Pick<RequestStore, 'cancelledOf'>;

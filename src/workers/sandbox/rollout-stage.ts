@@ -2,23 +2,23 @@
  * The rollout stage: load the task and its image, run the agent against the policy endpoint this
  * host allows, keep the transcript for the results host, and route the rollout by its summary. A
  * session the model finished with text goes to the judge (an answer extracted or not); one that did
- * not complete, or left no text, gets its row (reward 0) with no judge call (shared/scoring.ts).
+ * not complete, or left no text, gets its row (reward 0) with no judge call (shared/scoring/rules.ts).
  * Infrastructure errors propagate as exceptions so that the adapter retries them.
  */
 import path from 'node:path';
-import type { AgentResult, AgentRunner, PolicyEndpoint, PolicyPace } from '../../shared/agent.ts';
+import type { AgentResult, AgentRunner, PolicyEndpoint, PolicyPace } from '../../shared/ports/agent.ts';
 import { InfraError } from '../../shared/errors.ts';
-import type { JudgeJob, RolloutJob } from '../../shared/queues.ts';
-import { buildRow, type Row } from '../../shared/rows.ts';
-import { rowContext } from '../../shared/row-context.ts';
-import { gradingPlan } from '../../shared/scoring.ts';
-import { runSettings, type RunRecord, type RunStore } from '../../shared/run-store.ts';
-import { stripCredentials, type RunSettings } from '../../shared/run-settings.ts';
-import type { PreparedTask } from '../../shared/task.ts';
-import { rolloutTask, type RequestStore } from '../../shared/request-store.ts';
-import { requestImages, type RequestTask } from '../../shared/request-task.ts';
-import { encodeTranscript } from '../../shared/transcript-codec.ts';
-import { encodeTrajectory } from '../../shared/trajectory-codec.ts';
+import type { JudgeJob, RolloutJob } from '../../shared/queue/registry.ts';
+import { buildRow, type Row } from '../../shared/records/rows.ts';
+import { rowContext } from '../../shared/stores/row-context.ts';
+import { gradingPlan } from '../../shared/scoring/rules.ts';
+import { runSettings, type RunRecord, type RunStore } from '../../shared/stores/run-store.ts';
+import { stripCredentials, type RunSettings } from '../../shared/config/run-settings.ts';
+import type { PreparedTask } from '../../shared/records/task.ts';
+import { rolloutTask, type RequestStore } from '../../shared/stores/request-store.ts';
+import { requestImages, type RequestTask } from '../../shared/records/request-task.ts';
+import { encodeTranscript } from '../../shared/records/transcript-codec.ts';
+import { encodeTrajectory } from '../../shared/records/trajectory-codec.ts';
 
 /** What this host decides, whatever a run record says. */
 export interface SandboxHostSettings {
@@ -44,7 +44,7 @@ export interface RolloutStageDeps {
   requests?: Pick<RequestStore, 'getTask'>;
   agent: AgentRunner;
   host: SandboxHostSettings;
-  /** The pace of calls to an endpoint for a model (pacing/policy-pacing.ts); none: unpaced, held up to 600 s. */
+  /** The pace of calls to an endpoint for a model (pacing/worker-paces.ts); none: unpaced, held up to 600 s. */
   pacing?: (baseUrl: string, model: string) => { pace: SessionPace; maxWaitS: number };
 }
 
@@ -137,7 +137,7 @@ export async function runRolloutStage(job: RolloutJob, deps: RolloutStageDeps, s
   await keepTrajectory(deps, run, job, result, puzzleSha);
   const { outcome } = result;
   await deps.store.putOutcome(run.run_id, job.rollout_id, outcome);
-  // A finished run with text goes to the judge, answer extracted or not; the rest score 0 without a call (scoring.ts).
+  // A finished run with text goes to the judge, answer extracted or not; the rest score 0 without a call (scoring/rules.ts).
   if (gradingPlan(outcome).kind === 'judge') {
     const judge: JudgeJob = { v: 1, run_id: run.run_id, task_id: task.task_id, repeat: job.repeat, rollout_id: job.rollout_id, outcome };
     if (job.task_source) judge.task_source = job.task_source;

@@ -3,23 +3,23 @@
  * agent, and routes the outcome to the judge or straight to the results.
  */
 import path from 'node:path';
-import type { AgentRunner } from '../../shared/agent.ts';
+import type { AgentRunner } from '../../shared/ports/agent.ts';
 import { errorMessage, HandBackError } from '../../shared/errors.ts';
 import { Releasers } from '../../shared/releasers.ts';
-import { enqueue, openQueue } from '../../shared/queues.ts';
-import { RunStore } from '../../shared/run-store.ts';
-import { startStageWorker, type RoleDeps, type StageWorker } from '../../shared/stage-worker.ts';
+import { enqueue, openQueue } from '../../shared/queue/registry.ts';
+import { RunStore } from '../../shared/stores/run-store.ts';
+import { startStageWorker, type RoleDeps, type StageWorker } from '../../shared/queue/stage-worker.ts';
 import { infraFailedRow, runRolloutStage } from './rollout-stage.ts';
 import { RunSettingConflicts } from '../settings-conflicts.ts';
 import { MemoryAdmission } from './admission.ts';
-import type { AdmissionState } from '../../shared/telemetry.ts';
+import type { AdmissionState } from '../../shared/ports/telemetry.ts';
 import type { HostMemory } from './host-memory.ts';
-import { PolicyPacing } from '../../pacing/policy-pacing.ts';
-import type { PaceState } from '../../shared/telemetry.ts';
+import { PolicyPacing } from '../../pacing/worker-paces.ts';
+import type { PaceState } from '../../shared/ports/telemetry.ts';
 import { PolicyWaitExceeded, policyWaitError } from '../../pacing/policy-wait.ts';
-import { RequestStore } from '../../shared/request-store.ts';
-import { CANCELLED_ERROR } from '../../shared/request-task.ts';
-import type { RolloutJob } from '../../shared/queues.ts';
+import { RequestStore } from '../../shared/stores/request-store.ts';
+import { CANCELLED_ERROR } from '../../shared/records/request-task.ts';
+import type { RolloutJob } from '../../shared/queue/registry.ts';
 import { CancelWatch } from './cancel-watch.ts';
 
 export interface SandboxWorkerDeps extends RoleDeps<'rollout'> {

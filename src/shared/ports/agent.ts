@@ -1,0 +1,126 @@
+/**
+ * The contract between the sandbox-worker's queue machinery and whatever runs the agent. The real
+ * implementation runs OpenCode in a sandbox; the scripted one replays answers from a file.
+ */
+import type { RolloutOutcome } from '../records/rollout-outcome.ts';
+import type { PreparedTask } from '../records/task.ts';
+import type { TranscriptRecord } from '../records/transcript.ts';
+import type { Trajectory } from '../records/trajectory.ts';
+
+export { STOP_REASONS, type StopReason } from '../scoring/stop-reasons.ts';
+
+export interface PolicyEndpoint {
+  /** Chosen by the worker's own configuration (never by a run record it does not allow). */
+  baseUrl: string;
+  /** A secret: it stays in the worker process (the gateway adds it); it never enters a sandbox. */
+  apiKey: string | null;
+  modelName: string;
+  contextWindow: number;
+  maxOutputTokens: number;
+  requestTimeoutS: number;
+  /** Store each policy call's request and response (token ids, logprobs) on the worker's host. */
+  capture: boolean;
+  /** Gateway bounds: request body size (bytes), calls at once, calls per rollout. */
+  maxRequestBytes: number;
+  maxConcurrentCalls: number;
+  maxCallsPerRollout: number;
+  /** Ask for token ids and log-probabilities on every call and build the rollout's trajectory (`policy.token_capture`). */
+  tokenCapture?: boolean;
+  /** With token capture: the earlier assistant turns go upstream as generated (`policy.token_capture_restore_turns`); default true. */
+  restoreTurns?: boolean;
+  /** With token capture: the earlier calls' token ids ride on the assistant messages (`policy.token_capture_splice`); default false. */
+  splice?: boolean;
+  /** With token capture: bytes of the answered calls' images kept for the trajectory (`policy.token_capture_max_image_mib`); default 256 MiB. */
+  tokenImageBudgetBytes?: number;
+  /** Sampling fields pinned on every call (`policy.sampling`). */
+  sampling?: Readonly<Record<string, unknown>>;
+  /** The trainer's weight version (`policy.weight_version`), recorded on every captured call. */
+  weightVersion?: string | null;
+}
+
+/** A rollout's transcript record and the images it references (bytes by SHA-256). */
+export interface RolloutTranscript {
+  record: TranscriptRecord;
+  images: Map<string, { mime: string; bytes: Buffer }>;
+}
+
+/**
+ * The fleet's pace of policy calls as a rollout's gateway uses it (a shared rate limit, adaptive
+ * concurrency; the sandbox-worker's pacing/ implements it).
+ */
+export interface PolicyPace {
+  /** Resolves when the fleet's limits allow one more call of about `tokens` tokens (at once when there are none), or `signal` aborts. */
+  acquire(tokens: number, signal: AbortSignal): Promise<void>;
+  /** A call ended: what it cost (`tokens`, against the `estimate` taken), how long it took, and whether (and for how long) the endpoint pushed back. */
+  done(call: { tokens: number; estimate: number; latencyMs: number; completionTokens: number; backpressure: boolean; retryAfterMs?: number | null }): void;
+  /** A call of the agent started or stopped waiting (for the share of session time spent waiting). */
+  holding(delta: 1 | -1): void;
+}
+
+/** An image attached to the agent's first message. */
+export interface RolloutImage {
+  bytes: Buffer;
+  mime: 'image/png' | 'image/jpeg' | 'image/webp';
+  sha256: string;
+}
+
+export interface RolloutRequest {
+  runId: string;
+  rolloutId: string;
+  repeat: number;
+  task: PreparedTask;
+  image: RolloutImage;
+  /** More images after the first, attached in order (a `vcfleet serve` request with several); default none. */
+  moreImages?: readonly RolloutImage[];
+  policy: PolicyEndpoint;
+  /** Wall-clock budget of the whole rollout, in seconds. */
+  timeoutS: number;
+  /** The session stops past this many tool calls (`agent.max_tool_calls` of the run). */
+  maxToolCalls: number;
+  /** Folder on the worker's host for `policy.capture` files (created when missing). */
+  captureDir: string;
+  /** Keep the transcript record (`transcripts.enabled`); bytes of images kept in it. */
+  transcript: { enabled: boolean; imageBudgetBytes: number };
+  /** 1 for the first attempt of this rollout, 2 after one infrastructure retry, ... */
+  attempt?: number;
+  /**
+   * How the agent's policy calls are paced: the fleet's pace (none: they go out at once) and the
+   * bound of the time they may be held on the endpoint's back-pressure (`policy.max_wait_s`; default 600).
+   */
+  pacing?: { pace?: PolicyPace; maxWaitS: number };
+}
+
+/** What a rollout produced: its outcome (rollout-outcome.ts) and, when kept, its transcript. */
+export interface AgentResult {
+  outcome: RolloutOutcome;
+  /** The transcript, when kept. */
+  transcript: RolloutTranscript | null;
+  /** The trajectory, with token capture on (`policy.token_capture`); its images are the transcript's or the gateway's. */
+  trajectory?: RolloutTrajectory | null;
+}
+
+/** A rollout's trajectory and the bytes of the images it names (by SHA-256). */
+export interface RolloutTrajectory {
+  record: Trajectory;
+  images: Map<string, { mime: string; bytes: Buffer }>;
+}
+
+/**
+ * Runs one rollout. Returns a result for every way the *model* can end (answered or not); throws
+ * InfraError when the infrastructure failed (sandbox provider, policy endpoint unreachable), so that
+ * the rollout is retried. Must honour `signal` and always clean up its sandbox.
+ */
+/** What bounds a runner's sessions, as its sandbox provider declares it. */
+export interface AgentHost {
+  /** The sessions run on this host: its memory bounds them (admission counts them against it). */
+  usesHostMemory: boolean;
+  /** The longest a session's sandbox lives, in seconds; null: as long as its task. */
+  maxLifetimeS: number | null;
+}
+
+export interface AgentRunner {
+  readonly host: AgentHost;
+  run(request: RolloutRequest, signal: AbortSignal): Promise<AgentResult>;
+  /** Release what the runner holds (reap sandboxes, close servers). Safe to call twice. */
+  close(): Promise<void>;
+}
