@@ -3,8 +3,9 @@
  * (type-only imports count too: a circle of types is a circle of concepts), none between the
  * top-level folders of src either, `src/shared` imports no role and nothing outside itself, the
  * roles (producer, sandbox, judge, results) never import each other, the subsystems the roles use
- * (gateway, sandboxes, agent, pacing) import no role, no source file is deeper than `src/A/B/file`,
- * and none is over 300 lines.
+ * (gateway, sandboxes, agent, pacing) import no role and are entered by one front door each
+ * (`index.ts`), the rooms of `src/shared` stack in layers, no sandbox provider reads another's folder,
+ * no source file is deeper than `src/A/B/file`, and none is over 300 lines.
  */
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -15,6 +16,15 @@ const SRC = path.resolve(import.meta.dirname, '../src');
 /** The producer, and each stage's role in src/workers/<role>/ (shared/queue/registry.ts names them). */
 const ROLES = ['producer', ...WORKER_ROLES.map((role) => `workers/${role}`)];
 const SUBSYSTEMS = ['gateway', 'sandboxes', 'agent', 'pacing'];
+/** The few files of src/shared every process uses; everything else of src/shared sits in a room. */
+const SHARED_FLAT = ['errors.ts', 'logger.ts', 'releasers.ts', 'settle-within.ts'];
+/**
+ * The rooms of src/shared, bottom up: a room imports the files of its own, of the rooms of the
+ * layers below it and the flat files, never one of its own layer or above.
+ */
+const SHARED_LAYERS = [['config', 'redis', 'scoring', 'text'], ['records'], ['queue'], ['ports', 'stores'], ['output']];
+/** The sandbox providers: each folder reads nothing of another. */
+const PROVIDER_FOLDERS = ['local', 'docker', 'opensandbox'];
 /** Longest source file, in lines. */
 const MAX_LINES = 300;
 
@@ -108,6 +118,54 @@ describe('the layout of src', () => {
     const roleOf = (f: string) => ROLES.find((r) => f === `${r}.ts` || f.startsWith(`${r}/`));
     const up = [...graph].flatMap(([from, to]) => (SUBSYSTEMS.includes(from.split('/')[0]) ? to.filter((t) => roleOf(t) !== undefined || t.startsWith('workers/')).map((t) => `${from} -> ${t}`) : []));
     expect(up).toEqual([]);
+  });
+
+  it('keeps src/shared in rooms: no file lies flat in it but the few every process uses', () => {
+    const flat = readdirSync(path.join(SRC, 'shared')).filter((f) => f.endsWith('.ts'));
+    expect(flat.sort()).toEqual(SHARED_FLAT);
+    const rooms = readdirSync(path.join(SRC, 'shared')).filter((f) => statSync(path.join(SRC, 'shared', f)).isDirectory());
+    expect(rooms.sort()).toEqual(SHARED_LAYERS.flat().sort());
+  });
+
+  it('stacks the rooms of src/shared in layers: no import sideways or back up, and the flat files import only each other', () => {
+    const layerOf = (f: string) => SHARED_LAYERS.findIndex((rooms) => rooms.includes(f.split('/')[1]));
+    const roomOf = (f: string) => (f.split('/').length === 3 ? f.split('/')[1] : null);
+    const wrong = [...graph].flatMap(([from, to]) => {
+      if (!from.startsWith('shared/')) return [];
+      return to
+        .filter((t) => t.startsWith('shared/'))
+        .filter((t) => {
+          if (roomOf(t) === null) return false; // a flat file: every room may use it
+          if (roomOf(from) === null) return true; // a flat file imports no room
+          return roomOf(t) !== roomOf(from) && layerOf(t) >= layerOf(from);
+        })
+        .map((t) => `${from} -> ${t}`);
+    });
+    expect(wrong).toEqual([]);
+  });
+
+  it('gives each subsystem one front door: other folders import only its index.ts', () => {
+    const side = [...graph].flatMap(([from, to]) =>
+      to.filter((t) => SUBSYSTEMS.includes(t.split('/')[0]) && t.split('/')[0] !== from.split('/')[0] && t !== `${t.split('/')[0]}/index.ts`).map((t) => `${from} -> ${t}`),
+    );
+    expect(side).toEqual([]);
+  });
+
+  it('keeps each sandbox provider folder readable alone: none imports another provider', () => {
+    const providerOf = (f: string) => (f.startsWith('sandboxes/') && PROVIDER_FOLDERS.includes(f.split('/')[1]) ? f.split('/')[1] : null);
+    const crossings = [...graph].flatMap(([from, to]) => {
+      const mine = providerOf(from);
+      return mine ? to.filter((t) => providerOf(t) !== null && providerOf(t) !== mine).map((t) => `${from} -> ${t}`) : [];
+    });
+    const scripts = files(path.join(SRC, 'sandboxes'), /\.ts$/).flatMap((file) => {
+      const mine = providerOf(path.relative(SRC, file));
+      if (!mine) return [];
+      return [...readFileSync(file, 'utf8').matchAll(/new URL\('(\.[^']+)'/g)]
+        .map((m) => path.relative(SRC, path.resolve(path.dirname(file), m[1])))
+        .filter((t) => providerOf(t) !== null && providerOf(t) !== mine)
+        .map((t) => `${path.relative(SRC, file)} -> ${t}`);
+    });
+    expect([...crossings, ...scripts]).toEqual([]);
   });
 
   it('has no source file deeper than src/A/B/file', () => {

@@ -7,9 +7,8 @@ import os from 'node:os';
 import type { AgentResult, AgentRunner, RolloutRequest } from '../shared/ports/agent.ts';
 import type { Config } from '../shared/config/load.ts';
 import type { Logger } from '../shared/logger.ts';
-import type { LimitHits, SandboxProvider } from '../sandboxes/types.ts';
-import { describeLimitHit } from '../sandboxes/box-report.ts';
-import { DEFAULT_UPSTREAM_FAILURE_LIMITS, type UpstreamFailureLimits } from '../gateway/health.ts';
+import { describeLimitHit, type LimitHits, type SandboxProvider } from '../sandboxes/index.ts';
+import { DEFAULT_UPSTREAM_FAILURE_LIMITS, type UpstreamFailureLimits } from './upstream-give-up.ts';
 import { RolloutSession } from './rollout-session.ts';
 
 export interface OpenCodeRunnerOptions {

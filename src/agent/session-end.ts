@@ -18,8 +18,8 @@
  */
 import type { StopReason } from '../shared/ports/agent.ts';
 import { extractAnswer, responseText } from '../shared/scoring/answer.ts';
-import { isAnswered, isServerFailure, type GatewayCall, type GatewayStats } from '../gateway/call-stats.ts';
-import { describeFailures } from '../gateway/health.ts';
+import { isAnswered, isServerFailure, type GatewayCall, type GatewayStats } from '../gateway/index.ts';
+import { describeFailures } from './upstream-give-up.ts';
 
 export type StopCause =
   | { kind: 'upstream'; message: string }

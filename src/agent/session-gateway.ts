@@ -9,9 +9,8 @@ import path from 'node:path';
 import type { RolloutRequest } from '../shared/ports/agent.ts';
 import { ConfigError, InfraError, errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
-import { startPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } from '../gateway/policy-gateway.ts';
-import type { SandboxCapabilities, SandboxSpec } from '../sandboxes/types.ts';
-import { GATEWAY_DIR_PREFIX } from '../gateway/socket-dirs.ts';
+import { GATEWAY_DIR_PREFIX, startPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } from '../gateway/index.ts';
+import type { SandboxCapabilities, SandboxSpec } from '../sandboxes/index.ts';
 import { safeFileStem } from '../shared/records/transcript.ts';
 
 export interface SessionGatewayOptions {

@@ -6,8 +6,7 @@
 import type { RolloutRequest } from '../shared/ports/agent.ts';
 import type { StopReason } from '../shared/scoring/stop-reasons.ts';
 import { TRAJECTORY_VERSION, type MaskReason, type Trajectory } from '../shared/records/trajectory.ts';
-import type { StoredImage } from '../gateway/conversation.ts';
-import type { TokenCall, TokenCaptureRecord } from '../gateway/token-recorder.ts';
+import type { StoredImage, TokenCall, TokenCaptureRecord } from '../gateway/index.ts';
 
 export interface TrajectoryInput {
   request: Pick<RolloutRequest, 'runId' | 'rolloutId' | 'repeat' | 'task' | 'attempt'>;

@@ -5,8 +5,7 @@
  */
 import type { RolloutRequest } from '../shared/ports/agent.ts';
 import { TRANSCRIPT_VERSION, type TranscriptRecord, type TranscriptTurn } from '../shared/records/transcript.ts';
-import type { GatewayCall } from '../gateway/call-stats.ts';
-import type { StoredImage } from '../gateway/conversation.ts';
+import type { GatewayCall, StoredImage } from '../gateway/index.ts';
 
 export interface TranscriptInput {
   request: RolloutRequest;

@@ -15,7 +15,8 @@ import { policySilenceWarning, type RowTally } from '../shared/output/tally.ts';
 import type { RunRecord } from '../shared/stores/run-store.ts';
 import { openJobs, readRunJobs } from '../shared/queue/run-jobs.ts';
 import type { ProgressView } from './progress.ts';
-import type { JobEnd, PaceState } from '../shared/ports/telemetry.ts';
+import type { PaceState } from '../shared/ports/telemetry.ts';
+import type { JobEnd } from '../shared/queue/stage-worker.ts';
 
 export type WatchStatus = 'complete' | 'stopped' | 'stuck' | 'paused' | 'redis_lost';
 

@@ -9,7 +9,7 @@ import https from 'node:https';
 import type { Socket } from 'node:net';
 import { classifyUpstreamError, codedError, isStalePooledReset, type UpstreamErrorKind } from './upstream-errors.ts';
 import { ResponseReader, type AssembledResponse } from './response-reader.ts';
-import { askedWaitMs, isBackpressure, isQuotaGone } from '../pacing/backpressure.ts';
+import { askedWaitMs, isBackpressure, isQuotaGone } from '../pacing/index.ts';
 
 /** Bytes of a held 429/503 answer read before it is passed on as it is (a real one is a small JSON error). */
 const HELD_BODY_MAX_BYTES = 64 * 1024;

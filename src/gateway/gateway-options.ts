@@ -2,7 +2,7 @@
 import type { Logger } from '../shared/logger.ts';
 import type { GatewayCall, GatewayStats } from './call-stats.ts';
 import type { StoredImage } from './conversation.ts';
-import type { PolicyPace } from '../pacing/held-calls.ts';
+import type { PolicyPace } from '../pacing/index.ts';
 import type { TokenCaptureRecord } from './token-recorder.ts';
 
 export interface GatewayLimits {

@@ -11,7 +11,7 @@ import { createUpstream, forwardChat, type ForwardResult, type Upstream } from '
 import { listen, receiveBody, refuse } from './http-io.ts';
 import { KeptText } from './kept-text.ts';
 import { busyRefusal, keptAgentCall } from './kept-call.ts';
-import { sendHeld, WaitClock, type HoldEnd } from '../pacing/held-calls.ts';
+import { sendHeld, WaitClock, type HoldEnd } from '../pacing/index.ts';
 import { checkRequest, isRefusal, type Refusal } from './request-check.ts';
 import type { PolicyGateway, PolicyGatewayOptions } from './gateway-options.ts';
 import { forwardForTokens } from './token-forward.ts';

@@ -5,7 +5,7 @@
  * without the token fields. Connection failures, timeouts and hang-ups become facts of the call, as
  * in forward-call.ts, never exceptions.
  */
-import { askedWaitMs, isBackpressure, isQuotaGone } from '../pacing/backpressure.ts';
+import { askedWaitMs, isBackpressure, isQuotaGone } from '../pacing/index.ts';
 import http from 'node:http';
 import https from 'node:https';
 import type { Socket } from 'node:net';

@@ -6,7 +6,7 @@ import { policySilenceWarning } from '../shared/output/tally.ts';
 import { lastReconcile, type ReconcileReport } from '../shared/stores/reconcile-record.ts';
 import { listWorkers, type WorkerRecord } from '../shared/queue/worker-registry.ts';
 import { emptyJobCounts, openJobs, readRunJobs, type JobState } from '../shared/queue/run-jobs.ts';
-import { readPolicyPace, type EndpointPace } from '../pacing/published-paces.ts';
+import { readPolicyPace, type EndpointPace } from '../pacing/index.ts';
 import { readRunProgress } from './run-progress.ts';
 import type { PaperTable } from '../shared/output/paper-table.ts';
 import { ServePending, type PendingCounts } from '../shared/stores/serve-pending.ts';

@@ -6,7 +6,8 @@
 import type { Config } from '../shared/config/load.ts';
 import { ConfigError, InfraError, errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
-import { unenforced, type BoxReport, type Sandbox, type SandboxProvider } from './index.ts';
+import { unenforced } from './box-report.ts';
+import type { BoxReport, Sandbox, SandboxProvider } from './types.ts';
 
 /** How to grant what is missing, for the refusal and the warning. */
 export const GRANT_HINT =

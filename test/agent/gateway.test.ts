@@ -10,8 +10,8 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } from '../../src/gateway/policy-gateway.ts';
-import { upstreamGiveUpReason } from '../../src/gateway/health.ts';
+import { startPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } from '../../src/gateway/index.ts';
+import { upstreamGiveUpReason } from '../../src/agent/upstream-give-up.ts';
 import { encodePng } from '../helpers/fixture-images.ts';
 import { scripts, startScriptedPolicyServer, type ScriptedPolicyServer } from '../helpers/scripted-policy-server.ts';
 import { waitFor } from '../helpers/wait.ts';

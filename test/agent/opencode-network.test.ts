@@ -12,7 +12,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { opencodeBinaryPath } from '../../src/sandboxes/local/opencode-binary.ts';
 import { buildOpenCodeConfig, buildOpenCodeEnv, buildRunArgv, seedFiles, sessionPaths } from '../../src/agent/session-config.ts';
-import { startPolicyGateway } from '../../src/gateway/policy-gateway.ts';
+import { startPolicyGateway } from '../../src/gateway/index.ts';
 import { encodePng } from '../helpers/fixture-images.ts';
 import { scripts, startScriptedPolicyServer } from '../helpers/scripted-policy-server.ts';
 

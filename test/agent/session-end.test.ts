@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { decideSessionEnd, type SessionFacts } from '../../src/agent/session-end.ts';
 import { emptyStats, recordCall, type GatewayCall, type GatewayStats } from '../../src/gateway/call-stats.ts';
-import { upstreamGiveUpReason } from '../../src/gateway/health.ts';
+import { upstreamGiveUpReason } from '../../src/agent/upstream-give-up.ts';
 import { buildOpenCodeConfig, buildOpenCodeEnv, sessionPaths } from '../../src/agent/session-config.ts';
 
 const answer = (text: string, more: Partial<GatewayCall['response']> = {}): Partial<GatewayCall> => ({

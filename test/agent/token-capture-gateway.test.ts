@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { startPolicyGateway, type PolicyGateway } from '../../src/gateway/policy-gateway.ts';
+import { startPolicyGateway, type PolicyGateway } from '../../src/gateway/index.ts';
 import { buildTrajectory } from '../../src/agent/trajectory-builder.ts';
 import { decodeTrajectory, encodeTrajectory } from '../../src/shared/records/trajectory-codec.ts';
 import type { StopReason } from '../../src/shared/scoring/stop-reasons.ts';

@@ -18,7 +18,8 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, realpathSync, rmdirSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseMountinfo, WORKER_LEAF } from '../../src/sandboxes/local/cgroup-layout.ts';
+import { WORKER_LEAF } from '../../src/sandboxes/local/cgroup-layout.ts';
+import { parseMountinfo } from '../../src/sandboxes/host-cgroups.ts';
 import { captured, type CapturedOutput } from '../helpers/processes.ts';
 import { descendants, stillAlive, type ProcId } from './fault-helpers.ts';
 

@@ -4,7 +4,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import type { CgroupPaths } from '../../src/sandboxes/local/cgroup-layout.ts';
+import type { CgroupPaths } from '../../src/sandboxes/host-cgroups.ts';
 import { createTmpDir } from './tmp.ts';
 
 /** A fake host: `files` are relative to the fake /sys/fs/cgroup; `dir` holds the fake /proc files. */

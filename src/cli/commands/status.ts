@@ -8,7 +8,7 @@ import { servingOf, unservedText } from '../../ops/serving.ts';
 import { WORKER_ROLES } from '../../workers/roles.ts';
 import { runStatus, type RunStatus } from '../../ops/run-status.ts';
 import { JOB_STATES } from '../../shared/queue/run-jobs.ts';
-import { paceLines } from '../../pacing/published-paces.ts';
+import { paceLines } from '../../pacing/index.ts';
 import { vcfleetCommand } from '../../shared/text/advice.ts';
 import { paperTableLines } from '../../shared/output/paper-table.ts';
 import { publishedLines, readPublishedResults, type PublishedRow } from '../../shared/output/published-results.ts';

@@ -19,7 +19,7 @@ import os from 'node:os';
 import Docker from 'dockerode';
 import { ConfigError, InfraError, errorMessage } from '../../shared/errors.ts';
 import type { Logger } from '../../shared/logger.ts';
-import { reapOrphanGatewayDirs } from '../../gateway/socket-dirs.ts';
+import { reapOrphanGatewayDirs } from '../../gateway/index.ts';
 import { DEFAULT_MAX_CAPTURE_BYTES } from '../output-capture.ts';
 import { bootId, identityOf, isAlive } from '../proc-tree.ts';
 import type { BoxReport, Sandbox, SandboxCapabilities, SandboxProvider, SandboxResources, SandboxSpec } from '../types.ts';

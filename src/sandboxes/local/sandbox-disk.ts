@@ -11,7 +11,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { InfraError } from '../../shared/errors.ts';
-import { parseMountinfo } from './cgroup-layout.ts';
+import { parseMountinfo } from '../host-cgroups.ts';
 
 /** Below this many free bytes the sandbox disk counts as full (a write of a few pages fails). */
 const FULL_BELOW_BYTES = 1024 * 1024;

@@ -1,8 +1,7 @@
 /** The contract of the grading stage. The real implementation calls an OpenAI-compatible judge. */
 import type { RunSettings } from '../config/run-settings.ts';
+import type { JudgeUsage, Verdict } from '../scoring/verdict.ts';
 
-export const VERDICTS = ['equivalent', 'different', 'unsure'] as const;
-export type Verdict = (typeof VERDICTS)[number];
 
 export interface JudgeInput {
   question: string;
@@ -46,20 +45,10 @@ export type JudgeResult = (
   usage?: JudgeUsage;
 };
 
-/** A judge's token usage, as its replies report it (`usage.prompt_tokens`, `usage.completion_tokens`). */
-export interface JudgeUsage {
-  input_tokens: number;
-  output_tokens: number;
-}
 
 export interface Judge {
   readonly modelName: string;
   /** Never throws for endpoint failures: they come back as `{ status: 'failed' }`. */
   grade(input: JudgeInput, signal?: AbortSignal): Promise<JudgeResult>;
   close(): Promise<void>;
-}
-
-/** reward is 1 only for `equivalent`. */
-export function rewardFor(verdict: Verdict): 0 | 1 {
-  return verdict === 'equivalent' ? 1 : 0;
 }

@@ -1,6 +1,6 @@
 /**
  * The contracts of what the fleet's processes report about themselves: the metrics hooks a process
- * wires into its stages (`FleetMetrics`, implemented by ops/prom-metrics.ts), how a job ended, a
+ * wires into its stages (`FleetMetrics`, implemented by ops/prom-metrics.ts), a
  * sandbox-worker's admission and pace states, and the pace record a worker publishes in Redis for
  * `vcfleet status` (written by pacing/endpoint-pace.ts, read by pacing/published-paces.ts). Defined here
  * once, so that the roles, pacing and ops meet through them and never import each other.
@@ -11,11 +11,9 @@ import { z } from 'zod';
 import type { AgentRunner } from './agent.ts';
 import type { Judge } from './judge.ts';
 import type { QueueName } from '../queue/registry.ts';
+import type { JobEndHook } from '../queue/stage-worker.ts';
 import type { Row } from '../records/rows.ts';
 
-/** How a stage's job ended in this process: done, failed (its attempt spent), or handed back to the queue. */
-export type JobEnd = 'completed' | 'failed' | 'requeued';
-export type JobEndHook = (outcome: JobEnd, durationMs: number, error?: unknown) => void;
 
 /** A sandbox-worker's admission by memory. */
 export interface AdmissionState {

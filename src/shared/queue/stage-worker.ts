@@ -7,7 +7,6 @@ import { DelayedError, UnrecoverableError, Worker, type Job, type WorkerOptions 
 import type { Redis } from 'ioredis';
 import { errorMessage, HandBackError, isRetryable } from '../errors.ts';
 import type { Logger } from '../logger.ts';
-import type { JobEndHook } from '../ports/telemetry.ts';
 import type { Config } from '../config/schema.ts';
 import { bullQueueName, parseJob, type JobData, type QueueName, type QueueScope } from './registry.ts';
 import { InFlightJobs } from './in-flight-jobs.ts';
@@ -15,6 +14,10 @@ import { watchRedisHealth } from '../redis/health.ts';
 import { settleWithin } from '../settle-within.ts';
 import { nudgeQueue, QueueWatchdog, readyJobs, type StallInfo } from './watchdog.ts';
 import { recordStall } from './stall-record.ts';
+
+/** How a stage's job ended in this process: done, failed (its attempt spent), or handed back to the queue. */
+export type JobEnd = 'completed' | 'failed' | 'requeued';
+export type JobEndHook = (outcome: JobEnd, durationMs: number, error?: unknown) => void;
 
 /** How long after the grace a closing worker may still wait on Redis before its connections are dropped. */
 const CLOSE_MARGIN_MS = 3000;

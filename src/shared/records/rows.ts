@@ -7,7 +7,7 @@
 import { z } from 'zod';
 import { OUTCOME_FIELDS_NOT_IN_ROWS, RolloutOutcomeSchema, STOP_REASONS, type RolloutOutcome } from './rollout-outcome.ts';
 import { isMasked } from '../scoring/scored.ts';
-import { VERDICTS, type JudgeUsage } from '../ports/judge.ts';
+import { VERDICTS, type JudgeUsage } from '../scoring/verdict.ts';
 import { ROW_FAILURE_REASONS, rowFailureReason, SCORING_RULES } from '../scoring/rules.ts';
 import { stringMatchReward } from '../scoring/string-match.ts';
 

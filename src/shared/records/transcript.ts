@@ -14,7 +14,7 @@
  */
 import path from 'node:path';
 import { z } from 'zod';
-import { VERDICTS } from '../ports/judge.ts';
+import { VERDICTS } from '../scoring/verdict.ts';
 import { RolloutOutcomeSchema } from './rollout-outcome.ts';
 
 export const TRANSCRIPT_VERSION = 1;

@@ -5,7 +5,7 @@
  * cannot hold a judge worker for an hour.
  */
 import type { Logger } from '../../shared/logger.ts';
-import { retryAfterMs, RETRY_AFTER_CAP_MS } from '../../pacing/backoff.ts';
+import { retryAfterMs, RETRY_AFTER_CAP_MS } from '../../pacing/index.ts';
 import { withCause } from './call-errors.ts';
 
 /** The fetch signature the openai client takes. */

@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import { VERDICTS, type Verdict } from '../../shared/ports/judge.ts';
+import { VERDICTS, type Verdict } from '../../shared/scoring/verdict.ts';
 
 export interface CachedVerdict {
   verdict: Verdict;

@@ -5,7 +5,8 @@
  */
 import type OpenAI from 'openai';
 import type { Config } from '../../shared/config/load.ts';
-import { rewardFor, type JudgeResult, type JudgeUsage } from '../../shared/ports/judge.ts';
+import type { JudgeResult } from '../../shared/ports/judge.ts';
+import { rewardFor, type JudgeUsage } from '../../shared/scoring/verdict.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { createAttemptFetch, type Fetch } from './attempt-fetch.ts';
 import { withRetries } from './judge-client.ts';

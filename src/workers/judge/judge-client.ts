@@ -11,7 +11,7 @@ import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from 'openai'
 import pRetry from 'p-retry';
 import type { Config } from '../../shared/config/load.ts';
 import type { Fetch } from './attempt-fetch.ts';
-import { backoffMs, retryAfterMs, type BackoffOptions } from '../../pacing/backoff.ts';
+import { backoffMs, retryAfterMs, type BackoffOptions } from '../../pacing/index.ts';
 
 /** A client for one grade: `fetch` (createAttemptFetch) sees every attempt of that grade. */
 export function createJudgeClient(config: Config, apiKey: string, fetch: Fetch): OpenAI {

@@ -4,10 +4,11 @@
  */
 import type { Config } from '../../shared/config/load.ts';
 import { ConfigError } from '../../shared/errors.ts';
-import { rewardFor, type Judge, type JudgeInput, type JudgeResult } from '../../shared/ports/judge.ts';
+import type { Judge, JudgeInput, JudgeResult } from '../../shared/ports/judge.ts';
+import { rewardFor } from '../../shared/scoring/verdict.ts';
 import { scrub, type Logger } from '../../shared/logger.ts';
 import type { Fetch } from './attempt-fetch.ts';
-import { RETRY_AFTER_CAP_MS } from '../../pacing/backoff.ts';
+import { RETRY_AFTER_CAP_MS } from '../../pacing/index.ts';
 import { createJudgeClient } from './judge-client.ts';
 import { callJudge, toJudgeResult, type CallResult, type JudgeCallContext } from './judge-call.ts';
 import { judgeCacheKey, type JudgeCache } from './judge-cache.ts';

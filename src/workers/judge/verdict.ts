@@ -4,7 +4,7 @@
  * letter case. A reply without a valid verdict is data
  * (`ok: false` with the reason), never an exception.
  */
-import { VERDICTS, type Verdict } from '../../shared/ports/judge.ts';
+import { VERDICTS, type Verdict } from '../../shared/scoring/verdict.ts';
 
 export type ParsedVerdict = { ok: true; verdict: Verdict; reason: string } | { ok: false; reason: string };
 

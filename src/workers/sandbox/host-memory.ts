@@ -7,7 +7,7 @@
  * Admission (admission.ts) counts sandboxes against these.
  */
 import path from 'node:path';
-import { HOST_CGROUP_PATHS, ownMemoryCgroup, readText, type CgroupPaths } from '../../sandboxes/local/cgroup-layout.ts';
+import { HOST_CGROUP_PATHS, ownMemoryCgroup, readText, type CgroupPaths } from '../../sandboxes/index.ts';
 
 const MIB = 1024 * 1024;
 

@@ -1,10 +1,12 @@
-/** The AgentRunner a sandbox-worker uses, chosen by `agent.kind`. */
+/**
+ * The front door of the agent runner (other folders import this file only): the AgentRunner a
+ * sandbox-worker uses, chosen by `agent.kind`.
+ */
 import type { AgentRunner } from '../shared/ports/agent.ts';
 import type { Config } from '../shared/config/load.ts';
 import type { Logger } from '../shared/logger.ts';
-import { checkSandboxBox, trySandbox } from '../sandboxes/box-check.ts';
 import { createOpenCodeRunner } from './opencode-runner.ts';
-import { createSandboxProvider, type BoxReport, type SandboxProvider } from '../sandboxes/index.ts';
+import { checkSandboxBox, createSandboxProvider, trySandbox, type BoxReport, type SandboxProvider } from '../sandboxes/index.ts';
 import { createScriptedAgent, loadAgentScript } from './scripted-agent.ts';
 
 export type { BoxReport } from '../sandboxes/index.ts';

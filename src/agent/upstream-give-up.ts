@@ -3,7 +3,7 @@
  * errors forever without printing anything, so the runner asks this after every call and stops the
  * session early (an infrastructure error) instead of burning the whole task timeout.
  */
-import type { GatewayStats } from './call-stats.ts';
+import type { GatewayStats } from '../gateway/index.ts';
 
 export interface UpstreamFailureLimits {
   /** Give up after this many failed calls in a row (upstream errors, 5xx, 429). Default 5. */

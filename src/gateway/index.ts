@@ -1,5 +1,6 @@
 /**
- * The per-rollout policy gateway: the only door out of a sandbox. OpenCode (and anything else the
+ * The per-rollout policy gateway, and this folder's front door (other folders import this file
+ * only): the only door out of a sandbox. OpenCode (and anything else the
  * model runs) reaches it over a Unix socket bridged into the sandbox, or over TCP. It is a strict
  * allowlist proxy: `POST /v1/chat/completions` with a body that parses as a chat call is forwarded
  * to the worker's policy endpoint with the real key (which never enters the sandbox), the model set
@@ -15,8 +16,12 @@
 import type { PolicyGateway, PolicyGatewayOptions } from './gateway-options.ts';
 import { GatewayServer } from './gateway-server.ts';
 
-export type { GatewayCall, GatewayStats } from './call-stats.ts';
+export { isAnswered, isServerFailure, type GatewayCall, type GatewayStats } from './call-stats.ts';
+export type { StoredImage } from './conversation.ts';
 export type { GatewayLimits, PolicyGateway, PolicyGatewayOptions } from './gateway-options.ts';
+export { probePolicyServer, type ProbeResult } from './probe.ts';
+export { GATEWAY_DIR_PREFIX, reapOrphanGatewayDirs } from './socket-dirs.ts';
+export type { TokenCall, TokenCaptureRecord } from './token-recorder.ts';
 
 export async function startPolicyGateway(options: PolicyGatewayOptions): Promise<PolicyGateway> {
   if (!options.socketPath && !options.tcp) throw new Error('policy gateway needs a socketPath or a tcp listener');
