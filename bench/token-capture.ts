@@ -46,7 +46,7 @@ async function oneRun(server: VllmPolicyServer, dir: string, id: string, tokenCa
   const provider = createSandboxProvider(config, { logger });
   const runner = createOpenCodeRunner({ config, logger, provider, socketDir: path.join(dir, 'sockets') });
   const request = harnessRequest(config, server, dir, id);
-  request.policy = { ...request.policy, modelName: 'toy', tokenCapture, weightVersion: 'bench' };
+  request.policy = { ...request.policy, model: 'toy', settings: { ...request.policy.settings, token_capture: tokenCapture, weight_version: 'bench' } };
   const t = performance.now();
   try {
     const result = await runner.run(request, new AbortController().signal);

@@ -4,6 +4,7 @@
  * one rollout of the whole harness in this process, and one `opencode run` alone on the host with
  * the argv, environment and seed files the runner uses.
  */
+import { runSettingsFrom } from '../../src/shared/config/run-settings.ts';
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -88,8 +89,8 @@ export function harnessRequest(config: Config, server: Pick<ScriptedPolicyServer
     },
     image: { bytes: IMAGE, mime: 'image/png', sha256: sha },
     policy: {
-      baseUrl: server.url, apiKey: KEY, modelName: MODEL, capture: false, ...POLICY,
-      maxRequestBytes: config.policy.max_request_mib * 1024 * 1024, maxConcurrentCalls: config.policy.max_concurrent_calls, maxCallsPerRollout: config.policy.max_calls_per_rollout,
+      baseUrl: server.url, apiKey: KEY, model: MODEL,
+      settings: { ...runSettingsFrom(config).policy, context_window: POLICY.contextWindow, max_output_tokens: POLICY.maxOutputTokens, request_timeout_s: POLICY.requestTimeoutS },
     },
     timeoutS: 300,
     maxToolCalls: config.agent.max_tool_calls,

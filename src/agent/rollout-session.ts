@@ -110,7 +110,7 @@ export class RolloutSession {
   }
 
   private async openGateway(): Promise<void> {
-    const budget = this.request.policy.maxCallsPerRollout;
+    const budget = this.request.policy.settings.max_calls_per_rollout;
     const maxWaitS = this.request.pacing?.maxWaitS ?? 600;
     this.gw = await openSessionGateway({ ...this.deps.gateway, capabilities: this.deps.provider.capabilities, logger: this.log }, this.request, this.accessToken, {
       onCall: () => this.checkHealth(),
@@ -171,10 +171,10 @@ export class RolloutSession {
     const ocConfig = buildOpenCodeConfig({
       gatewayBaseUrl: `${sandbox.gatewayUrl.replace(/\/+$/, '').replace(/\/v1$/, '')}/v1`,
       accessToken: this.accessToken,
-      modelName: policy.modelName,
-      contextWindow: policy.contextWindow,
-      maxOutputTokens: policy.maxOutputTokens,
-      requestTimeoutS: policy.requestTimeoutS,
+      modelName: policy.model,
+      contextWindow: policy.settings.context_window,
+      maxOutputTokens: policy.settings.max_output_tokens,
+      requestTimeoutS: policy.settings.request_timeout_s,
     });
     const gateway = this.gw!.gateway;
     // The task timeout is the model's time: the time the gateway held its calls is not counted (unless
@@ -185,9 +185,9 @@ export class RolloutSession {
     const maxWaitMs = (this.request.pacing?.maxWaitS ?? 600) * 1000;
     let exec: ExecResult;
     try {
-      exec = await sandbox.exec(buildRunArgv(this.deps.bin, policy.modelName, rolloutId, this.imagePath(), (this.request.moreImages ?? []).map((_, i) => this.moreImagePath(i))), {
+      exec = await sandbox.exec(buildRunArgv(this.deps.bin, policy.model, rolloutId, this.imagePath(), (this.request.moreImages ?? []).map((_, i) => this.moreImagePath(i))), {
         cwd: paths.workdir,
-        env: buildOpenCodeEnv(paths, ocConfig, policy.maxOutputTokens, this.deps.runtimeHeapMib ?? null),
+        env: buildOpenCodeEnv(paths, ocConfig, policy.settings.max_output_tokens, this.deps.runtimeHeapMib ?? null),
         stdin: task.prompt,
         // The model's clock (above) ends it on time; this bounds it whatever the clock says.
         timeoutMs: Math.max(1, this.started + timeoutS * 1000 + maxWaitMs + 5_000 - Date.now()),
@@ -225,11 +225,11 @@ export class RolloutSession {
     const outcome = decideSessionEnd({
       calls: gateway.calls, stats, stoppedBy: this.cause?.kind === 'task_timeout' ? null : this.cause, limitHit: this.deps.describeLimitHit(limitHits),
       exec: { exitCode: exec.exitCode, signal: exec.signal, timedOut: exec.timedOut },
-      policyUrl: stripCredentials(policy.baseUrl), taskTimeoutS: this.request.timeoutS, requestTimeoutS: policy.requestTimeoutS,
+      policyUrl: stripCredentials(policy.baseUrl), taskTimeoutS: this.request.timeoutS, requestTimeoutS: policy.settings.request_timeout_s,
       stderrTail: exec.stderr.slice(-4000),
     });
     if (outcome.kind !== 'infra' || stats.answered === 0) return outcome;
-    const probe = await (this.deps.probe ?? probePolicyServer)(policy.baseUrl, policy.apiKey, policy.modelName);
+    const probe = await (this.deps.probe ?? probePolicyServer)(policy.baseUrl, policy.apiKey, policy.model);
     if (!probe.ok) return { kind: 'infra', message: `${outcome.message}; ${probe.reason}`, policy: true };
     const { text, answer } = sessionAnswer(gateway.calls.filter(isAnswered));
     return {
@@ -249,7 +249,7 @@ export class RolloutSession {
     }
     const capture = gateway.tokenCapture;
     const trajectory = capture
-      ? buildTrajectory({ request: this.request, policyModel: policy.modelName, weightVersion: policy.weightVersion ?? null, stopReason: outcome.stopReason, capture, images: gateway.images })
+      ? buildTrajectory({ request: this.request, policyModel: policy.model, weightVersion: policy.settings.weight_version, stopReason: outcome.stopReason, capture, images: gateway.images })
       : null;
     const result = rolloutOutcome({
       stop_reason: outcome.stopReason,
@@ -269,7 +269,7 @@ export class RolloutSession {
     });
     const transcript = this.request.transcript.enabled
       ? buildTranscript({
-          request: this.request, policyModel: policy.modelName, startedAt: new Date(this.started).toISOString(), wallS: result.wall_s, calls,
+          request: this.request, policyModel: policy.model, startedAt: new Date(this.started).toISOString(), wallS: result.wall_s, calls,
           images: gateway.images,
           outcome: result,
           agent: { exit_code: exec.exitCode, signal: exec.signal, timed_out: exec.timedOut, stderr_tail: exec.stderr.slice(-8000) },

@@ -59,7 +59,7 @@ function scriptedTranscript(request: RolloutRequest, text: string, outcome: Roll
   return {
     record: {
       transcript_version: TRANSCRIPT_VERSION, run_id: request.runId, rollout_id: request.rolloutId, task_id: t.task_id,
-      repeat: request.repeat, attempt: request.attempt ?? 1, benchmark: t.benchmark, policy_model: request.policy.modelName,
+      repeat: request.repeat, attempt: request.attempt ?? 1, benchmark: t.benchmark, policy_model: request.policy.model,
       task: { prompt: t.prompt, question: t.question, gold: t.gold, ans_type: t.ans_type, type: t.type, subtype: t.subtype, options: t.options, image_sha256: t.image_sha256 },
       started_at: new Date(started).toISOString(), wall_s: (Date.now() - started) / 1000,
       turns: [{ index: 0, started_at: new Date(started).toISOString(), latency_ms: 0, status: 200, error: null, finish_reason: 'stop', input_tokens: null, output_tokens: null, shown_images: [t.image_sha256], text, reasoning: null, tool_calls: [] }],

@@ -35,24 +35,13 @@ export interface SessionGateway {
 type Callbacks = Pick<PolicyGatewayOptions, 'onCall' | 'onBudgetExhausted' | 'pace' | 'maxWaitS' | 'onWaitExceeded' | 'onQuotaGone'>;
 
 function gatewayOptions(request: RolloutRequest, accessToken: string, logger: Logger, callbacks: Callbacks): Omit<PolicyGatewayOptions, 'socketPath' | 'tcp'> {
-  const p = request.policy;
   return {
-    upstreamBaseUrl: p.baseUrl,
-    apiKey: p.apiKey,
-    model: p.modelName,
-    maxOutputTokens: p.maxOutputTokens,
+    policy: request.policy,
     accessToken,
-    limits: { maxBodyBytes: p.maxRequestBytes, maxConcurrentCalls: p.maxConcurrentCalls, maxCalls: p.maxCallsPerRollout },
-    // A little after OpenCode's own request timeout, so OpenCode reports it first.
-    requestTimeoutMs: p.requestTimeoutS * 1000 + 5_000,
     imageBudgetBytes: request.transcript.imageBudgetBytes,
-    capture: p.capture
+    capture: request.policy.settings.capture
       ? { path: path.join(request.captureDir, `${safeFileStem(request.rolloutId)}.calls.jsonl`), imageDir: path.join(request.captureDir, 'images') }
       : null,
-    tokenCapture: p.tokenCapture
-      ? { weightVersion: p.weightVersion ?? null, restoreTurns: p.restoreTurns ?? true, splice: p.splice ?? false, imageBudgetBytes: p.tokenImageBudgetBytes ?? 256 * 1024 * 1024 }
-      : null,
-    sampling: p.sampling ?? {},
     logger,
     ...callbacks,
   };

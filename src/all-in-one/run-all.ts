@@ -6,6 +6,7 @@
  * rollout has its row. Stopping (Ctrl-C) hands running rollouts back to the queue with their attempt
  * kept; `vcfleet run --run-id <id>` resumes.
  */
+import type { PolicySettings } from '../shared/config/run-settings.ts';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { AgentRunner } from '../shared/ports/agent.ts';
@@ -92,10 +93,10 @@ export class DemoRunToResume extends Error {
 }
 
 /** Preflight of a run: Redis keeps its data, and the roles run here pass theirs (the policy endpoint serves the model, the judge takes its key). */
-function runPreflight(options: RunAllOptions, config: Config, client: Redis, model: string, tokenCapture: boolean): RolesPreflight {
+function runPreflight(options: RunAllOptions, config: Config, client: Redis, model: string, policy: PolicySettings): RolesPreflight {
   return {
     model,
-    tokenCapture,
+    policy,
     also: () => (config.preflight.require_redis_persistence ? [checkRedisPersistence(client)] : []),
     hint: options.origin === 'demo' ? '++preflight.enabled=false' : undefined,
   };
@@ -147,7 +148,7 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     if (existing?.origin === 'serve' && !options.requeued) {
       throw new ConfigError(`run ${existing.run_id} is a \`vcfleet serve\` run, whose tasks come by request: serve it with \`vcfleet serve --run-id ${existing.run_id}\` (--with-workers, or workers started with --run-id)`);
     }
-    const preflight = runPreflight(options, config, client, existing?.policy_model ?? config.policy_model_name, existing ? runSettings(existing).policy.token_capture : config.policy.token_capture);
+    const preflight = runPreflight(options, config, client, existing?.policy_model ?? config.policy_model_name, existing ? runSettings(existing).policy : config.policy);
     let fleet: RunRoles & { run: RunRecord };
     if (roles.size === 0) {
       await preflightRoles(config, roles, preflight, { outputFolder: false });

@@ -1,66 +1,38 @@
-/** The options and the interface of a policy gateway (policy-gateway.ts starts one, gateway-server.ts is it). */
+/** The options and the interface of a policy gateway (index.ts starts one, gateway-server.ts is it). */
 import type { Logger } from '../shared/logger.ts';
 import type { GatewayCall, GatewayStats } from './call-stats.ts';
 import type { StoredImage } from './conversation.ts';
 import type { PolicyPace } from '../pacing/index.ts';
 import type { TokenCaptureRecord } from './token-recorder.ts';
-
-export interface GatewayLimits {
-  /** Largest request body, in bytes (the history, images included, is re-sent on every call). */
-  maxBodyBytes: number;
-  /** Calls in flight at once; more are answered 429. */
-  maxConcurrentCalls: number;
-  /** Calls forwarded per rollout; the next one is refused and `onBudgetExhausted` fires. */
-  maxCalls: number;
-}
-
-export interface TokenCaptureOptions {
-  weightVersion: string | null;
-  /** Send earlier assistant turns upstream as the model generated them (turn-restore.ts); default true. */
-  restoreTurns?: boolean;
-  /** Carry the earlier calls' token ids on the assistant messages, NeMo Gym's way (turn-restore.ts); default false. */
-  splice?: boolean;
-  /** Bytes of the answered calls' images kept for the trajectory; default 256 MiB. */
-  imageBudgetBytes?: number;
-}
+import type { RolloutPolicy } from '../shared/ports/agent.ts';
 
 export interface PolicyGatewayOptions {
-  /** The policy endpoint chosen by the worker's own configuration, e.g. `http://vllm:8000/v1`. */
-  upstreamBaseUrl: string;
-  /** The real API key; added as `Authorization: Bearer ...`. Null: no Authorization header upstream. */
-  apiKey: string | null;
-  /** The policy model: every forwarded call asks for it, whatever the sandbox wrote. */
-  model: string;
-  /** Output cap per call, in tokens. */
-  maxOutputTokens: number;
+  /**
+   * The policy this gateway forwards to: the run's policy section as it is (the model, the output cap,
+   * the bounds of bodies and calls, token capture, sampling, the request timeout), and the endpoint
+   * and key this worker chose (the key is added as `Authorization: Bearer ...`; null: none).
+   */
+  policy: RolloutPolicy;
   /** The sandbox must present `Authorization: Bearer <accessToken>` (a per-rollout dummy key). */
   accessToken: string;
-  limits: GatewayLimits;
   /** Listen on this Unix socket (created; removed on close): connections of unknown origin, or (with `agentSocketPath`) the others. */
   socketPath?: string;
   /** Listen on this Unix socket for the connections the provider vouches the agent process made. */
   agentSocketPath?: string;
   /** Also (or instead) listen on TCP; port 0 picks a free port. */
   tcp?: { host: string; port: number };
-  /** Give up on one upstream call after this long (ms) and answer 504; default 10 min. */
+  /** Give up on one upstream call after this long (ms); default `policy.request_timeout_s` + 5 s, so OpenCode reports its own timeout first. */
   requestTimeoutMs?: number;
   /** Give up connecting to the policy server after this long (ms); default 15 s. */
   connectTimeoutMs?: number;
-  /** Bytes of images kept for the transcript (each image once); default 32 MiB. */
-  imageBudgetBytes?: number;
+  /** Bytes of images kept for the transcript (each image once): `transcripts.max_image_mib` of the run. */
+  imageBudgetBytes: number;
   /** Append each call's request and response to this JSONL file (images stored once in `imageDir`). */
   capture?: { path: string; imageDir?: string } | null;
-  /**
-   * Token capture (`policy.token_capture`): ask upstream for token ids and log-probabilities without
-   * streaming, stream to the sandbox here, and keep each call's tokens (`tokenCapture`). Null: off.
-   */
-  tokenCapture?: TokenCaptureOptions | null;
-  /** Sampling fields pinned on every call over what the sandbox sent (`policy.sampling`); default none. */
-  sampling?: Readonly<Record<string, unknown>>;
   logger?: Logger;
   /** Called after each forwarded call is complete (for live health checks). */
   onCall?: (call: GatewayCall, stats: GatewayStats) => void;
-  /** Called once when the call budget (`limits.maxCalls`) is spent. */
+  /** Called once when the call budget (`policy.max_calls_per_rollout`) is spent. */
   onBudgetExhausted?: () => void;
   /** The fleet's pace (shared rate limit, adaptive concurrency); none: calls go out at once. */
   pace?: PolicyPace;

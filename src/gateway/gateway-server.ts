@@ -54,11 +54,13 @@ export class GatewayServer implements PolicyGateway {
   tcpPort?: number;
 
   constructor(private readonly options: PolicyGatewayOptions) {
-    this.upstream = createUpstream(options.upstreamBaseUrl, options.apiKey, options.requestTimeoutMs ?? 600_000, options.connectTimeoutMs ?? 15_000);
-    this.store = new ImageStore(options.imageBudgetBytes ?? 32 * 1024 * 1024);
+    const { settings } = options.policy;
+    // A little after OpenCode's own request timeout, so OpenCode reports it first.
+    const requestTimeoutMs = options.requestTimeoutMs ?? settings.request_timeout_s * 1000 + 5_000;
+    this.upstream = createUpstream(options.policy.baseUrl, options.policy.apiKey, requestTimeoutMs, options.connectTimeoutMs ?? 15_000);
+    this.store = new ImageStore(options.imageBudgetBytes);
     this.conversation = new ConversationReader(this.store, this.kept);
-    const tc = options.tokenCapture;
-    this.recorder = tc ? new TokenRecorder(tc.weightVersion, tc.imageBudgetBytes, { restore: tc.restoreTurns ?? true, splice: tc.splice ?? false }) : null;
+    this.recorder = settings.token_capture ? new TokenRecorder(settings) : null;
   }
 
   get tokenCapture(): TokenCaptureRecord | null {
@@ -162,11 +164,11 @@ export class GatewayServer implements PolicyGateway {
 
   private models(res: http.ServerResponse): void {
     res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ object: 'list', data: [{ id: this.options.model, object: 'model', owned_by: 'policy' }] }));
+    res.end(JSON.stringify({ object: 'list', data: [{ id: this.options.policy.model, object: 'model', owned_by: 'policy' }] }));
   }
 
   private async chat(req: http.IncomingMessage, res: http.ServerResponse, origin: CallOrigin): Promise<void> {
-    const busy = busyRefusal(this.options.limits.maxConcurrentCalls, this.inFlight, this.otherInFlight, origin);
+    const busy = busyRefusal(this.options.policy.settings.max_concurrent_calls, this.inFlight, this.otherInFlight, origin);
     if (busy) return this.refused(res, busy, { 'retry-after': '1' });
     this.inFlight++;
     if (origin === 'other') this.otherInFlight++;
@@ -181,7 +183,8 @@ export class GatewayServer implements PolicyGateway {
 
   /** The body to forward, rewritten; null when the request was refused (or the sandbox hung up). */
   private async checkedBody(req: http.IncomingMessage, res: http.ServerResponse, origin: CallOrigin): Promise<ChatRequest | null> {
-    const max = origin === 'other' ? Math.min(OTHER_MAX_BODY_BYTES, this.options.limits.maxBodyBytes) : this.options.limits.maxBodyBytes;
+    const bodyMax = this.options.policy.settings.max_request_mib * 1024 * 1024;
+    const max = origin === 'other' ? Math.min(OTHER_MAX_BODY_BYTES, bodyMax) : bodyMax;
     const raw = await receiveBody(req, max);
     if (raw === 'aborted') {
       res.destroy();
@@ -201,12 +204,12 @@ export class GatewayServer implements PolicyGateway {
       this.refused(res, over);
       return null;
     }
-    return enforceChatPolicy(parsed.body, { model: this.options.model, maxOutputTokens: this.options.maxOutputTokens });
+    return enforceChatPolicy(parsed.body, { model: this.options.policy.model, maxOutputTokens: this.options.policy.settings.max_output_tokens });
   }
 
   /** A refusal when this rollout's calls are spent (telling the session once), else null. */
   private overBudget(): Refusal | null {
-    const max = this.options.limits.maxCalls;
+    const max = this.options.policy.settings.max_calls_per_rollout;
     if (this.forwarded < max) return null;
     if (!this.budgetSpent) this.options.onBudgetExhausted?.();
     this.budgetSpent = true;
@@ -220,7 +223,7 @@ export class GatewayServer implements PolicyGateway {
     this.tracker.started(body.messages, origin);
     const request = this.conversation.read(body.messages);
     const started = Date.now();
-    const shaped = upstreamBody(this.recorder ? { ...body, messages: this.recorder.upstreamMessages(body.messages) } : body, this.options.sampling ?? {}, this.recorder !== null);
+    const shaped = upstreamBody(this.recorder ? { ...body, messages: this.recorder.upstreamMessages(body.messages) } : body, this.options.policy.settings.sampling, this.recorder !== null);
     let result: ForwardResult | HoldEnd;
     let tokens: TokenFields | null = null;
     try {
@@ -280,7 +283,7 @@ export class GatewayServer implements PolicyGateway {
     this.stats_ = recordForged(this.stats_);
     this.options.logger?.info({ origin }, 'policy gateway: a chat call that is not the agent\'s own (counted as forged)');
     const started = Date.now();
-    const payload = upstreamBody(body, this.options.sampling ?? {}, false).payload;
+    const payload = upstreamBody(body, this.options.policy.settings.sampling, false).payload;
     // The model's own calls keep the fleet's pace too, but are never held: their 429 is theirs, on their clock.
     const sent = await sendHeld(
       (hold) => forwardChat(this.upstream, payload, body.stream === true, res, { keepChunks: false, assemble: false, hold, onOpen: (r) => this.track(r) }),

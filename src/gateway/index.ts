@@ -18,7 +18,7 @@ import { GatewayServer } from './gateway-server.ts';
 
 export { isAnswered, isServerFailure, type GatewayCall, type GatewayStats } from './call-stats.ts';
 export type { StoredImage } from './conversation.ts';
-export type { GatewayLimits, PolicyGateway, PolicyGatewayOptions } from './gateway-options.ts';
+export type { PolicyGateway, PolicyGatewayOptions } from './gateway-options.ts';
 export { probePolicyServer, type ProbeResult } from './probe.ts';
 export { GATEWAY_DIR_PREFIX, reapOrphanGatewayDirs } from './socket-dirs.ts';
 export type { TokenCall, TokenCaptureRecord } from './token-recorder.ts';

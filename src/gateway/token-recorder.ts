@@ -12,7 +12,8 @@
  */
 import type { ChatMessage } from './chat-request.ts';
 import { ImageStore, type CallOrigin, type StoredImage } from './conversation.ts';
-import { TurnRestorer, type TurnRestoreOptions } from './turn-restore.ts';
+import { TurnRestorer } from './turn-restore.ts';
+import type { PolicySettings } from '../shared/config/run-settings.ts';
 import type { TokenField, TokenFields } from '../shared/records/token-fields.ts';
 
 /** Token ids kept per rollout (first prompt, inserted and generated ids together); past it none are kept. */
@@ -127,15 +128,20 @@ export class TokenRecorder {
 
   private readonly turns: TurnRestorer;
 
-  /** `imageBudgetBytes`: bytes of the answered calls' images kept (default 256 MiB); `turns`: what goes upstream as earlier turns (turn-restore.ts). */
+  private readonly weightVersion: string | null;
+
+  /**
+   * From the run's policy section: the weight version recorded on every call, the bytes of the
+   * answered calls' images kept, and what goes upstream as earlier turns (turn-restore.ts: restored as
+   * generated, and with their token ids for a splicing server).
+   */
   constructor(
-    private readonly weightVersion: string | null,
-    imageBudgetBytes = 256 * 1024 * 1024,
-    turns: TurnRestoreOptions = { restore: false, splice: false },
+    policy: Pick<PolicySettings, 'weight_version' | 'token_capture_max_image_mib' | 'token_capture_restore_turns' | 'token_capture_splice'>,
     private readonly maxIds = MAX_ROLLOUT_TOKEN_IDS,
   ) {
-    this.imageStore = new ImageStore(imageBudgetBytes);
-    this.turns = new TurnRestorer(turns);
+    this.weightVersion = policy.weight_version;
+    this.imageStore = new ImageStore(policy.token_capture_max_image_mib * 1024 * 1024);
+    this.turns = new TurnRestorer({ restore: policy.token_capture_restore_turns, splice: policy.token_capture_splice });
   }
 
   /** The messages of a call of the conversation as they go upstream (turn-restore.ts). */

@@ -5,6 +5,7 @@
  * and the results host can write its output. Each failure is one line that names the URL, key or
  * path and says what to do.
  */
+import type { PolicySettings } from '../shared/config/run-settings.ts';
 import { mkdir, access } from 'node:fs/promises';
 import { constants } from 'node:fs';
 import type { Config } from '../shared/config/load.ts';
@@ -83,7 +84,8 @@ export async function checkPolicy(baseUrl: string, apiKey: string | null, model:
  * streamed) comes back with the prompt's and the generation's token ids and the log-probabilities;
  * otherwise every trajectory of the run would be masked, so the run does not start.
  */
-export async function checkTokenCapture(baseUrl: string, apiKey: string | null, model: string | null): Promise<PreflightFailure | null> {
+export async function checkTokenCapture(policy: Pick<PolicySettings, 'token_capture'>, baseUrl: string, apiKey: string | null, model: string | null): Promise<PreflightFailure | null> {
+  if (!policy.token_capture) return null;
   const base = baseUrl.replace(/\/+$/, '');
   const shown = stripCredentials(base);
   const fail = (why: string): PreflightFailure => ({

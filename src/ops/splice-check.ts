@@ -6,6 +6,7 @@
  * repeats the first's answer under other text, carrying the first's ids; a splicing server's prompt
  * starts with the first prompt + generation, a plain one's does not. The preflight says which.
  */
+import type { PolicySettings } from '../shared/config/run-settings.ts';
 import { authHeaders, call, type PreflightFailure } from './preflight.ts';
 import { stripCredentials } from '../shared/config/run-settings.ts';
 import { readTokenFields, TOKEN_FIELDS } from '../shared/records/token-fields.ts';
@@ -32,8 +33,9 @@ export async function serverSplices(baseUrl: string, apiKey: string | null, mode
   return prompt.length > prefix.length && prefix.every((id, i) => prompt[i] === id);
 }
 
-/** The preflight of `policy.token_capture_splice`: a server that does not splice fails it, naming what to do. */
-export async function checkSplice(baseUrl: string, apiKey: string | null, model: string | null): Promise<PreflightFailure | null> {
+/** The preflight of `policy.token_capture_splice` (with token capture): a server that does not splice fails it, naming what to do. */
+export async function checkSplice(policy: Pick<PolicySettings, 'token_capture' | 'token_capture_splice'>, baseUrl: string, apiKey: string | null, model: string | null): Promise<PreflightFailure | null> {
+  if (!policy.token_capture || !policy.token_capture_splice) return null;
   const spliced = await serverSplices(baseUrl, apiKey, model);
   if (spliced === true) return null;
   const why = spliced === false ? 'did not continue from the token ids carried on the assistant message (it re-renders earlier turns: it does not splice)' : spliced;

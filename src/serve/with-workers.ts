@@ -34,7 +34,7 @@ export async function startServeWorkers(options: ServeWorkersOptions): Promise<{
     // This host's policy endpoint serves the run's model (with token ids when captured) and the judge takes its key, before any request is taken.
     const fleet = await startRunRoles({
       config, logger, connection, releasers, inFlight: options.inFlight, roles: new Set(WORKER_ROLES), scope: run.queue_scope,
-      metrics: { own: 'serve' }, preflight: { model: run.policy_model, tokenCapture: runSettings(run).policy.token_capture }, agent: options.agent, judge: options.judge, run: async () => run,
+      metrics: { own: 'serve' }, preflight: { model: run.policy_model, policy: runSettings(run).policy }, agent: options.agent, judge: options.judge, run: async () => run,
     });
     let grace = 10_000;
     releasers.add('stop the roles', () => fleet.close(grace));

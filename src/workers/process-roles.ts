@@ -5,6 +5,7 @@
  * built (roles.ts), then started downstream first, so no stage's jobs wait on a stage not yet there.
  * Every step is registered with the caller's releasers as it is acquired.
  */
+import type { PolicySettings } from '../shared/config/run-settings.ts';
 import type { Config } from '../shared/config/load.ts';
 import type { Logger } from '../shared/logger.ts';
 import { QUEUE_NAMES, STAGES, type QueueName, type QueueScope } from '../shared/queue/registry.ts';
@@ -22,8 +23,8 @@ import { STAGE_ROLES, type PreflightTarget, type RoleOptions, type RoleParts, ty
 export interface RolesPreflight {
   /** The policy model the run names (the endpoint must serve it); null: only that the endpoint answers (a worker serves any run). */
   model: string | null;
-  /** Whether the run captures tokens (its stored setting, checked at the endpoint); default this host's `policy.token_capture`. */
-  tokenCapture?: boolean;
+  /** The run's policy section (its stored settings, token capture checked at the endpoint as the run asks for it); default this host's. */
+  policy?: PolicySettings;
   /** The process's own checks, run with the roles' and reported first (`vcfleet run`: Redis persistence). */
   also?: () => Array<Promise<PreflightFailure | null>>;
   /** How the command at hand skips the preflight, named in its failure (default `--skip-preflight`). */
@@ -76,7 +77,7 @@ function stagesOf(roles: ReadonlySet<WorkerRole>): QueueName[] {
 /** Check this host's endpoints, keys and folders for `roles` (and the process's own checks) before anything is taken or enqueued. */
 export async function preflightRoles(config: Config, roles: ReadonlySet<WorkerRole>, preflight: RolesPreflight, target: Omit<PreflightTarget, 'model'>): Promise<void> {
   if (!config.preflight.enabled) return;
-  const checks = [...(preflight.also?.() ?? []), ...stagesOf(roles).flatMap((name) => STAGE_ROLES[name].preflight(config, { ...target, model: preflight.model, tokenCapture: preflight.tokenCapture }))];
+  const checks = [...(preflight.also?.() ?? []), ...stagesOf(roles).flatMap((name) => STAGE_ROLES[name].preflight(config, { ...target, model: preflight.model, policy: preflight.policy }))];
   requirePassed(await Promise.all(checks), preflight.hint);
 }
 

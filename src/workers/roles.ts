@@ -5,6 +5,7 @@
  * that every step of a stop runs whatever failed before it. process-roles.ts starts them, one way for
  * every process. This module is not a role: the roles still never import each other.
  */
+import type { PolicySettings } from '../shared/config/run-settings.ts';
 import path from 'node:path';
 import type { AgentRunner } from '../shared/ports/agent.ts';
 import type { Config } from '../shared/config/load.ts';
@@ -58,8 +59,8 @@ export interface PreflightTarget extends Pick<RoleOptions, 'agent' | 'judge'> {
   model: string | null;
   /** Check the results host's output folder (`vcfleet worker results`; `run` and `serve` never did). */
   outputFolder: boolean;
-  /** Whether the run captures tokens (its stored setting); default this host's `policy.token_capture`. */
-  tokenCapture?: boolean;
+  /** The run's policy section (its stored settings: token capture is checked at the endpoint as the run asks for it); default this host's. */
+  policy?: PolicySettings;
 }
 
 /** A started role: whatever else it offers, it stops (running jobs get `graceMs`, then go back to the queue). */
@@ -128,8 +129,8 @@ export const STAGE_ROLES = {
   rollout: {
     preflight: (config, target) => (target.agent || config.agent.kind !== 'opencode' ? [] : [
       checkPolicy(config.policy_base_url, config.policy_api_key, target.model),
-      (target.tokenCapture ?? config.policy.token_capture) ? checkTokenCapture(config.policy_base_url, config.policy_api_key, target.model) : null,
-      (target.tokenCapture ?? config.policy.token_capture) && config.policy.token_capture_splice ? checkSplice(config.policy_base_url, config.policy_api_key, target.model) : null,
+      checkTokenCapture(target.policy ?? config.policy, config.policy_base_url, config.policy_api_key, target.model),
+      checkSplice(target.policy ?? config.policy, config.policy_base_url, config.policy_api_key, target.model),
     ]),
     prepare: prepareSandboxRole,
   },

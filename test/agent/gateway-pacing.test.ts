@@ -10,6 +10,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } from '../../src/gateway/index.ts';
+import type { PolicySettings } from '../../src/shared/config/run-settings.ts';
+import { rolloutPolicy } from '../helpers/policy.ts';
 import { askedWaitMs, holdDelayMs, isBackpressure, isQuotaGone } from '../../src/pacing/backpressure.ts';
 import { WaitClock } from '../../src/pacing/held-calls.ts';
 import { upstreamGiveUpReason } from '../../src/agent/upstream-give-up.ts';
@@ -52,11 +54,10 @@ describe('held calls', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  async function open(extra: Partial<PolicyGatewayOptions> = {}, upstream = server.url): Promise<{ agent: string; other: string }> {
+  async function open({ settings, ...extra }: Partial<Omit<PolicyGatewayOptions, 'policy'>> & { settings?: Partial<PolicySettings> } = {}, upstream = server.url): Promise<{ agent: string; other: string }> {
     gateway = await startPolicyGateway({
-      upstreamBaseUrl: upstream, apiKey: 'sk-x', model: 'm', maxOutputTokens: 100, accessToken: TOKEN,
-      limits: { maxBodyBytes: 1024 * 1024, maxConcurrentCalls: 4, maxCalls: 100 },
-      socketPath: path.join(dir, 'gw.sock'), agentSocketPath: path.join(dir, 'agent.sock'), ...extra,
+      policy: rolloutPolicy(upstream, { apiKey: 'sk-x', model: 'm', settings: { max_output_tokens: 100, max_request_mib: 1, max_calls_per_rollout: 100, ...settings } }),
+      accessToken: TOKEN, imageBudgetBytes: 32 << 20, socketPath: path.join(dir, 'gw.sock'), agentSocketPath: path.join(dir, 'agent.sock'), ...extra,
     });
     return { agent: path.join(dir, 'agent.sock'), other: path.join(dir, 'gw.sock') };
   }
@@ -74,7 +75,7 @@ describe('held calls', () => {
   });
 
   it('holds them on the token-capture path too (asked upstream without streaming), and passes a spent quota on', async () => {
-    const { agent } = await open({ tokenCapture: { weightVersion: null } });
+    const { agent } = await open({ settings: { token_capture: true } });
     server.setScript((_b, i) => (i === 0 ? tooMany({ 'retry-after-ms': '50' }) : i === 1 ? { kind: 'text', text: '\\boxed{A}' } : tooMany({}, { error: { message: 'You exceeded your current quota', type: 'insufficient_quota', code: 'insufficient_quota' } })));
     const reply = await post(agent, chat());
     expect(reply.status).toBe(200);
@@ -121,7 +122,7 @@ describe('held calls', () => {
 
   it.each([
     ['streamed through', {}],
-    ['with token capture (the whole answer read first)', { tokenCapture: { weightVersion: null } }],
+    ['with token capture (the whole answer read first)', { settings: { token_capture: true } }],
   ] as const)('a pooled connection the server closed is retried once on a fresh connection, not counted as a failure (%s)', async (_how, extra) => {
     // A server that drops every connection's second request unanswered (as keep-alive running out looks to the client).
     const seen = new WeakMap<object, number>();

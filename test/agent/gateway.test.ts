@@ -11,6 +11,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } from '../../src/gateway/index.ts';
+import type { PolicySettings } from '../../src/shared/config/run-settings.ts';
+import { rolloutPolicy } from '../helpers/policy.ts';
 import { upstreamGiveUpReason } from '../../src/agent/upstream-give-up.ts';
 import { encodePng } from '../helpers/fixture-images.ts';
 import { scripts, startScriptedPolicyServer, type ScriptedPolicyServer } from '../helpers/scripted-policy-server.ts';
@@ -55,6 +57,8 @@ function raw(socketPath: string, bytes: string | Buffer, endAfterMs = 300): Prom
   });
 }
 
+type GatewayTestOptions = Partial<Omit<PolicyGatewayOptions, 'policy'>> & { upstream?: string; apiKey?: string | null; settings?: Partial<PolicySettings> };
+
 describe('policy gateway', () => {
   let dir: string;
   let server: ScriptedPolicyServer;
@@ -71,11 +75,11 @@ describe('policy gateway', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  async function open(extra: Partial<PolicyGatewayOptions> = {}): Promise<string> {
+  /** A gateway to `upstream` (default the scripted server) with `KEY`, the run's policy section as `settings` lay over a 1 MiB body bound, 100 calls and 100 tokens out. */
+  async function open({ upstream = server.url, apiKey = KEY, settings, ...extra }: GatewayTestOptions = {}): Promise<string> {
     gateway = await startPolicyGateway({
-      upstreamBaseUrl: server.url, apiKey: KEY, model: MODEL, maxOutputTokens: 100, accessToken: TOKEN,
-      limits: { maxBodyBytes: 1024 * 1024, maxConcurrentCalls: 4, maxCalls: 100 },
-      socketPath: path.join(dir, 'gw.sock'), ...extra,
+      policy: rolloutPolicy(upstream, { apiKey, model: MODEL, settings: { max_output_tokens: 100, max_request_mib: 1, max_calls_per_rollout: 100, ...settings } }),
+      accessToken: TOKEN, imageBudgetBytes: 32 << 20, socketPath: path.join(dir, 'gw.sock'), ...extra,
     });
     return gateway.socketPath!;
   }
@@ -105,7 +109,7 @@ describe('policy gateway', () => {
   });
 
   it('refuses every other path, method, token and body with a 4xx, forwards none and counts them', async () => {
-    const sock = await open({ limits: { maxBodyBytes: 64 * 1024, maxConcurrentCalls: 4, maxCalls: 100 } });
+    const sock = await open();
     const attempts: Array<[Promise<Reply>, number]> = [
       [send(sock, 'GET', '/v1/chat/completions', null), 405],
       [send(sock, 'PUT', '/v1/chat/completions', JSON.stringify(chat())), 405],
@@ -119,7 +123,7 @@ describe('policy gateway', () => {
       [send(sock, 'POST', '/v1/chat/completions', JSON.stringify(chat({ n: 5 }))), 400],
       [send(sock, 'POST', '/v1/chat/completions', JSON.stringify(chat({ extra_body: { lora: 'x' } }))), 400],
       [send(sock, 'POST', '/v1/chat/completions', JSON.stringify({ messages: [{ role: 'user', content: 'x', secret_field: 1 }], model: 'm' })), 400],
-      [send(sock, 'POST', '/v1/chat/completions', JSON.stringify(chat({ messages: [{ role: 'user', content: 'x'.repeat(100_000) }] }))), 413],
+      [send(sock, 'POST', '/v1/chat/completions', JSON.stringify(chat({ messages: [{ role: 'user', content: 'x'.repeat(1_100_000) }] }))), 413],
     ];
     for (const [reply, status] of attempts) expect((await reply).status).toBe(status);
     expect(server.requests).toHaveLength(0);
@@ -131,7 +135,7 @@ describe('policy gateway', () => {
   });
 
   it('survives malformed HTTP, huge headers, bodies that never end and resets, and serves the next call', async () => {
-    const sock = await open({ limits: { maxBodyBytes: 64 * 1024, maxConcurrentCalls: 4, maxCalls: 100 } });
+    const sock = await open();
     expect(await raw(sock, 'GET http://[ HTTP/1.1\r\nHost: x\r\n\r\n')).toMatch(/^HTTP\/1\.1 4\d\d/);
     expect(await raw(sock, `GET http://[ HTTP/1.1\r\nauthorization: Bearer ${TOKEN}\r\n\r\n`)).toMatch(/^HTTP\/1\.1 4\d\d/);
     expect(await raw(sock, 'this is not http\r\n\r\n')).toMatch(/^HTTP\/1\.1 400/);
@@ -148,7 +152,7 @@ describe('policy gateway', () => {
   it('bounds calls in flight and calls per rollout', async () => {
     server.setScript(scripts.hang());
     let spent = 0;
-    const sock = await open({ limits: { maxBodyBytes: 1024 * 1024, maxConcurrentCalls: 2, maxCalls: 3 }, onBudgetExhausted: () => spent++ });
+    const sock = await open({ settings: { max_concurrent_calls: 2, max_calls_per_rollout: 3 }, onBudgetExhausted: () => spent++ });
     const hanging = [post(sock, chat()).catch(() => null), post(sock, chat()).catch(() => null)];
     await waitFor('both calls at the policy server', () => server.requests.length === 2, 10_000, 20);
     const busy = await post(sock, chat());
@@ -158,7 +162,7 @@ describe('policy gateway', () => {
     await gateway!.close(); // cuts the hanging calls
     void hanging;
     gateway = null;
-    const sock2 = await open({ limits: { maxBodyBytes: 1024 * 1024, maxConcurrentCalls: 2, maxCalls: 2 }, onBudgetExhausted: () => spent++ });
+    const sock2 = await open({ settings: { max_concurrent_calls: 2, max_calls_per_rollout: 2 }, onBudgetExhausted: () => spent++ });
     expect((await post(sock2, chat())).status).toBe(200);
     expect((await post(sock2, chat())).status).toBe(200);
     const over = await post(sock2, chat());
@@ -211,7 +215,7 @@ describe('policy gateway', () => {
     const url = server.url;
     await server.close();
     server = await startScriptedPolicyServer();
-    let sock = await open({ upstreamBaseUrl: url });
+    let sock = await open({ upstream: url });
     const res = await post(sock, chat());
     expect(res.status).toBe(502);
     expect(res.text).toMatch(/unreachable/);
@@ -263,7 +267,7 @@ describe('policy gateway', () => {
 
   it('keeps the agent\'s last slot: calls of other origins cannot take every call in flight', async () => {
     const agentSock = path.join(dir, 'agent.sock');
-    const sock = await open({ agentSocketPath: agentSock, limits: { maxBodyBytes: 1024 * 1024, maxConcurrentCalls: 2, maxCalls: 100 } });
+    const sock = await open({ agentSocketPath: agentSock, settings: { max_concurrent_calls: 2 } });
     server.setScript(scripts.hang());
     const hanging = [post(sock, chat()).catch(() => null)];
     await waitFor('the first call at the policy server', () => server.requests.length === 1, 10_000, 20);

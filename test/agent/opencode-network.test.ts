@@ -13,6 +13,7 @@ import { describe, expect, it } from 'vitest';
 import { opencodeBinaryPath } from '../../src/sandboxes/local/opencode-binary.ts';
 import { buildOpenCodeConfig, buildOpenCodeEnv, buildRunArgv, seedFiles, sessionPaths } from '../../src/agent/session-config.ts';
 import { startPolicyGateway } from '../../src/gateway/index.ts';
+import { rolloutPolicy } from '../helpers/policy.ts';
 import { encodePng } from '../helpers/fixture-images.ts';
 import { scripts, startScriptedPolicyServer } from '../helpers/scripted-policy-server.ts';
 
@@ -22,8 +23,8 @@ describe('OpenCode start-up network traffic', () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'oc-strace-'));
     const server = await startScriptedPolicyServer({ script: scripts.answer('\\boxed{A}') });
     const gateway = await startPolicyGateway({
-      upstreamBaseUrl: server.url, apiKey: 'k', model: 'vlm', maxOutputTokens: 1000, accessToken: 'tok', tcp: { host: '127.0.0.1', port: 0 },
-      limits: { maxBodyBytes: 64 * 1024 * 1024, maxConcurrentCalls: 4, maxCalls: 100 },
+      policy: rolloutPolicy(server.url, { apiKey: 'k', model: 'vlm', settings: { max_output_tokens: 1000, max_request_mib: 64, max_calls_per_rollout: 100 } }),
+      accessToken: 'tok', imageBudgetBytes: 32 << 20, tcp: { host: '127.0.0.1', port: 0 },
     });
     try {
       const work = path.join(dir, 'ws');

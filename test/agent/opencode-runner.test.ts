@@ -3,6 +3,8 @@
  * server through the per-task gateway. Each run costs ~10 s of CPU, so the runs are few and
  * sequential.
  */
+import type { PolicySettings } from '../../src/shared/config/run-settings.ts';
+import { rolloutPolicy } from '../helpers/policy.ts';
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
@@ -105,7 +107,8 @@ describe('OpenCode runner (real binary, local bwrap sandbox)', () => {
     return { config, runner };
   }
 
-  function request(policy: Partial<RolloutRequest['policy']> = {}, timeoutS = 100): RolloutRequest {
+  /** A rollout of the next task; `settings` lay over the run's policy section, `baseUrl` over the scripted server. */
+  function request({ baseUrl = server.url, ...settings }: Partial<PolicySettings> & { baseUrl?: string } = {}, timeoutS = 100): RolloutRequest {
     return {
       runId: 'run-test', rolloutId: `task-${counter}:r0`, repeat: 0,
       task: {
@@ -115,10 +118,7 @@ describe('OpenCode runner (real binary, local bwrap sandbox)', () => {
         image_sha256: createHash('sha256').update(IMAGE).digest('hex'), image_mime: 'image/png', image_file: 'x.png',
       },
       image: { bytes: IMAGE, mime: 'image/png', sha256: createHash('sha256').update(IMAGE).digest('hex') },
-      policy: {
-        baseUrl: server.url, apiKey: KEY, modelName: 'scripted-vlm', contextWindow: 64000, maxOutputTokens: 2048, requestTimeoutS: 60, capture: false,
-        maxRequestBytes: 256 * 1024 * 1024, maxConcurrentCalls: 4, maxCallsPerRollout: 1000, ...policy,
-      },
+      policy: rolloutPolicy(baseUrl, { apiKey: KEY, model: 'scripted-vlm', settings: { context_window: 64000, max_output_tokens: 2048, request_timeout_s: 60, ...settings } }),
       timeoutS,
       maxToolCalls,
       captureDir,
@@ -269,7 +269,7 @@ describe('OpenCode runner (real binary, local bwrap sandbox)', () => {
 
   it('a policy server that accepts calls and never answers scores timeout, not a masked row', async () => {
     const { runner } = setup(scripts.hang());
-    const result = await runner.run(request({ requestTimeoutS: 5 }, 100), new AbortController().signal);
+    const result = await runner.run(request({ request_timeout_s: 5 }, 100), new AbortController().signal);
     expect(result.outcome).toMatchObject({ stop_reason: 'timeout', extracted_answer: null, turns: 0 });
     expect(result.outcome.error).toMatch(/accepted 1 call\(s\) and answered none within policy.request_timeout_s \(5 s\)/);
   });

@@ -4,6 +4,7 @@
  * policy server: what each call records, the chain, the trajectory's mask on each fault, and calls
  * that are not the conversation's kept apart.
  */
+import { randomInt } from 'node:crypto';
 import http from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
@@ -11,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startPolicyGateway, type PolicyGateway } from '../../src/gateway/index.ts';
+import { rolloutPolicy } from '../helpers/policy.ts';
 import { buildTrajectory } from '../../src/agent/trajectory-builder.ts';
 import { decodeTrajectory, encodeTrajectory } from '../../src/shared/records/trajectory-codec.ts';
 import type { StopReason } from '../../src/shared/scoring/stop-reasons.ts';
@@ -69,19 +71,21 @@ describe('token capture in the gateway', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  async function open(upstream = server.url, imageBudgetBytes?: number): Promise<string> {
+  async function open(upstream = server.url, imageBudgetMib?: number): Promise<string> {
+    const settings = { max_output_tokens: 100, max_request_mib: 8, max_calls_per_rollout: 100, token_capture: true, weight_version: 'w1', sampling: { temperature: 1 } };
     gateway = await startPolicyGateway({
-      upstreamBaseUrl: upstream, apiKey: null, model: 'toy', maxOutputTokens: 100, accessToken: TOKEN,
-      limits: { maxBodyBytes: 1024 * 1024, maxConcurrentCalls: 4, maxCalls: 100 },
-      socketPath: path.join(dir, 'gw.sock'), tokenCapture: { weightVersion: 'w1', imageBudgetBytes }, sampling: { temperature: 1 },
+      policy: rolloutPolicy(upstream, { model: 'toy', settings: imageBudgetMib ? { ...settings, token_capture_max_image_mib: imageBudgetMib } : settings }),
+      accessToken: TOKEN, imageBudgetBytes: 32 << 20, socketPath: path.join(dir, 'gw.sock'),
     });
     return gateway.socketPath!;
   }
 
-  const first: ChatMessage[] = [{ role: 'system', content: 'You are an agent.' }, { role: 'user', content: [{ type: 'image_url', image_url: { url: PNG } }, { type: 'text', text: 'Which?' }] }];
+  const firstWith = (png: string): ChatMessage[] => [{ role: 'system', content: 'You are an agent.' }, { role: 'user', content: [{ type: 'image_url', image_url: { url: png } }, { type: 'text', text: 'Which?' }] }];
+  const first = firstWith(PNG);
 
   /** Two calls as OpenCode makes them: the second repeats the first, its answer, and the tool result. */
-  async function conversation(sock: string, stream: boolean) {
+  async function conversation(sock: string, stream: boolean, png = PNG) {
+    const first = firstWith(png);
     const r1 = await post(sock, { model: 'x', messages: first, stream, temperature: 0.2 });
     expect(r1.status).toBe(200);
     let assistant: ChatMessage;
@@ -179,9 +183,12 @@ describe('token capture in the gateway', () => {
     expect(gateway!.tokenCapture!.images.get(sha)?.bytes?.length).toBeGreaterThan(0);
     expect(trajectory()).toMatchObject({ mask_sample: false, images: [sha] });
     await gateway!.close();
-    await open(server.url, 10);
-    await conversation(gateway!.socketPath!, false);
-    expect(gateway!.tokenCapture!.images.get(sha)?.bytes).toBeNull();
+    // Past a 1 MiB budget: a puzzle of noise, over 1 MiB as a PNG.
+    const big = `data:image/png;base64,${Buffer.from(encodePng(620, 620, () => [randomInt(256), randomInt(256), randomInt(256)])).toString('base64')}`;
+    await open(server.url, 1);
+    await conversation(gateway!.socketPath!, false, big);
+    const bigSha = gateway!.tokenCapture!.calls[0].images[0];
+    expect(gateway!.tokenCapture!.images.get(bigSha)?.bytes).toBeNull();
     const t = trajectory();
     expect(t).toMatchObject({ mask_sample: true, mask_reason: 'images_over_budget' });
     expect(t.mask_detail).toMatch(/policy\.token_capture_max_image_mib/);

@@ -6,6 +6,7 @@
  * lengths are checked against the toy tokenizer's own rendering of what OpenCode sent, and a server
  * whose template drifts breaks the chain (not contiguous, never masked).
  */
+import { rolloutPolicy } from '../helpers/policy.ts';
 import { createHash } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import path from 'node:path';
@@ -59,11 +60,10 @@ describe('token capture through the real OpenCode', () => {
         question: 'Which half is red?', ans_type: 'choice', options: ['right', 'left'], image_sha256: SHA, image_mime: 'image/png', image_file: 'x.png',
       },
       image: { bytes: IMAGE, mime: 'image/png', sha256: SHA },
-      policy: {
-        baseUrl: server.url, apiKey: KEY, modelName: 'toy', contextWindow: 64000, maxOutputTokens: 2048, requestTimeoutS: 60, capture: false,
-        maxRequestBytes: 64 * 1024 * 1024, maxConcurrentCalls: 4, maxCallsPerRollout: 100,
-        tokenCapture: true, sampling: { temperature: 0.7, top_k: 20 }, weightVersion: 'step-42',
-      },
+      policy: rolloutPolicy(server.url, {
+        apiKey: KEY, model: 'toy',
+        settings: { context_window: 64000, max_output_tokens: 2048, request_timeout_s: 60, max_request_mib: 64, max_calls_per_rollout: 100, token_capture: true, sampling: { temperature: 0.7, top_k: 20 }, weight_version: 'step-42' },
+      }),
       timeoutS: 100, maxToolCalls: 50, captureDir: path.join(ROOT, 'captures'),
       transcript: { enabled: true, imageBudgetBytes: transcriptImageBytes },
     };

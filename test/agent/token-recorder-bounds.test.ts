@@ -4,6 +4,7 @@
  * form and the steps stop there, and the reward still applies. What does mask is the server's or the
  * infrastructure's doing: a call without token ids, no answered call.
  */
+import { policySettings } from '../helpers/policy.ts';
 import { describe, expect, it } from 'vitest';
 import { buildTrajectory } from '../../src/agent/trajectory-builder.ts';
 import { TokenRecorder } from '../../src/gateway/token-recorder.ts';
@@ -18,7 +19,7 @@ const call = (index: number, prompt: number[], gen: number[]) => ({
 
 describe('the capture\'s bounds and masks', () => {
   it('keeps the calls up to the bound, flags the rest as truncated, and masks nothing', () => {
-    const rec = new TokenRecorder('w', undefined, undefined, 12);
+    const rec = new TokenRecorder(policySettings({ weight_version: 'w' }), 12);
     rec.agentCall(call(0, [1, 2, 3, 4], [5, 6]));
     rec.agentCall(call(1, [1, 2, 3, 4, 5, 6, 7], [8, 9]));
     rec.agentCall(call(2, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13], [14, 15]));
@@ -40,14 +41,14 @@ describe('the capture\'s bounds and masks', () => {
       request: { runId: 'r', rolloutId: 'ro', repeat: 0, attempt: 1, task: { task_id: 't', image_sha256: 'none' } as never },
       policyModel: 'p', weightVersion: 'w', stopReason: 'no_answer', capture: rec.record(), images: new Map(),
     });
-    const noIds = new TokenRecorder('w');
+    const noIds = new TokenRecorder(policySettings({ weight_version: 'w' }));
     noIds.agentCall(call(0, [1, 2], [3]));
     noIds.agentCall({ ...call(1, [1, 2, 3, 4], [5]), tokens: { promptIds: [1, 2, 3, 4], generationIds: null, logprobs: null, missing: ['token_ids', 'logprobs'] } });
     expect(build(noIds)).toMatchObject({ mask_sample: true, mask_reason: 'missing_token_ids', mask_detail: 'call 1 came back without token_ids' });
-    const none = new TokenRecorder('w');
+    const none = new TokenRecorder(policySettings({ weight_version: 'w' }));
     none.agentCall({ ...call(0, [1], [2]), status: 503, answered: false, tokens: null });
     expect(build(none)).toMatchObject({ mask_sample: true, mask_reason: 'no_calls' });
-    const fine = new TokenRecorder('w');
+    const fine = new TokenRecorder(policySettings({ weight_version: 'w' }));
     fine.agentCall(call(0, [1, 2], [3]));
     expect(build(fine)).toMatchObject({ mask_sample: false, mask_reason: null, stop_reason: 'no_answer' });
   });

@@ -5,6 +5,7 @@
  * Each case calls one tool, then answers; its second call's prompt must extend the first call's
  * prompt + generation for the rollout to chain.
  */
+import { rolloutPolicy } from './policy.ts';
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import type { AgentResult, RolloutRequest } from '../../src/shared/ports/agent.ts';
@@ -69,11 +70,13 @@ export function chainRequest(o: ChainRunOptions): RolloutRequest {
       question: 'Which half is red?', ans_type: 'choice', options: ['right', 'left'], image_sha256: CHAIN_SHA, image_mime: 'image/png', image_file: 'x.png',
     },
     image: { bytes: CHAIN_IMAGE, mime: 'image/png', sha256: CHAIN_SHA },
-    policy: {
-      baseUrl: o.url, apiKey: CHAIN_KEY, modelName: 'qwen3', contextWindow: 64000, maxOutputTokens: o.maxOutputTokens ?? 2048, requestTimeoutS: 60, capture: false,
-      maxRequestBytes: 64 * 1024 * 1024, maxConcurrentCalls: 4, maxCallsPerRollout: o.maxCallsPerRollout ?? 100,
-      tokenCapture: true, restoreTurns: o.restoreTurns, splice: o.splice, sampling: { temperature: 1 }, weightVersion: 'step-1',
-    },
+    policy: rolloutPolicy(o.url, {
+      apiKey: CHAIN_KEY, model: 'qwen3',
+      settings: {
+        context_window: 64000, max_output_tokens: o.maxOutputTokens ?? 2048, request_timeout_s: 60, max_request_mib: 64, max_calls_per_rollout: o.maxCallsPerRollout ?? 100,
+        token_capture: true, token_capture_restore_turns: o.restoreTurns, token_capture_splice: o.splice, sampling: { temperature: 1 }, weight_version: 'step-1',
+      },
+    }),
     timeoutS: o.timeoutS ?? 100, maxToolCalls: 50, captureDir: path.join(o.root, 'captures'),
     transcript: { enabled: true, imageBudgetBytes: 32 * 1024 * 1024 },
   };

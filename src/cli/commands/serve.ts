@@ -88,7 +88,7 @@ export function registerServe(program: Command, cli: Cli): void {
           ? await holdRunSettings(new RunStore(redis, config.queues.prefix), planned.existing, config, { asked, update: Boolean(opts.updateSettings), newRun, updateFlag: '--update-settings' })
           : planned.record;
         if (opts.withWorkers) {
-          await preflightRoles(config, new Set(WORKER_ROLES), { model: record.policy_model, tokenCapture: runSettings(record).policy.token_capture, hint: '++preflight.enabled=false' }, { outputFolder: false });
+          await preflightRoles(config, new Set(WORKER_ROLES), { model: record.policy_model, policy: runSettings(record).policy, hint: '++preflight.enabled=false' }, { outputFolder: false });
         }
         const { run, created } = await storeServiceRun({ config, redis, logger }, record);
         runId = run.run_id;

@@ -59,6 +59,12 @@ function objectOf(fields: readonly MarkedField[], depth = 0): Record<string, z.Z
 export type RunSettings = { settings_version: typeof RUN_SETTINGS_VERSION } & RunSettingsOf<typeof ConfigSchema>;
 
 // Built from the marks, so its type is declared by RunSettings (read off the same marks by the type checker).
+/**
+ * The policy section of a run's settings, as the gateway and the agent read it: the section as the
+ * schema gives it (its defaults stated there once), never renamed on the way.
+ */
+export type PolicySettings = RunSettings['policy'];
+
 export const RunSettingsSchema = z.object({ settings_version: z.literal(RUN_SETTINGS_VERSION), ...objectOf(MARKED) }) as unknown as z.ZodType<RunSettings>;
 
 /** A URL without user name and password (safe to store, log and serve). */

@@ -2,6 +2,7 @@
  * The contract between the sandbox-worker's queue machinery and whatever runs the agent. The real
  * implementation runs OpenCode in a sandbox; the scripted one replays answers from a file.
  */
+import type { PolicySettings } from '../config/run-settings.ts';
 import type { RolloutOutcome } from '../records/rollout-outcome.ts';
 import type { PreparedTask } from '../records/task.ts';
 import type { TranscriptRecord } from '../records/transcript.ts';
@@ -9,33 +10,20 @@ import type { Trajectory } from '../records/trajectory.ts';
 
 export { STOP_REASONS, type StopReason } from '../scoring/stop-reasons.ts';
 
-export interface PolicyEndpoint {
+/**
+ * The policy a rollout calls: the run's `policy` section as it is (a `vcfleet serve` request's model,
+ * output cap, sampling and weight version laid over it), and what this host chose: the endpoint and
+ * its key. The gateway and the agent read the section's own keys.
+ */
+export interface RolloutPolicy {
+  /** The run's policy settings (`RunSettings['policy']`), with a `vcfleet serve` request's choices laid over them. */
+  settings: PolicySettings;
+  /** The model every call asks for (`policy_model_name`, or a serve request's). */
+  model: string;
   /** Chosen by the worker's own configuration (never by a run record it does not allow). */
   baseUrl: string;
   /** A secret: it stays in the worker process (the gateway adds it); it never enters a sandbox. */
   apiKey: string | null;
-  modelName: string;
-  contextWindow: number;
-  maxOutputTokens: number;
-  requestTimeoutS: number;
-  /** Store each policy call's request and response (token ids, logprobs) on the worker's host. */
-  capture: boolean;
-  /** Gateway bounds: request body size (bytes), calls at once, calls per rollout. */
-  maxRequestBytes: number;
-  maxConcurrentCalls: number;
-  maxCallsPerRollout: number;
-  /** Ask for token ids and log-probabilities on every call and build the rollout's trajectory (`policy.token_capture`). */
-  tokenCapture?: boolean;
-  /** With token capture: the earlier assistant turns go upstream as generated (`policy.token_capture_restore_turns`); default true. */
-  restoreTurns?: boolean;
-  /** With token capture: the earlier calls' token ids ride on the assistant messages (`policy.token_capture_splice`); default false. */
-  splice?: boolean;
-  /** With token capture: bytes of the answered calls' images kept for the trajectory (`policy.token_capture_max_image_mib`); default 256 MiB. */
-  tokenImageBudgetBytes?: number;
-  /** Sampling fields pinned on every call (`policy.sampling`). */
-  sampling?: Readonly<Record<string, unknown>>;
-  /** The trainer's weight version (`policy.weight_version`), recorded on every captured call. */
-  weightVersion?: string | null;
 }
 
 /** A rollout's transcript record and the images it references (bytes by SHA-256). */
@@ -72,7 +60,7 @@ export interface RolloutRequest {
   image: RolloutImage;
   /** More images after the first, attached in order (a `vcfleet serve` request with several); default none. */
   moreImages?: readonly RolloutImage[];
-  policy: PolicyEndpoint;
+  policy: RolloutPolicy;
   /** Wall-clock budget of the whole rollout, in seconds. */
   timeoutS: number;
   /** The session stops past this many tool calls (`agent.max_tool_calls` of the run). */

@@ -6,7 +6,7 @@
  * Infrastructure errors propagate as exceptions so that the adapter retries them.
  */
 import path from 'node:path';
-import type { AgentResult, AgentRunner, PolicyEndpoint, PolicyPace } from '../../shared/ports/agent.ts';
+import type { AgentResult, AgentRunner, PolicyPace, RolloutPolicy } from '../../shared/ports/agent.ts';
 import { InfraError } from '../../shared/errors.ts';
 import type { JudgeJob, RolloutJob } from '../../shared/queue/registry.ts';
 import { buildRow, type Row } from '../../shared/records/rows.ts';
@@ -66,16 +66,15 @@ export function choosePolicyEndpoint(runId: string, asked: string | null, host: 
   );
 }
 
-/** The policy endpoint of a rollout: the run's settings, with what its request chose laid over them (`vcfleet serve`). */
-export function policyEndpoint(settings: RunSettings, baseUrl: string, apiKey: string | null, request: RequestTask | null = null): PolicyEndpoint {
+/** The policy of a rollout: the run's policy section, with what its request chose laid over it (`vcfleet serve`), and this host's endpoint and key. */
+export function rolloutPolicy(settings: RunSettings, baseUrl: string, apiKey: string | null, request: RequestTask | null = null): RolloutPolicy {
   const p = settings.policy;
   const asked = request?.policy;
   return {
-    baseUrl, apiKey, modelName: asked?.model ?? settings.policy_model_name, contextWindow: p.context_window, maxOutputTokens: asked?.max_output_tokens ?? p.max_output_tokens,
-    requestTimeoutS: p.request_timeout_s, capture: p.capture, maxRequestBytes: p.max_request_mib * 1024 * 1024,
-    maxConcurrentCalls: p.max_concurrent_calls, maxCallsPerRollout: p.max_calls_per_rollout,
-    tokenCapture: p.token_capture, restoreTurns: p.token_capture_restore_turns, splice: p.token_capture_splice, tokenImageBudgetBytes: p.token_capture_max_image_mib * 1024 * 1024,
-    sampling: { ...p.sampling, ...asked?.sampling }, weightVersion: asked?.weight_version ?? p.weight_version,
+    settings: { ...p, max_output_tokens: asked?.max_output_tokens ?? p.max_output_tokens, sampling: { ...p.sampling, ...asked?.sampling }, weight_version: asked?.weight_version ?? p.weight_version },
+    model: asked?.model ?? settings.policy_model_name,
+    baseUrl,
+    apiKey,
   };
 }
 
@@ -110,8 +109,8 @@ export async function runRolloutStage(job: RolloutJob, deps: RolloutStageDeps, s
   const { task, request } = await rolloutTask(deps.store, deps.requests, job);
   const { image, moreImages } = await imagesOf(deps, task, request);
   const baseUrl = choosePolicyEndpoint(run.run_id, request?.policy.base_url ?? settings.policy.endpoint, deps.host);
-  const policy = policyEndpoint(settings, baseUrl, deps.host.policyApiKey, request);
-  const pacing = deps.pacing?.(baseUrl, policy.modelName);
+  const policy = rolloutPolicy(settings, baseUrl, deps.host.policyApiKey, request);
+  const pacing = deps.pacing?.(baseUrl, policy.model);
   pacing?.pace.sessionStarted();
   const result = await deps.agent.run(
     {
