@@ -7,7 +7,7 @@ import type { PaceState } from '../shared/ports/telemetry.ts';
 import { openTerminalScreen, TerminalScreen } from '../shared/text/terminal-screen.ts';
 
 /** What the progress line shows: the run's row tally, its size, and the rollouts running now. */
-export interface ProgressCounts extends Pick<TallyCounts, 'done' | 'scored' | 'correct' | 'masked'> {
+export interface ProgressCounts extends Pick<TallyCounts, 'num_rollouts' | 'num_scored' | 'num_correct' | 'num_masked'> {
   total: number;
   running: number;
   /** Why this process takes no rollouts now (its host has no memory to spare); absent or null when it takes them. */
@@ -30,7 +30,7 @@ function heldText(c: ProgressCounts): string {
   return c.held ? ' | HELD: no memory for another sandbox' : '';
 }
 
-export function accuracyText(c: Pick<TallyCounts, 'scored' | 'correct'>): string {
+export function accuracyText(c: Pick<TallyCounts, 'num_scored' | 'num_correct'>): string {
   const a = accuracyOf(c);
   return a === null ? '-' : `${(100 * a).toFixed(1)}%`;
 }
@@ -48,18 +48,18 @@ class Eta {
 
   constructor(private readonly windowMs = 5 * 60_000, private readonly stalledAfterMs = 3 * 60_000, private readonly now = () => Date.now()) {}
 
-  text(c: Pick<ProgressCounts, 'done' | 'total'>): string {
+  text(c: Pick<ProgressCounts, 'num_rollouts' | 'total'>): string {
     const now = this.now();
     const last = this.samples.at(-1);
-    if (!last || last.done !== c.done) this.samples.push({ at: now, done: c.done });
+    if (!last || last.done !== c.num_rollouts) this.samples.push({ at: now, done: c.num_rollouts });
     while (this.samples.length > 2 && now - this.samples[1].at > this.windowMs) this.samples.shift();
-    if (c.done >= c.total) return '0s';
+    if (c.num_rollouts >= c.total) return '0s';
     const latest = this.samples.at(-1)!;
     const first = this.samples[0];
     if (this.samples.length > 1 && now - latest.at > this.stalledAfterMs) return `stalled (no row for ${duration(Math.round((now - latest.at) / 1000))})`;
     if (latest.done === first.done) return '?';
     const perRow = (latest.at - first.at) / (latest.done - first.done);
-    return duration(Math.round((perRow * (c.total - c.done)) / 1000));
+    return duration(Math.round((perRow * (c.total - c.num_rollouts)) / 1000));
   }
 }
 
@@ -75,9 +75,9 @@ export function createProgressView(stream: NodeJS.WriteStream = process.stderr, 
     const screen = stream === process.stderr ? openTerminalScreen(stream) : new TerminalScreen(stream);
     return {
       update(c) {
-        const filled = c.total > 0 ? Math.round((20 * Math.min(c.done, c.total)) / c.total) : 0;
+        const filled = c.total > 0 ? Math.round((20 * Math.min(c.num_rollouts, c.total)) / c.total) : 0;
         const bar = `${'█'.repeat(filled)}${'░'.repeat(20 - filled)}`;
-        screen.setBar(` ${bar} ${c.done}/${c.total} | running ${c.running} | masked ${c.masked} | acc ${accuracyText(c)} | ETA ${eta.text(c)}${paceText(c.pace)}${heldText(c)}`);
+        screen.setBar(` ${bar} ${c.num_rollouts}/${c.total} | running ${c.running} | masked ${c.num_masked} | acc ${accuracyText(c)} | ETA ${eta.text(c)}${paceText(c.pace)}${heldText(c)}`);
       },
       stop: () => screen.endBar(),
     };
@@ -92,12 +92,12 @@ export function createProgressView(stream: NodeJS.WriteStream = process.stderr, 
       const held = c.held ?? null;
       const heldChanged = held !== lastHeld;
       lastHeld = held;
-      if (!heldChanged && now - last < intervalMs && c.done !== c.total) return;
-      if (!heldChanged && c.done === lastDone && now - last < intervalMs) return;
+      if (!heldChanged && now - last < intervalMs && c.num_rollouts !== c.total) return;
+      if (!heldChanged && c.num_rollouts === lastDone && now - last < intervalMs) return;
       last = now;
-      lastDone = c.done;
+      lastDone = c.num_rollouts;
       stream.write(
-        `progress: ${c.done}/${c.total} done, ${c.running} running, ${c.masked} masked, accuracy ${accuracyText(c)}, ETA ${remaining}${paceText(c.pace).replace(' | ', '; ')}${held ? `; held: ${held}` : ''}\n`,
+        `progress: ${c.num_rollouts}/${c.total} done, ${c.running} running, ${c.num_masked} masked, accuracy ${accuracyText(c)}, ETA ${remaining}${paceText(c.pace).replace(' | ', '; ')}${held ? `; held: ${held}` : ''}\n`,
       );
     },
     stop() {},

@@ -173,7 +173,7 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     }
     const outputPath = resolveOutputPath(run.run_id, run.output_jsonl_fpath, config);
     const metricsPath = metricsPathFor(outputPath);
-    const { done, masked } = fleet.tally.counts;
+    const { num_rollouts: done, num_masked: masked } = fleet.tally.counts;
     // The metrics file is this process's when it committed the rows; else the tally read from Redis says the same.
     const metrics = fleet.commitsRows ? await readMetrics(metricsPath) : fleet.tally.metrics.result(run.num_repeats, pricingOf(run));
     return { runId: run.run_id, ...watched, total: run.total, done, masked, outputPath, metricsPath, metrics };

@@ -109,7 +109,7 @@ export class PolicyFailures {
  */
 function policyDown(failures: PolicyFailures, tally: RowTally, n: number): string | null {
   if (failures.quotaGone !== null) return failures.quotaGone;
-  if (n <= 0 || tally.counts.answeredCalls > 0 || failures.count < n) return null;
+  if (n <= 0 || tally.counts.answered_calls > 0 || failures.count < n) return null;
   return failures.first;
 }
 
@@ -153,7 +153,7 @@ export async function watchRun(o: WatchOptions): Promise<WatchResult> {
         warned = true;
         o.logger.warn(`${silence} Policy endpoint: ${o.policyUrl}`);
       }
-      if (o.tally.counts.done >= o.run.total && state.pending === 0) {
+      if (o.tally.counts.num_rollouts >= o.run.total && state.pending === 0) {
         // Rows another process committed: read once more after the last job ended, so the summary has them all.
         if (o.refresh) await o.refresh().catch((err) => o.logger.warn({ err: (err as Error).message }, 'could not read the last rows'));
         return { status: 'complete' };

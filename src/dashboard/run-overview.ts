@@ -58,7 +58,7 @@ export async function runOverview(redis: Redis, prefix: string, maxRuns = 50): P
     out.push({
       run_id: id, benchmark: run.benchmark, policy_model: run.policy_model, judge_model: run.judge_model,
       created_at: run.created_at, output_jsonl_fpath: run.output_jsonl_fpath, output: await store.getOutputLocation(id), total: p.total,
-      done: p.done, scored: p.scored, correct: p.correct, accuracy: p.accuracy, masked: p.maskedByKind,
+      done: p.num_rollouts, scored: p.num_scored, correct: p.num_correct, accuracy: p.accuracy, masked: p.masked_by_kind,
       running: jobs.rollout.active,
       failed: byStage((q) => jobs[q].failed),
       complete: p.complete,

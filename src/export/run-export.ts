@@ -24,7 +24,7 @@ import { stepRecords } from '../shared/output/step-records.ts';
 import { maskOf } from '../shared/output/training-mask.ts';
 import type { Row } from '../shared/records/rows.ts';
 import { jsonlLines } from '../shared/output/jsonl-lines.ts';
-import { parseRowLine } from '../shared/output/row-file.ts';
+import { MAX_PROBLEMS, parseRowLine } from '../shared/output/row-file.ts';
 import { RolloutFiles } from './rollout-files.ts';
 
 export const EXPORT_FORMATS = ['gym', 'tokens', 'steps'] as const;
@@ -32,8 +32,6 @@ export type ExportFormat = (typeof EXPORT_FORMATS)[number];
 
 /** A row's line is longer than this: not read (rows are a few KB). */
 export const MAX_ROW_LINE_BYTES = 1024 * 1024;
-/** Problems named in the summary; the rest are counted. */
-const MAX_PROBLEMS = 20;
 
 export interface ExportOptions {
   /** The run's output JSONL. */

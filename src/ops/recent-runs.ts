@@ -37,8 +37,8 @@ export async function recentRuns(store: RunStore, limit: number): Promise<{ runs
     const p = await readRunProgress(store, run);
     runs.push({
       run_id: run.run_id, benchmark: run.benchmark, policy_model: run.policy_model, judge_model: run.judge_model, created_at: run.created_at,
-      total: p.total, rows: p.done, scored: p.scored, correct: p.correct, accuracy: p.accuracy, masked: p.masked,
-      masked_by_kind: p.maskedByKind, output_jsonl_fpath: run.output_jsonl_fpath,
+      total: p.total, rows: p.num_rollouts, scored: p.num_scored, correct: p.num_correct, accuracy: p.accuracy, masked: p.num_masked,
+      masked_by_kind: p.masked_by_kind, output_jsonl_fpath: run.output_jsonl_fpath,
     });
   }
   return { runs, totalRuns: await store.countRuns() };

@@ -31,7 +31,7 @@ export interface RunProgress extends TallyCounts {
 
 /** The summary of a run of `total` rollouts from the tally of its rows. */
 export function runProgress(counts: TallyCounts, total: number): RunProgress {
-  return { ...counts, total, accuracy: accuracyOf(counts), complete: counts.done >= total, state: runState(counts.done, total, counts.scored) };
+  return { ...counts, total, accuracy: accuracyOf(counts), complete: counts.num_rollouts >= total, state: runState(counts.num_rollouts, total, counts.num_scored) };
 }
 
 /** The summary of a run from its rows in Redis (one HSCAN pass; no job queue is read). */

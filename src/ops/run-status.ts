@@ -57,8 +57,8 @@ export async function runStatus(redis: Redis, prefix: string, runId: string, now
   const silence = policySilenceWarning(p);
   const warnings = [...(silence ? [silence] : []), ...fleet.live.flatMap((w) => w.notices)];
   return {
-    run, rows: p.done, scored: p.scored, correct: p.correct, accuracy: p.accuracy, paper: p.paper ?? null,
-    masked: p.maskedByKind, stop_reasons: p.stopReasons, warnings, jobs: jobs.counts, pending, complete: p.complete && pending === 0,
+    run, rows: p.num_rollouts, scored: p.num_scored, correct: p.num_correct, accuracy: p.accuracy, paper: p.paper ?? null,
+    masked: p.masked_by_kind, stop_reasons: p.stop_reasons, warnings, jobs: jobs.counts, pending, complete: p.complete && pending === 0,
     output: await store.getOutputLocation(runId),
     workers: { live: fleet.live, stale },
     policy_pace: await readPolicyPace(redis, prefix, now, new Set(fleet.live.map((w) => w.id))),

@@ -5,6 +5,7 @@
  * sessions at once (adaptive-concurrency.ts), and what the user is shown of it: sessions at once,
  * push-backs in the last minute, and the share of session time spent waiting.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { errorMessage } from '../shared/errors.ts';
@@ -39,19 +40,6 @@ export function endpointId(url: string, model: string): string {
   return createHash('sha256').update(`${stripCredentials(url).replace(/\/+$/, '')}\n${model}`).digest('hex').slice(0, 16);
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
-
 export class FleetPace implements PolicyPace {
   readonly id: string;
   private readonly limit: SharedRateLimit;
@@ -79,7 +67,8 @@ export class FleetPace implements PolicyPace {
       const wait = await this.limit.tryAcquire(tokens).catch((err: unknown) => this.redisFailed(err));
       if (wait <= 0) return;
       // Jittered, so the calls that waited do not all come back at one instant.
-      await sleep(wait + Math.round(Math.random() * Math.min(1000, wait * 0.2 + 20 * tries)), signal);
+      // An abort ends the wait early; the loop then sees the signal.
+      await sleep(wait + Math.round(Math.random() * Math.min(1000, wait * 0.2 + 20 * tries)), undefined, { signal }).catch(() => {});
     }
   }
 

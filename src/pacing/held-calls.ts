@@ -7,6 +7,7 @@
  * its own bound (`policy.max_wait_s`). Only the agent's calls are held (conversation.ts decides,
  * from facts the model cannot forge); the model's own calls get their 429 like any answer.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type http from 'node:http';
 import { holdDelayMs } from './backpressure.ts';
 import type { PolicyPace } from '../shared/ports/agent.ts';
@@ -54,21 +55,17 @@ export interface HoldOptions {
 /** Why a held call ended without an answer for the sandbox: the wait bound, or the sandbox or gateway went away. */
 export type HoldEnd = 'max_wait' | 'gone';
 
-function sleep(ms: number, res: http.ServerResponse, signal: AbortSignal): Promise<boolean> {
-  return new Promise((resolve) => {
-    if (signal.aborted || res.destroyed) return resolve(false);
-    const done = (ok: boolean) => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', onAbort);
-      res.off('close', onClose);
-      resolve(ok);
-    };
-    const onAbort = () => done(false);
-    const onClose = () => done(false);
-    const timer = setTimeout(() => done(true), ms);
-    signal.addEventListener('abort', onAbort, { once: true });
-    res.once('close', onClose);
-  });
+/** Waits `ms`: true, or false as soon as `signal` aborts or the sandbox's connection `res` closes. */
+async function waitHeld(ms: number, res: http.ServerResponse, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted || res.destroyed) return false;
+  const closed = new AbortController();
+  const onClose = () => closed.abort();
+  res.once('close', onClose);
+  try {
+    return await sleep(ms, true, { signal: AbortSignal.any([signal, closed.signal]) }).catch(() => false);
+  } finally {
+    res.off('close', onClose);
+  }
 }
 
 /** Wait for the pace, counted as the rollout's wait. */
@@ -117,7 +114,7 @@ export async function sendHeld<R extends HeldAnswer>(send: (hold: boolean) => Pr
     if (o.clock.totalMs() + delay > o.maxWaitMs) return 'max_wait';
     o.clock.start();
     o.pace?.holding(1);
-    const waited = await sleep(delay, o.res, o.signal);
+    const waited = await waitHeld(delay, o.res, o.signal);
     o.pace?.holding(-1);
     o.clock.stop();
     if (!waited) return 'gone';

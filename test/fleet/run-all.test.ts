@@ -182,7 +182,7 @@ describe('vcfleet run (in-process fleet)', () => {
     const inner = createScriptedAgent({ '*': { answer: '@gold', delay_ms: 300 } });
     const counting = { host: inner.host, run: (req: Parameters<typeof inner.run>[0], signal: AbortSignal) => (ran.push(req.rolloutId), inner.run(req, signal)), close: () => inner.close() };
     const stop = new AbortController();
-    const first = runAll({ config, logger: env.logger, agent: counting, signal: stop.signal, progress: { update: (c) => c.done >= 2 && stop.abort(), stop() {} } });
+    const first = runAll({ config, logger: env.logger, agent: counting, signal: stop.signal, progress: { update: (c) => c.num_rollouts >= 2 && stop.abort(), stop() {} } });
     const stopped = await first;
     expect(stopped.status).toBe('stopped');
     const doneBefore = readRows(env.output).map((r) => r.rollout_id);

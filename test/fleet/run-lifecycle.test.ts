@@ -100,7 +100,7 @@ describe('vcfleet run: preflight, exit codes, its own run only, resume', () => {
     let rows = 0;
     const first = await runAll({
       config: env.config(['++run_id=rs']), logger: env.logger, agent: slow, signal: stop.signal,
-      progress: { update: (c) => void ((rows = c.done) >= 1 && stop.abort()), stop() {} },
+      progress: { update: (c) => void ((rows = c.num_rollouts) >= 1 && stop.abort()), stop() {} },
     });
     expect(first.status).toBe('stopped');
     expect(rows).toBeGreaterThanOrEqual(1);

@@ -23,7 +23,7 @@ import { runJudgeStage } from '../../src/workers/judge/judge-stage.ts';
 import { createJudge } from '../../src/workers/judge/openai-judge.ts';
 import { startScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
 import { RunOutput } from '../../src/workers/results/run-output.ts';
-import { TranscriptWriter } from '../../src/workers/results/transcript-writer.ts';
+import { RecordWriter } from '../../src/workers/results/record-writer.ts';
 import { commitRow } from '../../src/workers/results/worker.ts';
 import { runRolloutStage, type SandboxHostSettings } from '../../src/workers/sandbox/rollout-stage.ts';
 import { rowContext } from '../../src/shared/stores/row-context.ts';
@@ -145,7 +145,7 @@ describe('stages', () => {
     const file = path.join(path.dirname(env.output), 'stages.jsonl');
     const output = new RunOutput(await store.requireRun('st'), file, store, env.logger);
     await output.open();
-    const run = { output, transcripts: new TranscriptWriter(file, store, env.logger) };
+    const run = { output, records: new RecordWriter(file, store, env.logger) };
     const task = await store.getTask('st', taskIds[0]);
     const runRecord = await store.requireRun('st');
     const outcome = (await store.getOutcome('st', job(0).rollout_id))!;
@@ -214,18 +214,18 @@ describe('stages', () => {
     const file = path.join(path.dirname(env.output), 'bounds.jsonl');
     const output = new RunOutput(await store.requireRun('st'), file, store, env.logger);
     await output.open();
-    const run = { output, transcripts: new TranscriptWriter(file, store, env.logger) };
+    const run = { output, records: new RecordWriter(file, store, env.logger) };
     const runRecord = await store.requireRun('st');
     const rowOf = async (i: number) => buildRow(rowContext(runRecord, await store.getTask('st', taskIds[i]), job(i)), null, { kind: 'unanswered' });
     // A record that is small gzipped and huge inflated (a gzip bomb): dropped, the row kept.
     await store.putTranscript('st', job(1).rollout_id, gzipSync(Buffer.alloc(200 * 1024 * 1024, 0x20)), new Map());
-    const bomb = await commitRow({ v: 1, row: await rowOf(1) }, run, env.logger);
+    const bomb = await commitRow({ v: 1, row: await rowOf(1) }, run);
     expect(bomb).toMatchObject({ result: 'new', row: { transcript: null } });
     expect((await store.getTranscriptParts('st', job(1).rollout_id)).record).toBeNull();
     // A transcript folder that cannot be made (a file is in its way): the row is still committed.
     writeFileSync(path.join(path.dirname(file), 'bounds_transcripts'), 'in the way');
     await store.putTranscript('st', job(2).rollout_id, encodeTranscript(minimalRecord(job(2).rollout_id)), new Map());
-    const blocked = await commitRow({ v: 1, row: await rowOf(2) }, run, env.logger);
+    const blocked = await commitRow({ v: 1, row: await rowOf(2) }, run);
     expect(blocked).toMatchObject({ result: 'new', row: { transcript: null } });
     await output.close();
     const ids = readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l).rollout_id);

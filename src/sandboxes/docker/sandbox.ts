@@ -20,7 +20,7 @@ import { ExecTracker } from '../exec-tracker.ts';
 import { THREAD_ENV } from '../sandbox-env.ts';
 import type { ExecOptions, ExecResult, LimitHits, Sandbox } from '../types.ts';
 import { runDockerExec } from './exec.ts';
-import { WATCH_SCRIPT, parseLimitReading, type LimitReading } from './limits.ts';
+import { WATCH_SCRIPT, parseLimitReading, watchArgs, type LimitReading } from './limits.ts';
 
 /** What every sandbox of a provider shares. */
 export interface DockerSandboxOptions {
@@ -160,7 +160,7 @@ export class DockerSandbox implements Sandbox {
    */
   async startWatcher(): Promise<void> {
     const exec = await this.container.exec({
-      Cmd: ['python3', '-I', '-S', '-c', WATCH_SCRIPT, ...this.opts.diskMounts],
+      Cmd: ['python3', '-I', '-S', '-c', WATCH_SCRIPT, ...watchArgs(this.opts.diskMounts)],
       User: this.opts.helperUser,
       WorkingDir: '/',
       AttachStdin: true,

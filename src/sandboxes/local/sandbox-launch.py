@@ -44,19 +44,21 @@ IFF_UP = 0x1
 libc = ctypes.CDLL(None, use_errno=True)
 
 
-def load_beside(name):
-    """A module of this script's own folder, by its path (-I leaves that folder off sys.path), from its
-    source alone: no bytecode cache is read or written beside it."""
-    path = os.path.join(os.path.dirname(os.path.realpath(__file__)), name)
-    module = types.ModuleType(name.replace("-", "_").removesuffix(".py"))
+def load_script(relative, **given):
+    """A module by its path relative to this script's folder (-I leaves that folder off sys.path), from
+    its source alone: no bytecode cache is read or written beside it. `given`: names it is handed."""
+    path = os.path.normpath(os.path.join(os.path.dirname(os.path.realpath(__file__)), relative))
+    module = types.ModuleType(os.path.basename(path).replace("-", "_").removesuffix(".py"))
     module.__file__ = path
+    module.__dict__.update(given)
     with open(path, encoding="utf-8") as f:
         exec(compile(f.read(), path, "exec"), module.__dict__)
     return module
 
 
-# The gateway bridge the helper serves (which process made each connection, and where it goes).
-BRIDGE = load_beside("sandbox-bridge.py")
+# The gateway bridge the helper serves (which process made each connection, and where it goes),
+# with the entry script's byte pump (loading the entry runs nothing: its main is behind __name__ == "__main__").
+BRIDGE = load_script("sandbox-bridge.py", pump=load_script("../box/sandbox-entry.py").pump)
 
 
 class LaunchError(Exception):

@@ -9,13 +9,10 @@ import { bootId, identityOf, type ProcessIdentity } from '../proc-tree.ts';
 /** Default value of the fleet label put on every sandbox. */
 export const DEFAULT_FLEET_LABEL = 'visual-coding-fleet';
 
+/** The metadata keys of a sandbox: its fleet and label, and the process that owns it (host, pid, its start time, the host's boot). */
 export const META = {
-  fleet: 'vcfleet-fleet',
-  host: 'vcfleet-host',
-  pid: 'vcfleet-owner-pid',
-  start: 'vcfleet-owner-start',
-  boot: 'vcfleet-boot',
-  label: 'vcfleet-label',
+  fleet: 'vcfleet-fleet', label: 'vcfleet-label',
+  host: 'vcfleet-host', pid: 'vcfleet-owner-pid', start: 'vcfleet-owner-start', boot: 'vcfleet-boot',
 } as const;
 
 /** Metadata values in the conservative label charset: `[A-Za-z0-9._-]`, at most 63, alphanumeric ends. */

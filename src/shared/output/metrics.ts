@@ -123,20 +123,18 @@ function groups(map: Map<string, Tally>): Record<string, GroupAccuracy> {
   return out;
 }
 
-/** The counts of a run's rows that a progress line, `vcfleet status` and the dashboard show. */
-export interface TallyCounts {
-  /** Rollouts with a row (scored or masked). */
-  done: number;
-  scored: number;
-  correct: number;
-  masked: number;
-  maskedByKind: Record<string, number>;
-  stopReasons: Record<string, number>;
+/**
+ * The counts of a run's rows that a progress line, `vcfleet status` and the dashboard show, under the
+ * metrics' own names (`num_rollouts`: rollouts with a row, scored or masked).
+ */
+export type TallyCounts = Pick<AggregateMetrics, 'num_rollouts' | 'num_scored' | 'num_masked' | 'masked_by_kind' | 'stop_reasons'> & {
+  /** Scored rows with reward 1. */
+  num_correct: number;
   /** Rows that timed out without a single answered policy call. */
-  silentTimeouts: number;
+  silent_timeouts: number;
   /** Rows with at least one answered policy call. */
-  answeredCalls: number;
-}
+  answered_calls: number;
+};
 
 /**
  * The one tally of a run's rows: the metrics, and the counts every view shows, kept up to date row by
@@ -208,9 +206,9 @@ export class MetricsAccumulator {
   /** The counts of a progress line and of `vcfleet status`. */
   counts(): TallyCounts {
     return {
-      done: this.rollouts, scored: this.all.scored, correct: this.all.correct, masked: this.rollouts - this.all.scored,
-      maskedByKind: Object.fromEntries(this.masked), stopReasons: Object.fromEntries(this.stops),
-      silentTimeouts: this.silentTimeouts, answeredCalls: this.answeredCalls,
+      num_rollouts: this.rollouts, num_scored: this.all.scored, num_correct: this.all.correct, num_masked: this.rollouts - this.all.scored,
+      masked_by_kind: Object.fromEntries(this.masked), stop_reasons: Object.fromEntries(this.stops),
+      silent_timeouts: this.silentTimeouts, answered_calls: this.answeredCalls,
     };
   }
 

@@ -9,8 +9,8 @@ import { DataError } from '../errors.ts';
 import { ROW_VERSION, RowSchema, type Row } from '../records/rows.ts';
 import { jsonlLines } from './jsonl-lines.ts';
 
-/** Problems listed per file at most; the rest are counted. */
-const MAX_PROBLEMS = 20;
+/** Problems a reader of rows lists at most (per file, per export); the rest are counted. */
+export const MAX_PROBLEMS = 20;
 
 export interface RunRows {
   rows: Row[];

@@ -30,15 +30,15 @@ export class RowTally {
   }
 }
 
-export function accuracyOf(c: Pick<TallyCounts, 'scored' | 'correct'>): number | null {
-  return c.scored === 0 ? null : c.correct / c.scored;
+export function accuracyOf(c: Pick<TallyCounts, 'num_scored' | 'num_correct'>): number | null {
+  return c.num_scored === 0 ? null : c.num_correct / c.num_scored;
 }
 
 /**
  * A run whose rollouts keep timing out without the policy server ever answering is not measuring
  * the model: say so. Null while nothing points that way.
  */
-export function policySilenceWarning(c: Pick<TallyCounts, 'silentTimeouts' | 'answeredCalls'>, minimum = 3): string | null {
-  if (c.silentTimeouts < minimum || c.answeredCalls > 0) return null;
-  return `${c.silentTimeouts} rollouts timed out without a single answered policy call: is the policy server up and serving this model? (they score 0)`;
+export function policySilenceWarning(c: Pick<TallyCounts, 'silent_timeouts' | 'answered_calls'>, minimum = 3): string | null {
+  if (c.silent_timeouts < minimum || c.answered_calls > 0) return null;
+  return `${c.silent_timeouts} rollouts timed out without a single answered policy call: is the policy server up and serving this model? (they score 0)`;
 }

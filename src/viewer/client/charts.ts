@@ -9,13 +9,16 @@ import type { OutcomeCount } from '../run-view.ts';
 import { clip, num, pct, s } from './dom.ts';
 
 const ROW_H = 22;
-const LABEL_W = 190;
+/** Every bar chart's frame (compare-chart.ts's too): a column of names, the plot, a column of values, an axis under them. */
+export const LABEL_W = 190;
+export const AXIS_H = 22;
+/** Where a fraction (0..1) falls on a plot `plotW` wide. */
+export const xScale = (plotW: number) => (fraction: number) => LABEL_W + fraction * plotW;
+
 const PLOT_W = 240;
 const VALUE_W = 125;
 const WIDTH = LABEL_W + PLOT_W + VALUE_W;
-const AXIS_H = 22;
-
-const x = (fraction: number) => LABEL_W + fraction * PLOT_W;
+const x = xScale(PLOT_W);
 
 function axis(height: number): SVGGElement {
   const g = s('g', { class: 'axis' });

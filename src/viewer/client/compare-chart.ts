@@ -4,17 +4,15 @@
  * data attributes and a <title>, as the run page's charts do.
  */
 import type { ComparisonFigures } from '../../shared/output/compare-runs.ts';
+import { AXIS_H, LABEL_W, xScale } from './charts.ts';
 import { clip, pct, s } from './dom.ts';
 
 const BAR_H = 12;
 const GROUP_H = 2 * BAR_H + 12;
-const LABEL_W = 190;
 const PLOT_W = 260;
 const VALUE_W = 90;
 const WIDTH = LABEL_W + PLOT_W + VALUE_W;
-const AXIS_H = 22;
-
-const x = (fraction: number) => LABEL_W + fraction * PLOT_W;
+const x = xScale(PLOT_W);
 
 function bar(side: 'a' | 'b', group: string, accuracy: number | null, ci: [number, number] | null, y: number): SVGGElement {
   const tip = `${group}, run ${side.toUpperCase()}: ${pct(accuracy)}${ci ? ` (95% CI ${pct(ci[0])}–${pct(ci[1])})` : ''}`;

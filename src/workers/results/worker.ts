@@ -7,7 +7,6 @@ import os from 'node:os';
 import { errorMessage } from '../../shared/errors.ts';
 import { Releasers } from '../../shared/releasers.ts';
 import { fleetKeys } from '../../shared/redis/keys.ts';
-import type { Logger } from '../../shared/logger.ts';
 import type { Row } from '../../shared/records/rows.ts';
 import type { ResultsJob } from '../../shared/queue/registry.ts';
 import { RunStore, type RunRecord } from '../../shared/stores/run-store.ts';
@@ -17,8 +16,7 @@ import { reconcileRun } from './reconcile.ts';
 import { startStageWorker, type RoleDeps, type StageWorker } from '../../shared/queue/stage-worker.ts';
 import { RunOutput, type CommitResult } from './run-output.ts';
 import { resolveOutputPath } from '../../shared/output/output-path.ts';
-import { TranscriptWriter } from './transcript-writer.ts';
-import { TrajectoryWriter } from './trajectory-writer.ts';
+import { RecordWriter } from './record-writer.ts';
 import { WriterLock } from './writer-lock.ts';
 import type { TranscriptRecord } from '../../shared/records/transcript.ts';
 import type { Trajectory } from '../../shared/records/trajectory.ts';
@@ -43,13 +41,11 @@ export interface ResultsWorker {
   reconcileAll(reason: string): Promise<ReconcileReport[]>;
 }
 
-/** A run's output on this host: its JSONL and metrics, and the writer of its transcripts. */
+/** A run's output on this host: its JSONL and metrics, and the writer of the records kept beside its rows. */
 interface OpenRun {
   output: RunOutput;
   run: RunRecord;
-  transcripts: TranscriptWriter;
-  /** Writer of its trajectories (token capture). */
-  trajectories?: TrajectoryWriter;
+  records: RecordWriter;
 }
 
 /** A committed row with the records written beside it (for a `vcfleet serve` rollout's response). */
@@ -67,31 +63,13 @@ export interface CommittedRow {
  * cannot be read or written never holds the row back: the row is committed without it (and says so in the log).
  */
 export async function commitRow(
-  data: ResultsJob, run: Pick<OpenRun, 'output' | 'transcripts' | 'trajectories'>, logger?: Logger, onCommitted?: (committed: CommittedRow) => Promise<void>,
+  data: ResultsJob, run: Pick<OpenRun, 'output' | 'records'>, onCommitted?: (committed: CommittedRow) => Promise<void>,
 ): Promise<{ row: Row; result: CommitResult }> {
-  let attached: { row: Row; pending: boolean; record: TranscriptRecord | null };
-  try {
-    attached = await run.transcripts.attach(data.row);
-  } catch (err) {
-    logger?.error({ rollout_id: data.row.rollout_id, err: errorMessage(err) }, 'the transcript of this rollout could not be written; its row is kept without it');
-    attached = { row: { ...data.row, transcript: null }, pending: true, record: null };
-  }
-  let trajectoryPending = false;
-  let trajectory: Trajectory | null = null;
-  try {
-    const t = await run.trajectories?.attach(attached.row);
-    if (t) {
-      attached = { ...attached, row: t.row };
-      trajectoryPending = t.pending;
-      trajectory = t.record;
-    }
-  } catch (err) {
-    logger?.error({ rollout_id: data.row.rollout_id, err: errorMessage(err) }, 'the trajectory of this rollout could not be written; its row is kept without it');
-  }
-  const result = await run.output.commit(attached.row);
-  await onCommitted?.({ row: attached.row, result, transcript: attached.record, trajectory });
-  if (attached.pending || trajectoryPending) await run.transcripts.done(attached.row);
-  return { row: attached.row, result };
+  const { row, pending, transcript, trajectory } = await run.records.attach(data.row);
+  const result = await run.output.commit(row);
+  await onCommitted?.({ row, result, transcript, trajectory });
+  if (pending) await run.records.done(row);
+  return { row, result };
 }
 
 class ResultsConsumer implements ResultsWorker {
@@ -185,7 +163,7 @@ class ResultsConsumer implements ResultsWorker {
         const open = await this.open(data.row.run_id);
         // A `vcfleet serve` run's rows are answers to requests: each one's response goes back to serve through Redis.
         const respond = open.run.origin === 'serve' ? (c: CommittedRow) => deliverResponse(this.requests, c, deps.logger) : undefined;
-        const { row, result } = await commitRow(data, open, deps.logger, respond);
+        const { row, result } = await commitRow(data, open, respond);
         deps.onCommit?.(row, result);
         if (result === 'duplicate') deps.logger.info({ rollout_id: row.rollout_id }, 'duplicate row ignored');
       },
@@ -208,7 +186,7 @@ class ResultsConsumer implements ResultsWorker {
         output.writeMetrics(true);
         // `status` and the dashboard say on which host the file is.
         await this.store.putOutputLocation(runId, { host: os.hostname(), path: file, worker: this.deps.workerName ?? null, at: new Date().toISOString() });
-        return { output, run, transcripts: new TranscriptWriter(file, this.store, logger), trajectories: new TrajectoryWriter(file, this.store, logger) };
+        return { output, run, records: new RecordWriter(file, this.store, logger) };
       })();
       pending.catch(() => this.runs.delete(runId));
       this.runs.set(runId, pending);
