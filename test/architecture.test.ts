@@ -5,14 +5,21 @@
  * roles (producer, sandbox, judge, results) never import each other, the subsystems the roles use
  * (gateway, sandboxes, agent, pacing) import no role and are entered by one front door each
  * (`index.ts`), the rooms of `src/shared` stack in layers, no sandbox provider reads another's folder,
- * no source file is deeper than `src/A/B/file`, and none is over 300 lines.
+ * no source file is deeper than `src/A/B/file`, and none is over 300 lines. And test/ mirrors src/:
+ * `test/<folder>/<file>.test.ts` for `src/<folder>/<file>.ts`, every other test under the folder of
+ * the code it drives, the fault and container suites and the helpers apart.
  */
-import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { WORKER_ROLES } from '../src/shared/queue/worker-registry.ts';
 
 const SRC = path.resolve(import.meta.dirname, '../src');
+const TEST = path.resolve(import.meta.dirname);
+/** Folders of test/ that mirror nothing: the fault suite, the container suite and what tests share. */
+const TEST_APART = ['faults', 'containers', 'helpers'];
+/** Tests of the repository itself (its layout, docs, images, compose file): at the top of test/. */
+const REPO_TESTS = ['architecture.test.ts', 'compose.test.ts', 'docs-links.test.ts', 'sandbox-image.test.ts'];
 /** The producer, and each stage's role in src/workers/<role>/ (shared/queue/registry.ts names them). */
 const ROLES = ['producer', ...WORKER_ROLES.map((role) => `workers/${role}`)];
 const SUBSYSTEMS = ['gateway', 'sandboxes', 'agent', 'pacing'];
@@ -171,6 +178,25 @@ describe('the layout of src', () => {
   it('has no source file deeper than src/A/B/file', () => {
     const deep = files(SRC, /\.(ts|py)$/).map((f) => path.relative(SRC, f)).filter((f) => f.split('/').length > 3);
     expect(deep).toEqual([]);
+  });
+
+  it('mirrors src in test/: each test sits under the folder of the code it tests, named after its file where it tests one', () => {
+    const homes = new Map<string, string[]>();
+    for (const file of files(SRC)) {
+      const rel = path.relative(SRC, file);
+      homes.set(path.basename(rel, '.ts'), [...(homes.get(path.basename(rel, '.ts')) ?? []), path.dirname(rel)]);
+    }
+    const misplaced = files(TEST, /\.ts$/).flatMap((file) => {
+      const rel = path.relative(TEST, file);
+      const dir = path.dirname(rel);
+      if (TEST_APART.includes(rel.split('/')[0])) return [];
+      if (!rel.endsWith('.test.ts')) return [`${rel}: what tests share lives in test/helpers/`];
+      if (dir === '.') return REPO_TESTS.includes(rel) ? [] : [`${rel}: only tests of the repository itself sit at the top of test/`];
+      if (!existsSync(path.join(SRC, dir))) return [`${rel}: test/${dir}/ mirrors no folder of src/`];
+      const named = homes.get(path.basename(rel, '.test.ts'));
+      return named && !named.includes(dir) ? [`${rel}: tests src/${named[0]}/${path.basename(rel, '.test.ts')}.ts, so it belongs in test/${named[0]}/`] : [];
+    });
+    expect(misplaced).toEqual([]);
   });
 
   it(`has no source file over ${MAX_LINES} lines`, () => {

@@ -54,10 +54,9 @@ export class GatewayServer implements PolicyGateway {
   tcpPort?: number;
 
   constructor(private readonly options: PolicyGatewayOptions) {
-    const { settings } = options.policy;
+    const { settings, baseUrl, apiKey } = options.policy;
     // A little after OpenCode's own request timeout, so OpenCode reports it first.
-    const requestTimeoutMs = options.requestTimeoutMs ?? settings.request_timeout_s * 1000 + 5_000;
-    this.upstream = createUpstream(options.policy.baseUrl, options.policy.apiKey, requestTimeoutMs, options.connectTimeoutMs ?? 15_000);
+    this.upstream = createUpstream(baseUrl, apiKey, options.requestTimeoutMs ?? settings.request_timeout_s * 1000 + 5_000, options.connectTimeoutMs ?? 15_000);
     this.store = new ImageStore(options.imageBudgetBytes);
     this.conversation = new ConversationReader(this.store, this.kept);
     this.recorder = settings.token_capture ? new TokenRecorder(settings) : null;
@@ -87,13 +86,8 @@ export class GatewayServer implements PolicyGateway {
     return notes;
   }
 
-  stats(): GatewayStats {
-    return this.stats_;
-  }
-
-  policyWaitS(): number {
-    return this.waits.totalMs() / 1000;
-  }
+  stats = (): GatewayStats => this.stats_;
+  policyWaitS = (): number => this.waits.totalMs() / 1000;
 
   async start(): Promise<void> {
     const { socketPath, agentSocketPath, tcp, capture, logger } = this.options;

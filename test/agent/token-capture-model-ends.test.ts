@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RowSchema } from '../../src/shared/records/rows.ts';
 import type { TokenRecord } from '../../src/shared/output/token-record.ts';
 import { writeFixtureParquet } from '../helpers/fixture-parquet.ts';
-import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
+import { useScriptedJudge } from '../helpers/scripted-judge-server.ts';
 import { startQwen3PolicyServer, type Qwen3PolicyServer, type Qwen3Reply } from '../helpers/qwen3-policy-server.ts';
 import { runCli } from '../helpers/fleet.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
@@ -41,14 +41,12 @@ function model(messages: readonly Json[]): Qwen3Reply {
 
 describe('token capture: a rollout the model ended stays trainable', () => {
   let policy: Qwen3PolicyServer;
-  let judge: ScriptedJudgeServer;
+  const judge = useScriptedJudge();
   beforeAll(async () => {
-    judge = await startScriptedJudgeServer();
     policy = await startQwen3PolicyServer(model);
   });
   afterAll(async () => {
     await policy.close();
-    await judge.close();
     removeTmpDirs();
   });
 

@@ -1,7 +1,7 @@
 /**
  * Bad input and a bad output path, as a user meets them: through the real CLI (exit code and
  * message), and huge or control-character text through a whole in-process run.
- * The unit tests of test/prepare and test/config.test.ts cover the parsing itself; here each case
+ * The unit tests of test/prepare and test/shared/config/load.test.ts cover the parsing itself; here each case
  * goes through a command a user types (`run`, `worker`, `produce`).
  */
 import { writeFileSync, readFileSync, truncateSync, rmSync, statSync } from 'node:fs';

@@ -1,7 +1,7 @@
 /**
  * An exposed dashboard (bound beyond loopback) over a run with a failed job: an unauthenticated
  * write is refused and changes nothing in Redis; the token holder's write goes through; the token
- * never appears in the dashboard's output. (test/ops/dashboard-access.test.ts covers every route.)
+ * never appears in the dashboard's output. (test/dashboard/dashboard-access.test.ts covers every route.)
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';

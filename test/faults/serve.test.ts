@@ -11,7 +11,7 @@ import { openQueue } from '../../src/shared/queue/registry.ts';
 import { waitFor, type CliProcess } from '../helpers/fleet.ts';
 import { countLines, readJsonl } from './fault-helpers.ts';
 import { faultFleet } from './fault-fleet.ts';
-import { gymRow, pngUrl } from '../serve/helpers.ts';
+import { gymRow, pngUrl } from '../helpers/serve.ts';
 
 type Json = Record<string, any>;
 

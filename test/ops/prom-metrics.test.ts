@@ -3,7 +3,7 @@
  * `/metrics` of `vcfleet worker` processes scraped while a run goes through them (counters climb
  * to the number of rollouts, judge verdicts, committed rows, queue depths), and `runAll`'s hooks.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { register as globalRegistry } from 'prom-client';
 import { createFleetMetrics } from '../../src/ops/prom-metrics.ts';
 import { listenMetrics } from '../../src/ops/metrics-server.ts';
@@ -15,7 +15,7 @@ import type { AgentRunner } from '../../src/shared/ports/agent.ts';
 import type { Judge } from '../../src/shared/ports/judge.ts';
 import { createRedis } from '../../src/shared/redis/connect.ts';
 import { createScriptedAgent } from '../../src/agent/scripted-agent.ts';
-import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
+import { useScriptedJudge } from '../helpers/scripted-judge-server.ts';
 import { makeFleetEnv, REDIS_URL, startCli, waitFor, type CliProcess, type FleetEnv } from '../helpers/fleet.ts';
 import { removeTmpDirs } from '../helpers/tmp.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -116,19 +116,15 @@ describe('fleet metrics hooks', () => {
 });
 
 describe('/metrics of running fleet processes', () => {
-  let judge: ScriptedJudgeServer;
+  const judge = useScriptedJudge();
   let env: FleetEnv;
   const envs: FleetEnv[] = [];
   const procs: CliProcess[] = [];
-  beforeAll(async () => {
-    judge = await startScriptedJudgeServer();
-  });
   afterAll(async () => {
     for (const p of procs) if (p.child.exitCode === null) {
       p.child.kill('SIGTERM');
       await p.exited;
     }
-    await judge.close();
     for (const e of envs) await e.cleanup();
     removeTmpDirs();
   });

@@ -11,7 +11,7 @@ import { createProgress } from '../../src/prepare/download-progress.ts';
 import { prepareBenchmark } from '../../src/prepare/prepare.ts';
 import { writeFixtureParquet } from '../helpers/fixture-parquet.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
-import { captureLogger, textSink } from './log-capture.ts';
+import { captureLogger, textSink } from '../helpers/log-capture.ts';
 import { networkFailure } from '../../src/prepare/network-failure.ts';
 
 interface FileServer {

@@ -7,7 +7,7 @@ import { loadPreparedBenchmark } from '../../src/prepare/load-prepared.ts';
 import { prepareBenchmark } from '../../src/prepare/prepare.ts';
 import { writeFixtureParquet } from '../helpers/fixture-parquet.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
-import { captureLogger, textSink } from './log-capture.ts';
+import { captureLogger, textSink } from '../helpers/log-capture.ts';
 
 afterEach(removeTmpDirs);
 

@@ -9,7 +9,7 @@ import { formatPrepareSummary, prepareBenchmark, type PrepareOptions } from '../
 import { formatQuestion } from '../../src/prepare/prompts.ts';
 import { writeFixtureParquet, type FixtureOptions } from '../helpers/fixture-parquet.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
-import { captureLogger, textSink } from './log-capture.ts';
+import { captureLogger, textSink } from '../helpers/log-capture.ts';
 
 afterEach(removeTmpDirs);
 

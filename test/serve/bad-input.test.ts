@@ -18,7 +18,7 @@ import { RolloutService } from '../../src/serve/rollout-service.ts';
 import { buildServeApp } from '../../src/serve/server.ts';
 import { REDIS_URL, runCli } from '../helpers/fleet.ts';
 import { deletePrefix } from '../helpers/redis-keys.ts';
-import { gymRow, jpegUrl, pngUrl, webpUrl } from './helpers.ts';
+import { gymRow, jpegUrl, pngUrl, webpUrl } from '../helpers/serve.ts';
 
 const TOKEN = 'serve-token-BADINPUT-77';
 const prefix = `vcftest-serve-${randomBytes(4).toString('hex')}`;

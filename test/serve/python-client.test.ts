@@ -23,7 +23,7 @@ import { REDIS_URL } from '../helpers/fleet.ts';
 import { deletePrefix } from '../helpers/redis-keys.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
 import { waitFor } from '../helpers/wait.ts';
-import { gymRow } from './helpers.ts';
+import { gymRow } from '../helpers/serve.ts';
 
 const TOKEN = 'serve-token-PYCLIENT-36';
 const prefix = `vcftest-serve-${randomBytes(4).toString('hex')}`;

@@ -10,7 +10,7 @@ import { parseRunBody } from '../../src/serve/gym-request.ts';
 import { requestRecord, serveRolloutId } from '../../src/serve/request-record.ts';
 import { decodeRequestTask, echoedParams, encodeRecord, requestImageMime } from '../../src/shared/records/request-task.ts';
 import { fixtureJpeg, fixturePng } from '../helpers/fixture-images.ts';
-import { gymRow, jpegUrl, pngUrl, WEBP_1X1, webpUrl } from './helpers.ts';
+import { gymRow, jpegUrl, pngUrl, WEBP_1X1, webpUrl } from '../helpers/serve.ts';
 
 const bounds = { maxImageBytes: 1024 * 1024, maxImages: 4, allowedBaseUrls: ['http://policy:8000/v1', 'http://other:9000/v1'] };
 

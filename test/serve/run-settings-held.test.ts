@@ -9,25 +9,23 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServiceRun } from '../../src/producer/produce.ts';
 import { createRedis, type Redis } from '../../src/shared/redis/connect.ts';
 import { RunStore, runSettings } from '../../src/shared/stores/run-store.ts';
-import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../helpers/scripted-judge-server.ts';
+import { useScriptedJudge } from '../helpers/scripted-judge-server.ts';
 import { startScriptedPolicyServer, type ScriptedPolicyServer } from '../helpers/scripted-policy-server.ts';
 import { CLI, makeFleetEnv, REDIS_URL, runCli, startCli, waitFor, type FleetEnv } from '../helpers/fleet.ts';
 import { removeTmpDirs } from '../helpers/tmp.ts';
 
 describe('a run keeps the settings it was made with', () => {
-  let judge: ScriptedJudgeServer;
+  const judge = useScriptedJudge();
   let policy: ScriptedPolicyServer;
   let env: FleetEnv;
   let redis: Redis;
   beforeAll(async () => {
-    judge = await startScriptedJudgeServer();
     policy = await startScriptedPolicyServer({ modelName: 'served-vlm' });
     redis = createRedis(REDIS_URL, 'client');
     env = await makeFleetEnv({ rows: 2, judgeUrl: judge.url });
   });
   afterAll(async () => {
     await env.cleanup();
-    await judge.close();
     await policy.close();
     redis.disconnect();
     removeTmpDirs();

@@ -28,7 +28,7 @@ import { REDIS_URL, runCli } from '../helpers/fleet.ts';
 import { deletePrefix } from '../helpers/redis-keys.ts';
 import { createTmpDir, removeTmpDirs } from '../helpers/tmp.ts';
 import { waitFor } from '../helpers/wait.ts';
-import { gymRow, pngUrl } from './helpers.ts';
+import { gymRow, pngUrl } from '../helpers/serve.ts';
 
 const TOKEN = 'serve-token-TRAINER-36';
 const prefix = `vcftest-serve-${randomBytes(4).toString('hex')}`;
