@@ -13,7 +13,7 @@ import YAML from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { buildProgram } from '../src/cli/main.ts';
 import { WORKER_ROLES } from '../src/cli/commands/worker.ts';
-import { SECCOMP_PYTHON, dockerSeccompProfile } from '../src/sandboxes/local/seccomp-filter.ts';
+import { SECCOMP_PYTHON, dockerSeccompProfile } from '../src/sandboxes/box/seccomp-filter.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 

@@ -93,7 +93,7 @@ export function harnessRequest(config: Config, server: Pick<ScriptedPolicyServer
       settings: { ...runSettingsFrom(config).policy, context_window: POLICY.contextWindow, max_output_tokens: POLICY.maxOutputTokens, request_timeout_s: POLICY.requestTimeoutS },
     },
     timeoutS: 300,
-    maxToolCalls: config.agent.max_tool_calls,
+    agent: runSettingsFrom(config).agent,
     captureDir: path.join(dir, 'captures'),
     transcript: { enabled: true, imageBudgetBytes: config.transcripts.max_image_mib * 1024 * 1024 },
   };

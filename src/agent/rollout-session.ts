@@ -104,8 +104,8 @@ export class RolloutSession {
     const stats = gateway.stats();
     const why = upstreamGiveUpReason(stats, this.deps.upstreamLimits);
     if (why) this.stopFor({ kind: 'upstream', message: `${why}; policy server ${stripCredentials(this.request.policy.baseUrl)}` });
-    else if (stats.toolCalls > this.request.maxToolCalls) {
-      this.stopFor({ kind: 'tool_cap', message: `the tool-call budget was spent (${stats.toolCalls} > agent.max_tool_calls=${this.request.maxToolCalls})` });
+    else if (stats.toolCalls > this.request.agent.max_tool_calls) {
+      this.stopFor({ kind: 'tool_cap', message: `the tool-call budget was spent (${stats.toolCalls} > agent.max_tool_calls=${this.request.agent.max_tool_calls})` });
     }
   }
 

@@ -120,7 +120,7 @@ describe('OpenCode runner (real binary, local bwrap sandbox)', () => {
       image: { bytes: IMAGE, mime: 'image/png', sha256: createHash('sha256').update(IMAGE).digest('hex') },
       policy: rolloutPolicy(baseUrl, { apiKey: KEY, model: 'scripted-vlm', settings: { context_window: 64000, max_output_tokens: 2048, request_timeout_s: 60, ...settings } }),
       timeoutS,
-      maxToolCalls,
+      agent: { max_tool_calls: maxToolCalls },
       captureDir,
       transcript: { enabled: true, imageBudgetBytes: 32 * 1024 * 1024 },
     };

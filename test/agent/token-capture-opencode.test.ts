@@ -64,7 +64,7 @@ describe('token capture through the real OpenCode', () => {
         apiKey: KEY, model: 'toy',
         settings: { context_window: 64000, max_output_tokens: 2048, request_timeout_s: 60, max_request_mib: 64, max_calls_per_rollout: 100, token_capture: true, sampling: { temperature: 0.7, top_k: 20 }, weight_version: 'step-42' },
       }),
-      timeoutS: 100, maxToolCalls: 50, captureDir: path.join(ROOT, 'captures'),
+      timeoutS: 100, agent: { max_tool_calls: 50 }, captureDir: path.join(ROOT, 'captures'),
       transcript: { enabled: true, imageBudgetBytes: transcriptImageBytes },
     };
   }

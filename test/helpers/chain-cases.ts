@@ -77,7 +77,7 @@ export function chainRequest(o: ChainRunOptions): RolloutRequest {
         token_capture: true, token_capture_restore_turns: o.restoreTurns, token_capture_splice: o.splice, sampling: { temperature: 1 }, weight_version: 'step-1',
       },
     }),
-    timeoutS: o.timeoutS ?? 100, maxToolCalls: 50, captureDir: path.join(o.root, 'captures'),
+    timeoutS: o.timeoutS ?? 100, agent: { max_tool_calls: 50 }, captureDir: path.join(o.root, 'captures'),
     transcript: { enabled: true, imageBudgetBytes: 32 * 1024 * 1024 },
   };
 }

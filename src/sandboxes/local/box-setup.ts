@@ -15,7 +15,7 @@ import { CGROUP_CONTROLLERS, detectCgroupLayout, type CgroupController, type Cgr
 import type { CgroupPaths } from '../host-cgroups.ts';
 import { SandboxCgroup, cgroupName, joinCommand, limitFiles } from './sandbox-cgroup.ts';
 import { mountDisk, unmountDisk } from './sandbox-disk.ts';
-import { buildSeccompFilter } from './seccomp-filter.ts';
+import { buildSeccompFilter } from '../box/seccomp-filter.ts';
 import type { BoxItem, BoxReport, SandboxResources } from '../types.ts';
 
 export interface BoxSetupOptions {

@@ -36,7 +36,7 @@ import { SandboxBox } from './sandbox-box.ts';
 import { reapOrphanCgroups } from './sandbox-cgroup.ts';
 import { createSandboxDirs, defaultSandboxRoot, reapOrphanDirs, removeSandboxDirs } from './sandbox-dirs.ts';
 import { mountDisk } from './sandbox-disk.ts';
-import { SECCOMP_PYTHON } from './seccomp-filter.ts';
+import { SECCOMP_PYTHON } from '../box/seccomp-filter.ts';
 import type { BoxReport, Sandbox, SandboxCapabilities, SandboxProvider, SandboxResources, SandboxSpec } from '../types.ts';
 
 export { SANDBOX_PATH } from './bwrap-process.ts';

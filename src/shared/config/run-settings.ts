@@ -65,6 +65,9 @@ export type RunSettings = { settings_version: typeof RUN_SETTINGS_VERSION } & Ru
  */
 export type PolicySettings = RunSettings['policy'];
 
+/** The agent section of a run's settings, as the agent runner reads it. */
+export type AgentSettings = RunSettings['agent'];
+
 export const RunSettingsSchema = z.object({ settings_version: z.literal(RUN_SETTINGS_VERSION), ...objectOf(MARKED) }) as unknown as z.ZodType<RunSettings>;
 
 /** A URL without user name and password (safe to store, log and serve). */

@@ -2,7 +2,7 @@
  * The contract between the sandbox-worker's queue machinery and whatever runs the agent. The real
  * implementation runs OpenCode in a sandbox; the scripted one replays answers from a file.
  */
-import type { PolicySettings } from '../config/run-settings.ts';
+import type { AgentSettings, PolicySettings } from '../config/run-settings.ts';
 import type { RolloutOutcome } from '../records/rollout-outcome.ts';
 import type { PreparedTask } from '../records/task.ts';
 import type { TranscriptRecord } from '../records/transcript.ts';
@@ -63,8 +63,8 @@ export interface RolloutRequest {
   policy: RolloutPolicy;
   /** Wall-clock budget of the whole rollout, in seconds. */
   timeoutS: number;
-  /** The session stops past this many tool calls (`agent.max_tool_calls` of the run). */
-  maxToolCalls: number;
+  /** The run's agent section as it is (the session stops past `max_tool_calls` tool calls). */
+  agent: AgentSettings;
   /** Folder on the worker's host for `policy.capture` files (created when missing). */
   captureDir: string;
   /** Keep the transcript record (`transcripts.enabled`); bytes of images kept in it. */

@@ -122,7 +122,7 @@ export async function runRolloutStage(job: RolloutJob, deps: RolloutStageDeps, s
       moreImages,
       policy,
       timeoutS: settings.task_timeout_s,
-      maxToolCalls: settings.agent.max_tool_calls,
+      agent: settings.agent,
       captureDir: path.join(deps.host.captureRoot, run.run_id),
       transcript: { enabled: settings.transcripts.enabled, imageBudgetBytes: settings.transcripts.max_image_mib * 1024 * 1024 },
       attempt,

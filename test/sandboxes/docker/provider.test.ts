@@ -10,7 +10,7 @@ import { createLogger } from '../../../src/shared/logger.ts';
 import { diskSplit, IMAGE_OPENCODE } from '../../../src/sandboxes/docker/container-config.ts';
 import { parseLimitReading } from '../../../src/sandboxes/docker/limits.ts';
 import { createSandboxProvider } from '../../../src/sandboxes/index.ts';
-import { dockerSandboxSeccompProfile, SECCOMP_PYTHON } from '../../../src/sandboxes/local/seccomp-filter.ts';
+import { dockerSandboxSeccompProfile, SECCOMP_PYTHON } from '../../../src/sandboxes/box/seccomp-filter.ts';
 
 const PROFILE = new URL('../../../src/sandboxes/docker/sandbox-seccomp.json', import.meta.url);
 

@@ -9,7 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigSchema } from '../../../src/shared/config/load.ts';
 import { opencodeBinaryPath, opencodeRoBinds } from '../../../src/sandboxes/local/opencode-binary.ts';
 import { unenforced } from '../../../src/sandboxes/box-report.ts';
-import { syscallNumbers } from '../../../src/sandboxes/local/seccomp-filter.ts';
+import { syscallNumbers } from '../../../src/sandboxes/box/seccomp-filter.ts';
 import { BOX_LIMITS, boxTestEnv, type BoxTestEnv } from '../../helpers/box.ts';
 
 let env: BoxTestEnv;

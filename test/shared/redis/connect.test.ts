@@ -19,6 +19,7 @@ describe('an unusable Redis fails every role in seconds, saying why', () => {
   let port: number;
   let silent: net.Server;
   let silentPort: number;
+  const sockets = new Set<net.Socket>();
   beforeAll(async () => {
     port = await freePort();
     redis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--requirepass', PASSWORD, '--save', '', '--appendonly', 'yes', '--dir', createTmpDir('vcfleet-redis-pw-')], { stdio: 'ignore' });
@@ -26,13 +27,16 @@ describe('an unusable Redis fails every role in seconds, saying why', () => {
       const s = net.connect(port, '127.0.0.1', () => s.end(() => resolve(true))).once('error', () => resolve(false));
     }), 10_000, 100);
     // Accepts connections and never answers (a firewall that swallows, a wrong service).
-    silent = net.createServer(() => {}).listen(0, '127.0.0.1');
+    silent = net.createServer((socket) => void sockets.add(socket)).listen(0, '127.0.0.1');
     await new Promise((r) => silent.once('listening', r));
     silentPort = (silent.address() as net.AddressInfo).port;
   });
   afterAll(async () => {
+    const exited = new Promise((resolve) => redis.once('exit', resolve));
     redis.kill('SIGTERM');
-    silent.close();
+    await exited;
+    for (const socket of sockets) socket.destroy();
+    await new Promise((resolve) => silent.close(resolve));
     removeTmpDirs();
   });
 

@@ -1,7 +1,9 @@
 /**
- * The seccomp filter of `local` sandboxes as a BPF program for `bwrap --seccomp FD`, exported by
- * seccomp-filter.py through libseccomp (Debian's `python3-seccomp`, under the system Python: a
- * pyenv or venv `python3` on the PATH does not have it). Built once per provider.
+ * The sandboxes' seccomp filter, from seccomp-filter.py beside this file through libseccomp (Debian's
+ * `python3-seccomp`, under the system Python: a pyenv or venv `python3` on the PATH does not have it):
+ * as a BPF program for `bwrap --seccomp FD` (`local` sandboxes; built once per provider), as the
+ * Docker profile of `docker` sandboxes (docker/sandbox-seccomp.json is its output), and as the
+ * sandbox-worker container's profile (sandbox-worker-seccomp.json beside docker-compose.yml).
  */
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -9,7 +11,7 @@ import { InfraError } from '../../shared/errors.ts';
 
 /** The Python that has Debian's libseccomp bindings. */
 export const SECCOMP_PYTHON = '/usr/bin/python3';
-export const SECCOMP_SCRIPT = fileURLToPath(new URL('../box/seccomp-filter.py', import.meta.url));
+export const SECCOMP_SCRIPT = fileURLToPath(new URL('./seccomp-filter.py', import.meta.url));
 const HINT = 'install python3-seccomp (`apt-get install python3-seccomp`), the libseccomp bindings of the system Python';
 
 function runScript(args: string[], python: string): Promise<Buffer> {
