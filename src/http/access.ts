@@ -4,11 +4,17 @@
  * them. When credentials are set, a state-changing request (anything but GET/HEAD: retry, remove,
  * promote, clean, pause...) always needs them; `read_only` refuses every such request with 403.
  *
+ * An address allowlist (`serve.allow_from`, serve only) stands in for credentials for the clients it
+ * lists: a request whose TCP peer address is in it needs none (a Forwarded or X-Forwarded-For header
+ * is never read: it is the client's word); every other request needs them as above. With a list, a
+ * serve may bind beyond loopback without credentials: then only the listed addresses get in.
+ *
  * Credentials: basic auth (`dashboard.user` + `dashboard.password`, from VCFLEET_DASHBOARD_USER and
  * VCFLEET_DASHBOARD_PASSWORD) or a bearer token (`dashboard.token`, from VCFLEET_DASHBOARD_TOKEN),
  * checked by hono's basic-auth and bearer-auth middleware (constant-time comparisons); cross-origin
  * writes are refused by hono's csrf middleware.
  */
+import { BlockList, isIP } from 'node:net';
 import type { Context, MiddlewareHandler } from 'hono';
 import { basicAuth } from 'hono/basic-auth';
 import { bearerAuth } from 'hono/bearer-auth';
@@ -30,6 +36,47 @@ export interface AccessPolicy {
   readOnly: boolean;
   /** Loopback bind: reject Host headers that are not loopback names (DNS rebinding). */
   loopbackHostsOnly: boolean;
+  /** Peers that need no credentials (`serve.allow_from`); absent: none. */
+  allowFrom?: AddressAllowlist;
+}
+
+/** Addresses and CIDR blocks (IPv4 or IPv6) that may call without credentials. */
+export interface AddressAllowlist {
+  readonly size: number;
+  /** The peer address is listed (an IPv4-mapped IPv6 address counts as its IPv4 one). */
+  allows(address: string | undefined): boolean;
+}
+
+/** The allowlist of `entries` (`10.0.0.5`, `10.0.0.0/8`, `fd00::/8`); throws ConfigError naming an entry that is neither. */
+export function addressAllowlist(entries: readonly string[], key = 'serve.allow_from'): AddressAllowlist {
+  const list = new BlockList();
+  for (const entry of entries) {
+    const [address, bits, more] = entry.trim().split('/');
+    const family = isIP(address);
+    const prefix = bits === undefined ? null : /^\d{1,3}$/.test(bits) ? Number(bits) : NaN;
+    if (family === 0 || more !== undefined || Number.isNaN(prefix) || (prefix !== null && prefix > (family === 4 ? 32 : 128))) {
+      throw new ConfigError(`${key}: "${entry}" is not an IP address or a CIDR block (e.g. 10.0.0.5, 10.0.0.0/8, fd00::/8)`);
+    }
+    const type = family === 4 ? 'ipv4' : 'ipv6';
+    if (prefix === null) list.addAddress(address, type);
+    else list.addSubnet(address, prefix, type);
+  }
+  return {
+    size: entries.length,
+    allows(peer) {
+      if (!peer || entries.length === 0) return false;
+      const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(peer);
+      const address = mapped ? mapped[1] : peer;
+      const family = isIP(address);
+      return family !== 0 && list.check(address, family === 4 ? 'ipv4' : 'ipv6');
+    },
+  };
+}
+
+/** The TCP peer address of a request served by @hono/node-server (undefined elsewhere, e.g. `app.request`). */
+function peerAddress(c: Context): string | undefined {
+  const env = c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined;
+  return env?.incoming?.socket?.remoteAddress;
 }
 
 const LOOPBACK_NAMES = new Set(['127.0.0.1', '::1', '[::1]', 'localhost']);
@@ -47,7 +94,7 @@ export function hasCredentials(c: DashboardCredentials): boolean {
 }
 
 /** Throws ConfigError when the bind address or the credentials do not allow starting. */
-export function checkBind(host: string, c: DashboardCredentials): void {
+export function checkBind(host: string, c: DashboardCredentials, allowFrom?: AddressAllowlist): void {
   if (Boolean(c.user) !== Boolean(c.password)) {
     throw new ConfigError('dashboard basic auth needs both VCFLEET_DASHBOARD_USER and VCFLEET_DASHBOARD_PASSWORD (dashboard.user, dashboard.password)');
   }
@@ -56,7 +103,7 @@ export function checkBind(host: string, c: DashboardCredentials): void {
   if (c.token && !BEARER_TOKEN.test(c.token)) {
     throw new ConfigError('VCFLEET_DASHBOARD_TOKEN (dashboard.token) may hold only letters, digits and - . _ ~ + / (then = padding): a bearer token of any other form is never accepted');
   }
-  if (!isLoopback(host) && !hasCredentials(c)) {
+  if (!isLoopback(host) && !hasCredentials(c) && !(allowFrom && allowFrom.size > 0)) {
     throw new ConfigError(
       `refusing to serve the dashboard on ${host} without credentials: set VCFLEET_DASHBOARD_USER and ` +
         'VCFLEET_DASHBOARD_PASSWORD (basic auth) or VCFLEET_DASHBOARD_TOKEN (bearer token), or bind 127.0.0.1',
@@ -121,7 +168,12 @@ export function accessGuard(policy: AccessPolicy): MiddlewareHandler {
     }
     const write = isWrite(c);
     const steps: MiddlewareHandler[] = [];
-    if (credentials && (policy.authForReads || write)) steps.push(credentials);
+    const listed = policy.allowFrom?.allows(peerAddress(c)) ?? false;
+    if (!listed) {
+      if (credentials && (policy.authForReads || write)) steps.push(credentials);
+      // Bound beyond loopback with an allowlist and no credentials: only the listed get in.
+      else if (!credentials && policy.allowFrom && policy.authForReads) return c.text('this address may not call: it is not in serve.allow_from\n', 403);
+    }
     if (write && policy.readOnly) steps.push(refuseWrites);
     if (write) steps.push(origins);
     try {

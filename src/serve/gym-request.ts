@@ -1,9 +1,14 @@
 /**
- * A `POST /run` body, parsed strictly: one row of the reference's dataset (`responses_create_params`
- * with one user message of `input_image` data URLs and an `input_text`, the gold `expected_answer`,
- * the `question`, the optional routing fields) and the optional `policy`. Everything an HTTP client
- * sends is attacker input: every field is known and typed, every image is decoded, checked by its
- * first bytes (PNG, JPEG or WebP) and bounded, and a refusal names the field (400) or the bound (413).
+ * A `POST /run` body: one row of the reference's dataset (`responses_create_params` with one user
+ * message of `input_image` data URLs and an `input_text`, the gold `expected_answer`, the `question`,
+ * the optional routing fields) and the optional `policy`. Everything an HTTP client sends is attacker
+ * input: every field we read is typed, every image is decoded, checked by its first bytes (PNG, JPEG
+ * or WebP) and bounded, and a refusal names the field (400) or the bound (413).
+ *
+ * The row itself is open, as NeMo Gym's request model is: the fields its collector and NeMo RL add
+ * (`agent_ref`, `_ng_attempt_index`, `_rowidx`, any other `_ng_*` or routing field) are kept and
+ * echoed on the response (`extras`); those we know are typed. Inside `responses_create_params` (and
+ * its message, its parts, `policy`) every field is known: an unknown one there is refused.
  * Pure: nothing here touches Redis.
  */
 import { createHash } from 'node:crypto';
@@ -37,6 +42,8 @@ const ParamsSchema = z
     temperature: z.number().min(0).max(2).optional(),
     top_p: z.number().gt(0).max(1).optional(),
     max_output_tokens: z.number().int().positive().max(10_000_000).optional(),
+    /** OpenAI's request metadata (NeMo Gym sets it, e.g. for `num_repeats_add_seed`): echoed, never read. */
+    metadata: z.record(z.string().max(64), z.string().max(512)).refine((m) => Object.keys(m).length <= 16, 'metadata holds at most 16 keys').optional(),
   })
   .strict();
 
@@ -62,10 +69,19 @@ export const RunBodySchema = z
     _ng_task_index: z.number().int().min(0).optional(),
     _ng_rollout_index: z.number().int().min(0).optional(),
     _ng_rollout_id: z.union([z.string().min(1).max(256), z.number().int().min(0)]).optional(),
+    /** NeMo Gym's retry count of the row (echoed). */
+    _ng_attempt_index: z.number().int().min(0).optional(),
+    /** NeMo RL's index of the row in its batch (echoed). */
+    _rowidx: z.number().int().min(0).optional(),
+    /** NeMo Gym's agent server of the row (echoed; `/aggregate_metrics` groups by its name). */
+    agent_ref: z.object({ name: z.string().min(1).max(256) }).catchall(z.unknown()).optional(),
     policy: PolicySchema.optional(),
   })
-  .strict();
+  .catchall(z.unknown());
 export type RunBody = z.infer<typeof RunBodySchema>;
+
+/** The row's fields serve reads itself; every other field is an extra, echoed on the response. */
+const READ_KEYS = new Set(['responses_create_params', 'expected_answer', 'question', 'source_id', 'category', 'l2_category', 'ans_type', '_ng_task_index', '_ng_rollout_index', '_ng_rollout_id', 'policy']);
 
 /** The bounds of a request (`serve.*`). */
 export interface RequestBounds {
@@ -94,6 +110,8 @@ export interface ParsedRun {
   baseUrl: string | null;
   /** SHA-256 of the body as sent (canonical JSON): the same id with another row is refused. */
   fingerprint: string;
+  /** The row's other fields (`agent_ref`, `_rowidx`, `_ng_attempt_index`, any `_ng_*`...), echoed on the response as given. */
+  extras: Record<string, unknown>;
 }
 
 const mib = (bytes: number) => `${Math.round((bytes / 1024 / 1024) * 10) / 10} MiB`;
@@ -156,6 +174,8 @@ export function parseRunBody(json: unknown, bounds: RequestBounds): ParsedRun {
     baseUrl = asked;
   }
   const gold = String(body.expected_answer);
+  const extras: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(body)) if (!READ_KEYS.has(key) && value !== undefined) Object.defineProperty(extras, key, { value, enumerable: true, writable: true, configurable: true });
   return {
     body,
     ngRolloutId: body._ng_rollout_id === undefined ? null : String(body._ng_rollout_id),
@@ -165,6 +185,7 @@ export function parseRunBody(json: unknown, bounds: RequestBounds): ParsedRun {
     ansType: body.ans_type ?? (/^[A-Z]$/.test(gold) ? 'choice' : 'blank'),
     baseUrl,
     fingerprint: createHash('sha256').update(canonicalJson(json)).digest('hex'),
+    extras,
   };
 }
 

@@ -38,7 +38,8 @@ export function requestRecord(parsed: ParsedRun, ctx: RecordContext): RequestTas
   const { body, images } = parsed;
   const params = body.responses_create_params;
   const taskId = body.source_id !== undefined ? String(body.source_id) : body._ng_task_index !== undefined ? `task-${body._ng_task_index}` : `request-${ctx.ngRolloutId}`;
-  const routing: Record<string, unknown> = { expected_answer: body.expected_answer, question: body.question };
+  // The row's extras first: the fields serve reads are written over them (they never share a name).
+  const routing: Record<string, unknown> = { ...parsed.extras, expected_answer: body.expected_answer, question: body.question };
   for (const key of ['source_id', 'category', 'l2_category', 'ans_type', '_ng_task_index', '_ng_rollout_index'] as const) if (body[key] !== undefined) routing[key] = body[key];
   routing._ng_rollout_id = body._ng_rollout_id ?? ctx.ngRolloutId;
   const sampling: Record<string, number> = {};

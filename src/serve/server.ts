@@ -5,10 +5,12 @@
  * - `GET /rollouts/{id}`: the same by `_ng_rollout_id` (waits; `?wait=0`: 202 at once while it runs);
  * - `DELETE /rollouts/{id}`: cancel it (202; its row says so and is not scored);
  * - `POST /cancel`: cancel many (`{"ids": [...]}` or `{"weight_version": "..."}`: a step's stragglers);
+ * - `POST /aggregate_metrics`: NeMo Gym's aggregate metrics of the rows posted (gym-metrics.ts);
  * - `GET /health`: liveness only (`{"ok": true}`), open to all.
  * Every other request passes the dashboard's access guard first (http/access.ts): with credentials
- * set every request needs them, loopback included (401 without); bound beyond loopback credentials
- * are required to start. Without credentials (loopback only) any local user may use every route.
+ * set every request needs them, loopback included (401 without), except from a peer address
+ * `serve.allow_from` lists; bound beyond loopback credentials or that list are required to start.
+ * Without either (loopback only) any local user may use every route.
  */
 import { createAdaptorServer } from '@hono/node-server';
 import { Hono, type Context } from 'hono';
@@ -17,7 +19,8 @@ import type { Config } from '../shared/config/load.ts';
 import { errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
 import { z } from 'zod';
-import { accessGuard, accessPolicy, hasCredentials } from '../http/access.ts';
+import { accessGuard, accessPolicy, addressAllowlist, hasCredentials } from '../http/access.ts';
+import { gymAggregateMetrics } from '../shared/output/gym-metrics.ts';
 import { listen } from '../http/listen.ts';
 import { parseRunBody, RequestRefused, type RequestBounds } from './gym-request.ts';
 import type { RolloutService, RolloutState } from './rollout-service.ts';
@@ -63,7 +66,7 @@ export function buildServeApp(deps: ServeDeps): Hono {
   const credentials = { user: d.user, password: d.password, token: d.token };
   const policy = accessPolicy(s.host, credentials, false);
   // With credentials set, reads need them too, loopback included: transcripts and gold answers are the clients' own.
-  app.use('*', accessGuard({ ...policy, authForReads: policy.authForReads || hasCredentials(credentials) }));
+  app.use('*', accessGuard({ ...policy, authForReads: policy.authForReads || hasCredentials(credentials), allowFrom: addressAllowlist(s.allow_from) }));
   app.onError((err, c) => {
     if (err instanceof RequestRefused) {
       if (err.retryAfterS !== undefined) c.header('Retry-After', String(err.retryAfterS));
@@ -118,7 +121,40 @@ export function buildServeApp(deps: ServeDeps): Hono {
     const out = await service.cancelMany({ ids: parsed.data.ids?.map(String), weightVersion: parsed.data.weight_version });
     return c.json(out, 202);
   });
+  app.post(
+    '/aggregate_metrics',
+    bodyLimit({ maxSize: s.max_metrics_request_mib * MIB, onError: (c) => c.json({ error: `the body is over ${s.max_metrics_request_mib} MiB (serve.max_metrics_request_mib): post the rows in parts, or raise it` }, 413) }),
+    async (c) => {
+      let body: unknown;
+      try {
+        body = JSON.parse(await c.req.text());
+      } catch {
+        throw new RequestRefused(400, 'the body is not JSON: send {"verify_responses": [<row>, ...]} (the rows /run answered) or the list of rows');
+      }
+      return c.json(gymAggregateMetrics(metricsRows(body)), 200);
+    },
+  );
   return app;
+}
+
+/**
+ * The rows of a `POST /aggregate_metrics` body, taken liberally: a list of rows; or an object holding
+ * them as `verify_responses` (NeMo Gym's name), else as its one list-valued field. Each must be an object.
+ */
+export function metricsRows(body: unknown): Array<Record<string, unknown>> {
+  let rows: unknown = body;
+  if (body !== null && typeof body === 'object' && !Array.isArray(body)) {
+    const lists = Object.entries(body).filter(([, v]) => Array.isArray(v));
+    const named = (body as Record<string, unknown>).verify_responses;
+    rows = Array.isArray(named) ? named : lists.length === 1 ? lists[0][1] : undefined;
+    if (rows === undefined) {
+      throw new RequestRefused(400, `POST /aggregate_metrics takes {"verify_responses": [<row>, ...]} or a list of rows; this object has ${lists.length ? `several lists (${lists.map(([k]) => k).join(', ')})` : 'no list of rows'}`);
+    }
+  }
+  if (!Array.isArray(rows)) throw new RequestRefused(400, 'POST /aggregate_metrics takes {"verify_responses": [<row>, ...]} or a list of rows');
+  const bad = rows.findIndex((r) => r === null || typeof r !== 'object' || Array.isArray(r));
+  if (bad >= 0) throw new RequestRefused(400, `row [${bad}] of POST /aggregate_metrics is not a JSON object (a verify-response row)`);
+  return rows as Array<Record<string, unknown>>;
 }
 
 const CancelBodySchema = z

@@ -62,7 +62,7 @@ describe('vcfleet serve: bad input, pending, cancel before start', () => {
       [gymRow('q', 'A', {}, ['data:image/png;base64,@@@@']), 400, /not base64/],
       [(() => { const r = gymRow('q', 'A'); delete r.expected_answer; return r; })(), 400, /expected_answer is missing/],
       [(() => { const r = gymRow('q', 'A'); delete r.question; return r; })(), 400, /question is missing/],
-      [gymRow('q', 'A', { reward_model: 'x' }), 400, /unknown field\(s\) "reward_model" in the row/],
+      [gymRow('q', 'A', { responses_create_params: { input: (gymRow('q', 'A').responses_create_params as { input: unknown }).input, reward_model: 'x' } }), 400, /unknown field\(s\) "reward_model" in responses_create_params/],
       [gymRow('q', 'A', { policy: { model: 'm', api_key: 'k' } }), 400, /unknown field\(s\) "api_key" in policy/],
       [gymRow('q', 'A', { policy: { base_url: 'http://evil.example/v1' } }), 400, /policy\.base_url http:\/\/evil\.example\/v1 is not an endpoint the workers send their key to/],
       [gymRow('q', 'A', { responses_create_params: { input: [], temperature: 1 } }), 400, /input must be one user message/],

@@ -10,7 +10,7 @@ import type { Redis } from '../../shared/redis/connect.ts';
 import { Releasers } from '../../shared/releasers.ts';
 import { WORKER_ROLES } from '../../shared/queue/worker-registry.ts';
 import { wordList } from '../word-list.ts';
-import { checkBind, hasCredentials, isLoopback } from '../../http/access.ts';
+import { addressAllowlist, checkBind, hasCredentials, isLoopback } from '../../http/access.ts';
 import { planServiceRun, storeServiceRun } from '../../producer/produce.ts';
 import { askedRunSettings, holdRunSettings } from '../../ops/asked-settings.ts';
 import { RunStore, runSettings } from '../../shared/stores/run-store.ts';
@@ -62,13 +62,15 @@ export function registerServe(program: Command, cli: Cli): void {
       const d = config.dashboard;
       // Refuse an unprotected public bind before touching Redis or opening any port.
       const credentials = { user: d.user, password: d.password, token: d.token };
-      if (!isLoopback(config.serve.host) && !hasCredentials(credentials)) {
+      const allowFrom = addressAllowlist(config.serve.allow_from);
+      if (!isLoopback(config.serve.host) && !hasCredentials(credentials) && allowFrom.size === 0) {
         throw new ConfigError(
           `refusing to serve rollouts on ${config.serve.host} without credentials: set VCFLEET_DASHBOARD_TOKEN (bearer token) or ` +
-            'VCFLEET_DASHBOARD_USER and VCFLEET_DASHBOARD_PASSWORD (basic auth), the dashboard\'s, or bind 127.0.0.1',
+            'VCFLEET_DASHBOARD_USER and VCFLEET_DASHBOARD_PASSWORD (basic auth), the dashboard\'s, or list the trainer\'s addresses in ' +
+            "serve.allow_from (e.g. '++serve.allow_from=[10.0.0.0/8]'), or bind 127.0.0.1",
         );
       }
-      checkBind(config.serve.host, credentials);
+      checkBind(config.serve.host, credentials, allowFrom);
       const releasers = new Releasers(logger);
       const inFlight = new InFlightJobs();
       let url: string;

@@ -54,7 +54,12 @@ export interface GymRequestFields extends GymRoutingFields {
   /** Defaults to the row's `expected_answer`. */
   expected_answer?: string;
   question?: string;
+  /** The row's fields serve does not read (`agent_ref`, `_rowidx`, `_ng_attempt_index`, `instance_config`...), echoed as given. */
+  extras?: Record<string, unknown>;
 }
+
+/** The `agent_ref` of a row that has none (an exported benchmark row; a request that gave none): the fleet's OpenCode agent. */
+export const DEFAULT_AGENT_REF: Readonly<{ name: string }> = { name: 'vcfleet_opencode_agent' };
 
 /** The request's fields a verify response repeats as given, when given (gym-row.ts). */
 export const ROUTING_KEYS = ['question', 'source_id', 'category', 'l2_category', 'ans_type', '_ng_task_index', '_ng_rollout_index', '_ng_rollout_id'] as const;

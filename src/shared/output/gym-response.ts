@@ -99,6 +99,8 @@ function generatedItems(t: TranscriptTurn): Array<GymReasoningItem | GymMessageI
   return items;
 }
 
+/** The id of the empty message that pads an output without one (not a turn of the model's). */
+export const EMPTY_MESSAGE_ID = 'msg_empty';
 const emptyMessage = (id: string): GymMessageItem => ({ type: 'message', id, role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: '', annotations: [] }] });
 
 /** `response.output` (see the header) from the transcript and the trajectory, either of which may be absent. */
@@ -120,6 +122,6 @@ export function responseOutput(transcript: Pick<TranscriptRecord, 'turns'> | nul
       if (c.answered) out.push({ type: 'message', id: `msg_${c.index}`, role: 'assistant', status: c.finish_reason === 'length' ? 'incomplete' : 'completed', content: [], ...fields });
     }
   }
-  if (!out.some((i) => i.type === 'message')) out.push(emptyMessage('msg_empty'));
+  if (!out.some((i) => i.type === 'message')) out.push(emptyMessage(EMPTY_MESSAGE_ID));
   return out;
 }

@@ -28,12 +28,19 @@
  *   for a row of the first scoring rules, which did not judge unboxed text). The fleet's row has the
  *   reference's narrower `failure_reason` (scoring/rules.ts); this is the wider set the export always had.
  * - `string_match_reward`: the row's (the reference's string-match grade, a diagnostic).
- * - `finished_naturally`: the session ended by the model's own last message (stop reason `answered`
- *   or `no_answer`), not by a timeout, a cap, the context limit, an agent error or the infrastructure.
- * - `turns_used`: the row's `turns` (answered policy calls of the agent's conversation).
+ * - `finished_naturally`, as NeMo Gym's opencode agent computes it: the last policy call of the
+ *   transcript ended with finish reason `stop` (not `length`, not tool calls, not a call cut by a
+ *   timeout or the call budget: those have another or none). Without a transcript: the session ended
+ *   by the model's own last message (stop reason `answered` or `no_answer`).
+ * - `turns_used`, as NeMo Gym's opencode agent counts it: the assistant `message` items of
+ *   `response.output` (a call that only made tool calls has none; the empty pad is not counted).
  * - `mask_sample`: a trainer must not use the rollout (training-mask.ts): the row is masked or has no
  *   reward, or its token capture says the trajectory cannot be trained on; `mask_reason` is the token
- *   capture's reason (token-capture.ts's reasons), null without one.
+ *   capture's reason (token-capture.ts's reasons), null without one. The same flag is repeated as
+ *   `instance_config.mask_sample`, where NeMo RL reads it (over the row's own `instance_config`).
+ * - The request's extras (fields of the row serve does not read: `agent_ref`, `_rowidx`,
+ *   `_ng_attempt_index`, ...) are echoed as given, as NeMo Gym's collector merges the row into its
+ *   result; a field of the row's own (`reward`, `mask_sample`...) is never overwritten by one.
  * - `response.output`: the transcript's calls as output items, with their token ids (gym-response.ts).
  *
  * The fleet's own ids ride along as `run_id` and `rollout_id`, and the row's `weight_version` when it
@@ -44,7 +51,7 @@ import { finishedNaturally as endedByModel } from '../scoring/rules.ts';
 import type { TranscriptRecord } from '../records/transcript.ts';
 import type { MaskReason, Trajectory } from '../records/trajectory.ts';
 import { ROUTING_KEYS, type GymRequestFields, type GymRoutingFields, type ResponsesCreateParams } from './gym-request-fields.ts';
-import { responseOutput, type GymResponse } from './gym-response.ts';
+import { EMPTY_MESSAGE_ID, responseOutput, type GymResponse } from './gym-response.ts';
 import { maskOf } from './training-mask.ts';
 
 export const FAILURE_REASONS = ['incorrect_answer', 'judge_error', 'infra_error', 'no_response', 'no_answer', 'timeout', 'output_cap', 'context_limit', 'agent_error'] as const;
@@ -61,8 +68,9 @@ export function failureReason(row: Pick<Row, 'reward' | 'failure_kind' | 'judge_
   return row.scoring_rules >= 2 ? 'no_response' : 'no_answer';
 }
 
-/** The session ended by the model's own last message. */
-export function finishedNaturally(row: Pick<Row, 'stop_reason'>): boolean {
+/** The last policy call ended with `stop` (the transcript's), or without a transcript the session ended by the model's own last message. */
+export function finishedNaturally(row: Pick<Row, 'stop_reason'>, transcript?: Pick<TranscriptRecord, 'turns'> | null): boolean {
+  if (transcript && transcript.turns.length > 0) return transcript.turns[transcript.turns.length - 1].finish_reason === 'stop';
   return endedByModel(row.stop_reason);
 }
 
@@ -84,6 +92,8 @@ export interface GymRow extends GymRoutingFields {
   turns_used: number;
   finished_naturally: boolean;
   mask_sample: boolean;
+  /** NeMo RL's place of the mask: the request's `instance_config` with `mask_sample` set to the row's. */
+  instance_config: { mask_sample: boolean; [key: string]: unknown };
   /** Why the trajectory cannot be trained on (token capture), or null. */
   mask_reason: MaskReason | null;
   _ng_failure_class?: FailureKind;
@@ -92,6 +102,8 @@ export interface GymRow extends GymRoutingFields {
   weight_version?: string;
   run_id: string;
   rollout_id: string;
+  /** The request's extras, echoed as given (see the header). */
+  [extra: string]: unknown;
 }
 
 export interface GymRowInput {
@@ -143,9 +155,10 @@ export function gymRow(input: GymRowInput): GymRow {
     judge_reason: row.judge_reason,
     failure_reason: failureReason(row),
     failure_detail: row.error,
-    turns_used: row.turns,
-    finished_naturally: finishedNaturally(row),
+    turns_used: output.filter((i) => i.type === 'message' && i.id !== EMPTY_MESSAGE_ID).length,
+    finished_naturally: finishedNaturally(row, input.transcript),
     mask_sample: mask.mask_sample,
+    instance_config: { ...objectOr(request.extras?.instance_config), mask_sample: mask.mask_sample },
     mask_reason: mask.capture_reason,
     run_id: row.run_id,
     rollout_id: row.rollout_id,
@@ -156,5 +169,10 @@ export function gymRow(input: GymRowInput): GymRow {
     out._ng_failure_class = row.failure_kind;
     if (input.failureTerminal) out._ng_failure_terminal = true;
   }
-  return out;
+  // The extras first: a field of the row's own is never overwritten by one.
+  return { ...request.extras, ...out };
+}
+
+function objectOr(value: unknown): Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
 }

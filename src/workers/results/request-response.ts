@@ -6,7 +6,7 @@
  * this host's files.
  */
 import type { Logger } from '../../shared/logger.ts';
-import type { GymRequestFields } from '../../shared/output/gym-request-fields.ts';
+import { ROUTING_KEYS, type GymRequestFields } from '../../shared/output/gym-request-fields.ts';
 import { gymRow } from '../../shared/output/gym-row.ts';
 import type { RequestStore } from '../../shared/stores/request-store.ts';
 import { CANCELLED_ERROR, echoedParams, type RequestTask } from '../../shared/records/request-task.ts';
@@ -14,9 +14,14 @@ import type { Row } from '../../shared/records/rows.ts';
 import type { TranscriptRecord } from '../../shared/records/transcript.ts';
 import type { Trajectory } from '../../shared/records/trajectory.ts';
 
-/** The fields of the request the response repeats: `responses_create_params` as given, the gold, and the routing fields. */
+const KNOWN = new Set<string>([...ROUTING_KEYS, 'expected_answer']);
+
+/** The fields of the request the response repeats: `responses_create_params` as given, the gold, the routing fields and the row's extras. */
 export function requestFields(request: RequestTask): GymRequestFields {
-  return { ...(request.echo.routing as Omit<GymRequestFields, 'responses_create_params'>), responses_create_params: echoedParams(request) as GymRequestFields['responses_create_params'] };
+  const known: Record<string, unknown> = {};
+  const extras: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(request.echo.routing)) (KNOWN.has(key) ? known : extras)[key] = value;
+  return { ...(known as Omit<GymRequestFields, 'responses_create_params'>), extras, responses_create_params: echoedParams(request) as GymRequestFields['responses_create_params'] };
 }
 
 /** The verify-response row of a request's rollout; a cancelled one's failure is terminal (asking again gives the same). */
