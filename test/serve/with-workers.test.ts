@@ -6,7 +6,8 @@
  * `_ng_rollout_id` asked again returns the same response without a second rollout; a client whose
  * connection dropped gets its result with `GET /rollouts/{id}` (202 at once with `?wait=0` while it
  * runs); `DELETE` stops a running rollout's sandbox and its row says so, masked; every row lands in
- * the run's JSONL.
+ * the run's JSONL. An image the model `read` is in the response's tool result, once per image span
+ * of the next prompt (where NeMo RL's image binning looks).
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -42,12 +43,14 @@ describe('vcfleet serve --with-workers, the real OpenCode behind it', () => {
   beforeAll(async () => {
     const dir = createTmpDir('vcfleet-serve-');
     output = path.join(dir, 'out', 'serve.jsonl');
+    const readThenAnswer = scripts.readImageThenAnswer('F');
     const answers = scripts.demo({ 'serve-one': 'A', 'serve-two': 'B', 'serve-three': 'C', 'serve-slow': 'D', 'serve-hang': 'E' });
     const script: Script = async (body, i, ctx) => {
       const text = userText(body);
       // A rollout that is cancelled: its first call never answers (until the test ends).
       if (text.includes('serve-hang')) await held;
       if (text.includes('serve-slow')) await new Promise((r) => setTimeout(r, 2500));
+      if (text.includes('serve-read')) return readThenAnswer(body, i, ctx);
       return answers(body, i, ctx);
     };
     policy = await startVllmPolicyServer(script);
@@ -162,5 +165,30 @@ describe('vcfleet serve --with-workers, the real OpenCode behind it', () => {
     const row = await waitFor('its row', () => { try { return rows().find((r) => r.rollout_id === rolloutId); } catch { return undefined; } });
     expect(row).toMatchObject({ failure_kind: 'infra_failed', error: CANCELLED_ERROR, reward: null });
     expect((await fetch(`${url}rollouts/hang-0`, { method: 'DELETE' })).status).toBe(409);
+  }, 240_000);
+
+  it("an image the model read is in the response's function_call_output, once per image span of the next prompt", async () => {
+    const body = gymRow('Puzzle serve-read: which option?', 'F', { _ng_rollout_id: 'read-0', _ng_task_index: 5 }, [pngUrl(21, 16)]);
+    const { status, json } = await run(body);
+    expect(status, JSON.stringify(json).slice(0, 500)).toBe(200);
+    const items = json.response.output as Json[];
+    expect(items.map((i) => i.type)).toEqual(['function_call', 'function_call_output', 'message']);
+    expect(json.turns_used).toBe(1);
+    expect(json.finished_naturally).toBe(true);
+    // The next prompt, as the policy server got it: the image parts after the model's tool call.
+    const calls = policy.requests.filter((b) => userText(b).includes('serve-read'));
+    expect(calls.length).toBe(2);
+    const messages = calls[1].messages as Json[];
+    const afterCall = messages.slice(messages.findLastIndex((m) => m.role === 'assistant') + 1);
+    const spans = afterCall.flatMap((m) => (Array.isArray(m.content) ? m.content : [])).filter((p: Json) => p.type === 'image_url').map((p: Json) => p.image_url.url as string);
+    expect(spans.length).toBeGreaterThan(0);
+    const output = items[1].output as Json[];
+    expect(Array.isArray(output)).toBe(true);
+    expect(output[0]).toMatchObject({ type: 'input_text' });
+    const images = output.filter((p) => p.type === 'input_image').map((p) => p.image_url as string);
+    expect(images.length).toBe(spans.length);
+    // The same bytes the model was shown (the puzzle it read).
+    const bytes = (u: string) => Buffer.from(u.slice(u.indexOf(',') + 1), 'base64').toString('hex');
+    expect(images.map(bytes)).toEqual(spans.map(bytes));
   }, 240_000);
 });

@@ -4,8 +4,13 @@
  *
  * `response.output`: per policy call of the transcript, in order: a `reasoning` item (when the
  * server streamed reasoning), the assistant `message` (its text), a `function_call` per tool call;
- * then a `function_call_output` per tool result OpenCode sent back (its text; images a tool
- * returned stay in the transcript, by SHA-256). Failed calls give no item. The call's last item
+ * then a `function_call_output` per tool result OpenCode sent back: its text, or, when images came
+ * with it (a `read` of an image, which OpenCode puts into the next call's prompt), a list of an
+ * `input_text` part and one `input_image` part (a data URL) per image, in order, where NeMo RL's
+ * image binning finds them: one per image span of the next prompt. An image shown in a later call
+ * outside a tool result joins the last tool result before that call. Only images whose bytes are
+ * at hand (`imageUrls`: those the rollout kept within its image budget) are given; one kept by hash
+ * only is named in the text part instead. Failed calls give no item. The call's last item
  * carries `prompt_token_ids` (the call's whole prompt, rebuilt from the chain), `generation_token_ids`
  * and `generation_log_probs` when the trajectory has all three for it. Without a transcript each
  * answered call of the trajectory is an assistant message with no content carrying its tokens;
@@ -31,10 +36,21 @@ export interface OutputText {
 export type GymReasoningItem = { type: 'reasoning'; id: string; summary: Array<{ type: 'summary_text'; text: string }> } & Partial<TokenFields>;
 export type GymMessageItem = { type: 'message'; id: string; role: 'assistant'; status: 'completed' | 'incomplete'; content: OutputText[] } & Partial<TokenFields>;
 export type GymFunctionCallItem = { type: 'function_call'; id: string; call_id: string; name: string; arguments: string; status: 'completed' } & Partial<TokenFields>;
+export interface InputTextContent {
+  type: 'input_text';
+  text: string;
+}
+export interface InputImageContent {
+  type: 'input_image';
+  /** A `data:<mime>;base64,...` URL. */
+  image_url: string;
+  detail: 'auto';
+}
 export interface GymFunctionCallOutputItem {
   type: 'function_call_output';
   call_id: string;
-  output: string;
+  /** The tool's text; with images, a list of the text part and one image part per image. */
+  output: string | Array<InputTextContent | InputImageContent>;
 }
 export type GymOutputItem = GymReasoningItem | GymMessageItem | GymFunctionCallItem | GymFunctionCallOutputItem;
 
@@ -103,19 +119,48 @@ function generatedItems(t: TranscriptTurn): Array<GymReasoningItem | GymMessageI
 export const EMPTY_MESSAGE_ID = 'msg_empty';
 const emptyMessage = (id: string): GymMessageItem => ({ type: 'message', id, role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: '', annotations: [] }] });
 
-/** `response.output` (see the header) from the transcript and the trajectory, either of which may be absent. */
-export function responseOutput(transcript: Pick<TranscriptRecord, 'turns'> | null, trajectory: Pick<Trajectory, 'calls'> | null): GymOutputItem[] {
+/** A tool result's item: its text, or its text and its images (see the header). */
+function toolOutput(callId: string, text: string, images: readonly string[], imageUrls: ReadonlyMap<string, string>): GymFunctionCallOutputItem {
+  if (images.length === 0) return { type: 'function_call_output', call_id: callId, output: text };
+  const missing = images.filter((sha) => !imageUrls.has(sha));
+  const note = missing.length ? `\n[${missing.length} image(s) not kept (over the rollout's image budget): ${missing.join(', ')}]` : '';
+  const parts: Array<InputTextContent | InputImageContent> = [{ type: 'input_text', text: text + note }];
+  for (const sha of images) {
+    const url = imageUrls.get(sha);
+    if (url !== undefined) parts.push({ type: 'input_image', image_url: url, detail: 'auto' });
+  }
+  return { type: 'function_call_output', call_id: callId, output: parts };
+}
+
+/**
+ * `response.output` (see the header) from the transcript and the trajectory, either of which may be
+ * absent; `imageUrls`: the data URL of each image at hand, by SHA-256.
+ */
+export function responseOutput(
+  transcript: Pick<TranscriptRecord, 'turns'> | null, trajectory: Pick<Trajectory, 'calls'> | null, imageUrls: ReadonlyMap<string, string> = new Map(),
+): GymOutputItem[] {
   const tokens = trajectory ? callTokens(trajectory) : new Map<number, TokenFields>();
   const out: GymOutputItem[] = [];
   if (transcript) {
-    for (const t of transcript.turns) {
-      if (!answeredTurn(t)) continue;
+    // Each answered turn's tool results, kept to take the images a later call shows outside them.
+    let lastResult: { item: GymFunctionCallOutputItem; text: string; images: string[] } | null = null;
+    transcript.turns.forEach((t, k) => {
+      if (k > 0 && t.shown_images.length > 0 && lastResult) {
+        lastResult.images.push(...t.shown_images);
+        Object.assign(lastResult.item, toolOutput(lastResult.item.call_id, lastResult.text, lastResult.images, imageUrls));
+      }
+      if (!answeredTurn(t)) return;
       const generated = generatedItems(t);
       const fields = tokens.get(t.index);
       if (fields) Object.assign(generated[generated.length - 1], fields);
       out.push(...generated);
-      for (const c of t.tool_calls) if (c.output !== null) out.push({ type: 'function_call_output', call_id: c.id, output: c.output });
-    }
+      for (const c of t.tool_calls) {
+        if (c.output === null) continue;
+        const item = toolOutput(c.id, c.output, c.images, imageUrls);
+        out.push(item);
+        lastResult = { item, text: c.output, images: [...c.images] };
+      }
+    });
   } else if (trajectory) {
     for (const c of trajectory.calls) {
       const fields = tokens.get(c.index);

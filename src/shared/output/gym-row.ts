@@ -116,6 +116,8 @@ export interface GymRowInput {
   request: GymRequestFields;
   /** The masked row's failure is terminal (a new attempt cannot succeed): sets `_ng_failure_terminal`. */
   failureTerminal?: boolean;
+  /** The data URLs of the images the response inlines, by SHA-256 (response-images.ts); none when absent. */
+  imageUrls?: ReadonlyMap<string, string>;
 }
 
 export function gymRow(input: GymRowInput): GymRow {
@@ -123,7 +125,7 @@ export function gymRow(input: GymRowInput): GymRow {
   const trajectory = input.trajectory ?? null;
   const masked = isMasked(row);
   const mask = maskOf(row, trajectory);
-  const output = responseOutput(input.transcript ?? null, trajectory);
+  const output = responseOutput(input.transcript ?? null, trajectory, input.imageUrls);
   const incomplete = row.stop_reason === 'output_cap';
   const out: GymRow = {
     responses_create_params: request.responses_create_params,

@@ -34,7 +34,7 @@ export interface AttachedRecords {
 export class RecordWriter {
   private readonly dir: string;
 
-  constructor(private readonly jsonlPath: string, private readonly store: Store, private readonly logger: Logger) {
+  constructor(readonly jsonlPath: string, private readonly store: Store, private readonly logger: Logger) {
     this.dir = path.dirname(jsonlPath);
   }
 

@@ -54,6 +54,8 @@ export interface CommittedRow {
   result: CommitResult;
   transcript: TranscriptRecord | null;
   trajectory: Trajectory | null;
+  /** The run's JSONL on this host (its transcripts' images are beside it). */
+  jsonlPath: string;
 }
 
 /**
@@ -67,7 +69,7 @@ export async function commitRow(
 ): Promise<{ row: Row; result: CommitResult }> {
   const { row, pending, transcript, trajectory } = await run.records.attach(data.row);
   const result = await run.output.commit(row);
-  await onCommitted?.({ row, result, transcript, trajectory });
+  await onCommitted?.({ row, result, transcript, trajectory, jsonlPath: run.records.jsonlPath });
   if (pending) await run.records.done(row);
   return { row, result };
 }

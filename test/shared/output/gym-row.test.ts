@@ -104,6 +104,32 @@ describe('gymRow', () => {
     expect(gymRow({ row: r, request: REQUEST, failureTerminal: true })._ng_failure_terminal).toBe(true);
   });
 
+  it("puts the images a tool result brought into the next prompt in its output, as input_image data URLs; names one not kept; an image shown later joins the last result", () => {
+    const t = transcript();
+    t.turns[0].tool_calls[0] = { id: 'call_1', name: 'read', arguments: '{"filePath":"crop.png"}', output: 'Image read successfully', images: [CROP, PUZZLE] };
+    t.turns[2].shown_images = [CROP];
+    const urls = new Map([[CROP, 'data:image/png;base64,Q1JPUA==']]);
+    const g = gymRow({ row: answered(), transcript: t, trajectory: trajectory(), request: REQUEST, imageUrls: urls });
+    const result = g.response.output.find((i) => i.type === 'function_call_output')!;
+    expect(result.output).toEqual([
+      { type: 'input_text', text: `Image read successfully\n[1 image(s) not kept (over the rollout's image budget): ${PUZZLE}]` },
+      { type: 'input_image', image_url: 'data:image/png;base64,Q1JPUA==', detail: 'auto' },
+      { type: 'input_image', image_url: 'data:image/png;base64,Q1JPUA==', detail: 'auto' },
+    ]);
+    // Without images at hand a tool result without images stays text, as before.
+    expect(gymRow({ row: answered(), transcript: transcript(), request: REQUEST }).response.output.find((i) => i.type === 'function_call_output')!.output).toBe('saved crop.png');
+  });
+
+  it("counts turns_used as assistant messages and finished_naturally by the last call's finish reason, as NeMo Gym's opencode agent does; puts the mask in instance_config too", () => {
+    const t = transcript();
+    const g = gymRow({ row: answered(), transcript: t, request: { ...REQUEST, extras: { instance_config: { seed: 1 }, agent_ref: { name: 'x' }, reward: 7 } } });
+    expect(g).toMatchObject({ turns_used: 2, finished_naturally: true, instance_config: { seed: 1, mask_sample: false }, agent_ref: { name: 'x' }, reward: 1 });
+    t.turns[2] = { ...t.turns[2], text: '', tool_calls: [{ id: 'call_2', name: 'bash', arguments: '{}', output: null, images: [] }], finish_reason: 'tool_calls' };
+    expect(gymRow({ row: answered(), transcript: t, request: REQUEST })).toMatchObject({ turns_used: 1, finished_naturally: false });
+    t.turns.push(turn(3, { status: null, error: 'timeout', finish_reason: null }));
+    expect(gymRow({ row: answered(), transcript: t, request: REQUEST }).finished_naturally).toBe(false);
+  });
+
   it('masks an infra_failed row; without a transcript or trajectory the output is one empty assistant message', () => {
     const g = gymRow({ row: row(null, { kind: 'masked', failure: 'infra_failed', error: 'the sandbox could not be created' }), request: REQUEST });
     expect(g).toMatchObject({ reward: 0, mask_sample: true, _ng_failure_class: 'infra_failed', failure_reason: 'infra_error', finished_naturally: false, turns_used: 0 });
