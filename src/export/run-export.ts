@@ -19,6 +19,8 @@ import { detectImageMime } from '../prepare/image-type.ts';
 import { ConfigError, DataError } from '../shared/errors.ts';
 import { benchmarkRequest } from '../shared/output/gym-request-fields.ts';
 import { gymRow } from '../shared/output/gym-row.ts';
+import { responseImageUrls } from '../shared/output/response-images.ts';
+import { GymFiles } from './gym-files.ts';
 import { tokenRecord } from '../shared/output/token-record.ts';
 import { stepRecords } from '../shared/output/step-records.ts';
 import { maskOf } from '../shared/output/training-mask.ts';
@@ -59,8 +61,12 @@ export interface ExportSummary {
   rows: number;
   /** Records written (`steps`: one per answered call). */
   written: number;
-  /** Of the records written, those flagged `mask_sample` (gym: masked rows or trajectories; tokens: only with includeMasked). */
+  /** Of the records written, those flagged `mask_sample` (tokens, steps: only with includeMasked; gym: none, they go to the failures file). */
   writtenMasked: number;
+  /** `gym`: the failures file and how many masked rows it holds; null for the other formats. */
+  failures: { file: string; rows: number } | null;
+  /** `gym`: the other files written beside the rows (NeMo Gym's aggregate metrics, the materialized inputs). */
+  gymFiles: string[];
   skipped: Partial<Record<SkipKind, number>>;
   /** Masked rows by reason (`judge_failed`, `chain_broken`, ...), written or skipped. */
   maskReasons: Record<string, number>;
@@ -131,7 +137,7 @@ function indexRows(jsonl: string, runId: string | undefined, tally: Tally): { st
 /** What one standing row gives: records to write (flagged masked or not), or nothing (the tally says why). */
 type Built = { record: object; masked: boolean } | { records: object[]; masked: boolean } | null;
 
-function gymRecord(row: Row, files: RolloutFiles, tally: Tally, who: string): Built {
+async function gymRecord(row: Row, files: RolloutFiles, tally: Tally, who: string, gym: GymFiles): Promise<Built> {
   if (row.transcript === null) return tally.skip('no_transcript'), null;
   const transcript = files.transcript({ ...row, transcript: row.transcript });
   if (!transcript.ok) return tally.skip('bad_transcript', `${who}: ${transcript.problem}; skipped`), null;
@@ -146,10 +152,13 @@ function gymRecord(row: Row, files: RolloutFiles, tally: Tally, who: string): Bu
     if (!read.ok) return tally.skip('bad_trajectory', `${who}: ${read.problem}; skipped`), null;
     trajectory = read.value;
   }
-  const request = benchmarkRequest(row, transcript.value, { mime, base64: image.value.toString('base64') }, trajectory?.calls[0]?.sampling ?? {});
-  const record = gymRow({ row, transcript: transcript.value, trajectory, request });
+  const request = await gym.route(row, benchmarkRequest(row, transcript.value, { mime, base64: image.value.toString('base64') }, trajectory?.calls[0]?.sampling ?? {}));
+  const imageUrls = await responseImageUrls(files.jsonl, transcript.value);
+  const record = gymRow({ row, transcript: transcript.value, trajectory, request, imageUrls });
   const mask = maskOf(row, trajectory);
   if (mask.reason !== null) tally.masked(mask.reason);
+  // A masked row goes to the failures file, as NeMo Gym's collector routes it.
+  if (!(await gym.take(record))) return { records: [], masked: true };
   return { record, masked: record.mask_sample };
 }
 
@@ -210,6 +219,7 @@ export async function exportRun(o: ExportOptions): Promise<ExportSummary> {
   const files = new RolloutFiles(jsonl);
   const tmp = `${out}.tmp-${process.pid}`;
   const sink = createWriteStream(tmp);
+  const gym = o.format === 'gym' ? new GymFiles(out) : null;
   const total = index.standing.size;
   let done = 0;
   let written = 0;
@@ -222,7 +232,7 @@ export async function exportRun(o: ExportOptions): Promise<ExportSummary> {
       const { row } = parsed;
       if (index.standing.get(rolloutKey(row))?.lineNo !== line.lineNo) continue;
       const who = `rollout ${short(row.rollout_id)} (line ${line.lineNo})`;
-      const built = o.format === 'gym' ? gymRecord(row, files, tally, who) : tokensRecord(row, files, tally, who, o);
+      const built = gym ? await gymRecord(row, files, tally, who, gym) : tokensRecord(row, files, tally, who, o);
       for (const record of built ? ('records' in built ? built.records : [built.record]) : []) {
         written++;
         if (built!.masked) writtenMasked++;
@@ -232,14 +242,17 @@ export async function exportRun(o: ExportOptions): Promise<ExportSummary> {
     }
     sink.end();
     await once(sink, 'finish');
+    await gym?.finish();
     renameSync(tmp, out);
   } catch (err) {
     sink.destroy();
+    gym?.abort();
     rmSync(tmp, { force: true });
     throw err;
   }
   return {
-    format: o.format, out, rows: total, written, writtenMasked, skipped: tally.skipped, maskReasons: tally.maskReasons,
+    format: o.format, out, rows: total, written, writtenMasked, failures: gym ? { file: gym.files.failures, rows: gym.failed } : null,
+    gymFiles: gym ? [gym.files.gymMetrics, gym.files.materializedInputs] : [], skipped: tally.skipped, maskReasons: tally.maskReasons,
     replacedLines: index.lines - total, problems: tally.problems, problemCount: tally.problemCount,
   };
 }
@@ -266,6 +279,7 @@ export function summaryLine(s: ExportSummary): string {
     `wrote ${s.written} ${what}${flagged} of ${s.rows} rollouts to ${s.out}` +
     (skipped.length ? `; skipped ${skipped.join(', ')}` : '; skipped none') +
     (reasons ? `; masked by reason: ${reasons}` : '') +
-    (s.replacedLines > 0 ? `; ${s.replacedLines} earlier lines of rejudged or retried rollouts left out (the last line stands)` : '')
+    (s.replacedLines > 0 ? `; ${s.replacedLines} earlier lines of rejudged or retried rollouts left out (the last line stands)` : '') +
+    (s.failures ? `; ${s.failures.rows} masked rows to ${s.failures.file}; NeMo Gym's metrics and inputs to ${s.gymFiles.join(', ')}` : '')
   );
 }

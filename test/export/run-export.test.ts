@@ -63,7 +63,19 @@ describe('vcfleet export', () => {
     const res = await runCli(['export', output, '--format', 'gym']);
     expect(res.code, res.output).toBe(0);
     const out = path.join(dir, 'out', 'bv.gym.jsonl');
-    expect(res.stdout.trim()).toBe(`wrote 2 gym rows of 2 rollouts to ${out}; skipped none`);
+    const side = (name: string) => path.join(dir, 'out', `bv.gym_${name}`);
+    expect(res.stdout.trim()).toBe(
+      `wrote 2 gym rows of 2 rollouts to ${out}; skipped none; 0 masked rows to ${side('failures.jsonl')}; NeMo Gym's metrics and inputs to ${side('aggregate_metrics.json')}, ${side('materialized_inputs.jsonl')}`,
+    );
+    // NeMo Gym's files beside the rows: no failures, one materialized input per task, its metrics' shape
+    expect(readFileSync(side('failures.jsonl'), 'utf8')).toBe('');
+    const inputs = readLines<Record<string, unknown>>(side('materialized_inputs.jsonl'));
+    expect(inputs.map((i) => [i._ng_task_index, i.source_id, i.agent_ref])).toEqual(rows.map((r, k) => [k, r.task_id, { name: 'vcfleet_opencode_agent' }]));
+    for (const i of inputs) expect(i).not.toHaveProperty('_ng_rollout_index');
+    const metrics = JSON.parse(readFileSync(side('aggregate_metrics.json'), 'utf8')) as Array<Record<string, any>>;
+    expect(metrics).toHaveLength(1);
+    expect(metrics[0]).toMatchObject({ agent_ref: { name: 'vcfleet_opencode_agent' }, key_metrics: { 'mean/reward': 0.5 }, agent_metrics: { 'mean/reward': 0.5, 'max/reward': 1, 'min/reward': 0, 'mean/turns_used': 2 } });
+    expect(metrics[0].group_level_metrics.map((g: Record<string, number>) => [g._ng_task_index, g.num_rollouts])).toEqual([[0, 1], [1, 1]]);
     const text = readFileSync(out, 'utf8');
     expect(text).not.toContain(POLICY_KEY);
     const gym = readLines<GymRow>(out);
@@ -77,6 +89,7 @@ describe('vcfleet export', () => {
         reward: row.reward, expected_answer: puzzle.get(row.task_id), question: transcript.task.question, extracted_answer: right ? puzzle.get(row.task_id) : 'Z',
         judge_verdict: right ? 'equivalent' : 'different', failure_reason: right ? null : 'incorrect_answer', turns_used: 2, finished_naturally: true,
         source_id: row.task_id, category: row.type, l2_category: row.subtype, ans_type: row.ans_type, _ng_rollout_index: 0, mask_sample: false, run_id: row.run_id,
+        _ng_task_index: i, agent_ref: { name: 'vcfleet_opencode_agent' }, instance_config: { mask_sample: false },
       });
       expect(g).not.toHaveProperty('_ng_failure_class');
       // the dataset row: the puzzle (the very bytes of the run's image file) as a data URL, then the prompt
@@ -207,12 +220,18 @@ describe('vcfleet export', () => {
     expect(kept).toMatchObject({ written: 1, writtenMasked: 1 });
     expect(readLines<TokenRecord>(path.join(bad, 'kept.jsonl'))[0]).toMatchObject({ rollout_id: first.rollout_id, reward: null, mask_sample: true, mask_reason: 'judge_failed' });
 
-    // gym: the masked row is exported flagged; the corrupt trajectory and the foreign records are named
+    // gym: the masked row goes to the failures file, flagged where both NeMo Gym and NeMo RL look; the corrupt trajectory and the foreign records are named
     const gym = await exportRun({ jsonl, format: 'gym' });
-    expect(gym).toMatchObject({ rows: 4, written: 1, writtenMasked: 1, skipped: { bad_line: 2, bad_transcript: 2, bad_trajectory: 1 } });
-    const [masked] = readLines<GymRow>(path.join(bad, 'bv.gym.jsonl'));
-    expect(masked).toMatchObject({ rollout_id: first.rollout_id, reward: 0, mask_sample: true, _ng_failure_class: 'judge_failed', failure_reason: 'judge_error' });
-    expect(readFileSync(path.join(bad, 'bv.gym.jsonl'), 'utf8')).not.toContain('passwd');
+    expect(gym).toMatchObject({ rows: 4, written: 0, writtenMasked: 0, failures: { file: path.join(bad, 'bv.gym_failures.jsonl'), rows: 1 }, skipped: { bad_line: 2, bad_transcript: 2, bad_trajectory: 1 } });
+    expect(readFileSync(path.join(bad, 'bv.gym.jsonl'), 'utf8')).toBe('');
+    const [masked] = readLines<GymRow>(path.join(bad, 'bv.gym_failures.jsonl'));
+    expect(masked).toMatchObject({
+      rollout_id: first.rollout_id, reward: 0, mask_sample: true, instance_config: { mask_sample: true }, _ng_failure_class: 'judge_failed', failure_reason: 'judge_error',
+      _ng_task_index: 0, _ng_rollout_index: 0, agent_ref: { name: 'vcfleet_opencode_agent' },
+    });
+    // masked rows are not in NeMo Gym's metrics
+    expect(JSON.parse(readFileSync(path.join(bad, 'bv.gym_aggregate_metrics.json'), 'utf8'))).toEqual([]);
+    expect(readFileSync(path.join(bad, 'bv.gym_failures.jsonl'), 'utf8')).not.toContain('passwd');
     expect(existsSync(secret)).toBe(true);
   }, 240_000);
 
