@@ -1,6 +1,6 @@
 /**
  * The viewer's data from files: an output JSONL (rows of one or more runs), its
- * `<stem>_aggregate_metrics.json` (for the run's number of repeats), and `<stem>_transcripts/`
+ * fleet metrics file (`<stem>_fleet_metrics.json`, or an older run's: output-files.ts; for the run's number of repeats), and `<stem>_transcripts/`
  * with its `images/`. The JSONL is read again whenever its size or modification time changes, so a
  * file still being written by a results consumer shows its new rows on reload.
  */
@@ -8,7 +8,8 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { DataError } from '../shared/errors.ts';
 import type { Row } from '../shared/records/rows.ts';
-import { aggregateMetrics, metricsPathFor } from '../shared/output/metrics.ts';
+import { aggregateMetrics } from '../shared/output/metrics.ts';
+import { fleetMetricsToRead } from '../shared/output/output-files.ts';
 import { parseRowFile, type ParsedRows } from '../shared/output/row-file.ts';
 import { runListEntry } from './run-list.ts';
 import type { RolloutData, RunData, RunMeta, ViewerSource } from './source.ts';
@@ -23,7 +24,7 @@ interface Loaded {
 }
 
 function readMetricsRepeats(jsonlPath: string): Loaded['metricsRepeats'] {
-  const file = metricsPathFor(jsonlPath);
+  const file = fleetMetricsToRead(jsonlPath);
   if (!existsSync(file)) return null;
   try {
     const value = JSON.parse(readFileSync(file, 'utf8')) as { run_id?: unknown; num_repeats?: unknown };

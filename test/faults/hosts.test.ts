@@ -201,7 +201,7 @@ describe.skipIf(SUPPORT !== null)(`the fleet across hosts made of network namesp
       // The outputs are on the results host only; only the producer prepared the benchmark (workers read it from Redis).
       const transcripts = path.join(resultsHost.work, 'results', `${RUN}_transcripts`);
       expect(readdirSync(transcripts).filter((n) => n.endsWith('.json')).sort()).toEqual(rows.map((r) => `${r.rollout_id}.json`).sort());
-      expect(outputsUnder(resultsHost.dir).map((f) => path.basename(f)).sort()).toEqual([`${RUN}.jsonl`, `${RUN}_aggregate_metrics.json`, `${RUN}_transcripts`]);
+      expect(outputsUnder(resultsHost.dir).map((f) => path.basename(f)).sort()).toEqual([`${RUN}.jsonl`, `${RUN}_fleet_metrics.json`, `${RUN}_transcripts`]);
       for (const h of [producer, sb1Host, sb2Host, sb3Host, judgeHost, modelsHost]) expect(outputsUnder(h.dir), h.role).toEqual([]);
       expect(existsSync(path.join(producer.work, 'data', 'babyvision_opencode', 'tasks.jsonl'))).toBe(true);
       for (const h of [sb1Host, sb2Host, sb3Host, judgeHost, resultsHost]) expect(existsSync(path.join(h.work, 'data')), h.role).toBe(false);

@@ -1,6 +1,6 @@
 /**
  * `vcfleet metrics <jsonl>`: recompute the aggregate metrics of each run in an output file, print
- * them as the summary table of `vcfleet run` (or JSON), and write `<stem>_aggregate_metrics.json`
+ * them as the summary table of `vcfleet run` (or JSON), and write `<stem>_fleet_metrics.json`
  * when the file is one run's (or `--run-id` picks one).
  */
 import { existsSync, renameSync, writeFileSync } from 'node:fs';
@@ -9,6 +9,7 @@ import { ConfigError, DataError } from '../../shared/errors.ts';
 import type { Row } from '../../shared/records/rows.ts';
 import { readRunsStrict } from '../../shared/output/row-file.ts';
 import { aggregateMetrics, metricsPathFor } from '../../shared/output/metrics.ts';
+import { fleetMetricsToRead } from '../../shared/output/output-files.ts';
 import { readPublishedResults, type PublishedRow } from '../../shared/output/published-results.ts';
 import { recordedPricing } from '../../shared/output/run-pricing.ts';
 import { identityFromRows, metricsFile, recordedIdentity, type MetricsFile } from '../../shared/output/run-identity.ts';
@@ -47,13 +48,13 @@ function parseRepeats(raw: string | undefined): number | undefined {
  * results consumer recorded for this run (a run whose last repeat has no row yet still has it).
  */
 function runMetrics(file: string, runId: string, rows: readonly Row[], numRepeats: number | undefined): MetricsFile {
-  const recorded = recordedIdentity(metricsPathFor(file), runId);
+  const recorded = recordedIdentity(fleetMetricsToRead(file), runId);
   const inRows = rows.reduce((most, r) => Math.max(most, r.repeat + 1), 1);
   if (numRepeats !== undefined && numRepeats < inRows) {
     throw new ConfigError(`--num-repeats ${numRepeats} is fewer than run ${runId} of ${file} has: it holds rows of repeat ${inRows - 1} (repeats count from 0)`);
   }
   const repeats = numRepeats ?? Math.max(inRows, recorded?.num_repeats ?? 1);
-  return metricsFile(identityFromRows(runId, rows, recorded), aggregateMetrics(rows, repeats, recordedPricing(metricsPathFor(file), runId)));
+  return metricsFile(identityFromRows(runId, rows, recorded), aggregateMetrics(rows, repeats, recordedPricing(fleetMetricsToRead(file), runId)));
 }
 
 function writeAtomically(out: string, text: string): void {
@@ -79,7 +80,7 @@ export function registerMetrics(program: Command): void {
   program
     .command('metrics')
     .description(
-      'recompute the aggregate metrics of each run in an output JSONL and print them; writes <stem>_aggregate_metrics.json ' +
+      'recompute the aggregate metrics of each run in an output JSONL and print them; writes <stem>_fleet_metrics.json ' +
         'beside it when the file holds one run (or --run-id picks one)',
     )
     .argument('<jsonl>', 'an output JSONL')

@@ -17,6 +17,7 @@ import { isMasked, isScored, type Row } from '../records/rows.ts';
 import { PaperTableAccumulator, type PaperTable } from './paper-table.ts';
 import { costOf, type CostUsd, type Pricing, type TokenTotals } from './run-cost.ts';
 import { binomialCi95, passAtK } from './stats.ts';
+import { outputFiles } from './output-files.ts';
 
 export { binomialCi95, bootstrapCi95, passAtK } from './stats.ts';
 
@@ -271,6 +272,7 @@ export function aggregateMetrics(rows: readonly MetricRow[], numRepeats = 1, pri
   return acc.result(numRepeats, pricing);
 }
 
+/** Where the fleet's metrics of a run are written (`<stem>_fleet_metrics.json`: output-files.ts). */
 export function metricsPathFor(outputJsonl: string): string {
-  return outputJsonl.replace(/\.jsonl$/, '') + '_aggregate_metrics.json';
+  return outputFiles(outputJsonl).fleetMetrics;
 }

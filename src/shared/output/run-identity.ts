@@ -1,6 +1,6 @@
 /**
  * Which run a metrics file is of: benchmark, models, a hash of the run's settings and its time span,
- * recorded under `run` in `<stem>_aggregate_metrics.json` beside the run's own metrics. The results
+ * recorded under `run` in `<stem>_fleet_metrics.json` beside the run's own metrics. The results
  * consumer has the run record and fills every field; `vcfleet metrics` has only the rows and fills
  * what they tell (the models, the benchmark, the last row's time).
  */

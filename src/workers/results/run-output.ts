@@ -1,5 +1,5 @@
 /**
- * The output of one run: its JSONL (one row per rollout) and `<stem>_aggregate_metrics.json`.
+ * The output of one run: its JSONL (one row per rollout) and `<stem>_fleet_metrics.json` (output-files.ts).
  * Redis holds the rows of record; the file is kept equal to them. On open the file is reconciled:
  * a line cut by a crash is dropped, rows Redis has and the file lacks are appended, rows only the
  * file has are put back into Redis. A replaced row (a rejudge, a retried rollout) updates the
