@@ -42,7 +42,7 @@ export function registerServe(program: Command, cli: Cli): void {
     .command('serve')
     .description("serve rollouts over HTTP as NeMo Gym's agent servers do: POST /run, GET and DELETE /rollouts/{id}, POST /cancel")
     .option('--config <path>', 'config YAML')
-    .option('--host <address>', 'address to bind (serve.host, default 127.0.0.1); any other address needs the dashboard credentials')
+    .option('--host <address>', 'address to bind (serve.host, default 127.0.0.1); any other address needs the dashboard credentials or serve.allow_from')
     .option('--port <n>', 'port (serve.port, default 8088; 0 = any free port)')
     .option('--run-id <id>', "the service's run: a new one by default; an id a serve made before shares or resumes it")
     .option('--with-workers', `run this host's ${wordList(WORKER_ROLES, 'and')} roles in this process too`)
@@ -53,6 +53,7 @@ export function registerServe(program: Command, cli: Cli): void {
         '  VCFLEET_DASHBOARD_TOKEN (bearer) or VCFLEET_DASHBOARD_USER + VCFLEET_DASHBOARD_PASSWORD (basic auth):\n' +
         '                      credentials, required beyond 127.0.0.1; once set, every route needs them\n' +
         '                      (without them any local user may use every route)\n' +
+        "  serve.allow_from:   addresses/CIDRs that need no credentials ('++serve.allow_from=[10.0.0.7]'); others still do\n" +
         `Without --with-workers, start \`${vcfleetCommand(`worker ${WORKER_ROLES.join('|')} --run-id <the run id printed>`)}\` on any host.`,
     )
     .action(async (opts: ServeFlags) => {
