@@ -129,8 +129,8 @@ export const ServeSchema = z
     max_pending: positiveInt.default(256),
     /** Budget of the images of the pending requests of the run, in MiB (decoded bytes, kept in Redis until the response); past it 429. */
     max_pending_image_mib: positiveInt.default(2048),
-    /** Largest `POST /aggregate_metrics` body (the rows of a collection, responses included), in MiB; past it 413. */
-    max_metrics_request_mib: positiveInt.default(1024),
+    /** Largest `POST /aggregate_metrics` body (the rows of a collection, responses included), in MiB, at most 512 (the body is read as one string); past it 413. */
+    max_metrics_request_mib: positiveInt.max(512).default(512),
     /**
      * Addresses and CIDR blocks (`10.0.0.5`, `10.0.0.0/8`, `fd00::/8`) whose requests need no
      * credentials: the TCP peer address decides, never a forwarded header. Others still need the
