@@ -11,6 +11,7 @@ import { createLogger } from '../../../src/shared/logger.ts';
 import { createSandboxProvider } from '../../../src/sandboxes/index.ts';
 import { OpenSandboxProvider, type OpenSandboxOptions } from '../../../src/sandboxes/opensandbox/provider.ts';
 import { identityOf } from '../../../src/sandboxes/proc-tree.ts';
+import { SANDBOX_PATH } from '../../../src/agent/session-config.ts';
 import { startFakeOpenSandbox, type FakeOpenSandbox } from '../../helpers/fake-opensandbox-server.ts';
 import { processesWith } from '../../helpers/processes.ts';
 import { waitFor } from '../../helpers/wait.ts';
@@ -213,6 +214,25 @@ describe('opensandbox provider', () => {
     expect(await provider().reapOrphans()).toBe(1);
     expect(dead.deleted).toBe(true);
     expect([alive, otherHost, otherFleet].map((s) => s.deleted)).toEqual([false, false, false]);
+  });
+});
+
+describe('OpenCode in an opensandbox sandbox', () => {
+  it('runs by the path the image declares (sandbox_config.opencode_bin), with the PATH a rollout sends replacing the image\'s', async () => {
+    const config = ConfigSchema.parse({ sandbox_provider: 'opensandbox', sandbox_config: { domain: fake.domain, api_key: API_KEY } });
+    const p = createSandboxProvider(config, { logger: createLogger({ level: 'silent' }) });
+    const sb = await p.create({ label: 'oc', gateway: GATEWAY });
+    try {
+      const bin = p.capabilities.agentBinary(config);
+      expect(bin).toBe('/opt/opencode/bin/opencode');
+      const r = await sb.exec([bin, '--version'], { env: { PATH: SANDBOX_PATH } });
+      expect([r.stdout.trim(), r.exitCode], r.stderr).toEqual(['1.17.11', 0]);
+      const moved = ConfigSchema.parse({ sandbox_config: { opencode_bin: '/usr/local/bin/opencode' } });
+      expect(createSandboxProvider({ ...config, sandbox_config: { ...config.sandbox_config, opencode_bin: moved.sandbox_config.opencode_bin } }, { logger: createLogger({ level: 'silent' }) }).capabilities.agentBinary(config)).toBe('/usr/local/bin/opencode');
+      expect(() => ConfigSchema.parse({ sandbox_config: { opencode_bin: 'opencode' } })).toThrow(/an absolute path inside the sandbox image/);
+    } finally {
+      await p.close();
+    }
   });
 });
 
