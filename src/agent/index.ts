@@ -32,7 +32,7 @@ export async function createAgentRunner(config: Config, logger: Logger, deps: Ag
     const report = await checkSandboxBox(provider, config, logger);
     deps.onBoxReport?.(report);
     await reapLeftovers(provider, logger);
-    if (config.preflight.enabled) await trySandbox(provider, config.sandbox_config.gateway_port);
+    if (config.preflight.enabled) await trySandbox(provider, config);
   } catch (err) {
     await provider.close();
     throw err;

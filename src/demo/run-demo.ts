@@ -1,7 +1,8 @@
 /**
  * `vcfleet demo`: a self-contained run on the bundled synthetic puzzles. The project's scripted
  * policy and judge servers start in-process on loopback, a private Redis (unless REDIS_URL is set),
- * the real OpenCode in real `local` sandboxes, the progress bar, the JSONL and metrics at the end.
+ * the real OpenCode in real sandboxes (`local` unless the configuration names another provider, e.g.
+ * `VCFLEET_SANDBOX_PROVIDER=opensandbox`), the progress bar, the JSONL and metrics at the end.
  * No model, no key, no network. The run has queues of its own (so a shared Redis is fine) and is
  * marked a demo, so that `vcfleet run --run-id` or `vcfleet demo --run-id` resumes it as one.
  */
@@ -37,7 +38,7 @@ export interface DemoOptions {
 const DEMO_POLICY_MODEL = 'scripted-demo-vlm';
 
 /** The demo's settings; `++key=value` overrides still apply on top. */
-function demoConfig(base: Config, policyUrl: string, judgeUrl: string, options: DemoOptions): Config {
+function demoConfig(base: Pick<Config, 'state_dir' | 'sandbox_provider'>, policyUrl: string, judgeUrl: string, options: DemoOptions): Config {
   const dir = path.join(base.state_dir, 'demo');
   const runId = options.runId ?? newRunId('demo');
   return loadConfig({
@@ -59,7 +60,8 @@ function demoConfig(base: Config, policyUrl: string, judgeUrl: string, options: 
       visual_coding_opencode_judge_model_name: 'scripted-demo-judge',
       'judge.api_key': 'demo-judge-key',
       'agent.kind': 'opencode',
-      sandbox_provider: 'local',
+      // The provider configured (default `local`): a demo also tries a fleet's sandboxes out.
+      sandbox_provider: base.sandbox_provider,
       'queues.rollout_concurrency': 2,
     },
     overrides: options.overrides,

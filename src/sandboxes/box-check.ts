@@ -4,10 +4,10 @@
  * (`sandbox_config.enforce_resources: false`, then a loud warning instead).
  */
 import type { Config } from '../shared/config/load.ts';
-import { ConfigError, InfraError, errorMessage } from '../shared/errors.ts';
+import { ConfigError } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
 import { unenforced } from './box-report.ts';
-import type { BoxReport, Sandbox, SandboxProvider } from './types.ts';
+import type { BoxReport, SandboxProvider } from './types.ts';
 
 /** How to grant what is missing, for the refusal and the warning. */
 export const GRANT_HINT =
@@ -46,22 +46,4 @@ export async function checkSandboxBox(provider: SandboxProvider, config: Config,
 export function unenforcedNotice(report: BoxReport, workerId: string): string | null {
   const missing = unenforced(report);
   return missing.length ? `sandbox limits NOT enforced on ${workerId} (sandbox_config.enforce_resources=false): ${missing.join('; ')}` : null;
-}
-
-/**
- * Start one sandbox, run `true` in it and destroy it: the provider can start sandboxes here (bwrap,
- * cgroups, the tmpfs disk, the seccomp filter all work together). Throws InfraError naming what failed.
- */
-export async function trySandbox(provider: SandboxProvider, gatewayPort: number): Promise<void> {
-  let sandbox: Sandbox | null = null;
-  try {
-    sandbox = await provider.create({ label: 'preflight', gateway: { port: gatewayPort } });
-    const r = await sandbox.exec(['true'], { timeoutMs: 30_000 });
-    if (r.exitCode !== 0) throw new InfraError(`a trial command in a ${provider.name} sandbox ended with ${r.exitCode === null ? `signal ${r.signal}` : `exit code ${r.exitCode}`}: ${r.stderr.trim().slice(-300) || 'no output'}`);
-  } catch (err) {
-    if (err instanceof InfraError || err instanceof ConfigError) throw err;
-    throw new InfraError(`cannot start a ${provider.name} sandbox on this host: ${errorMessage(err)}`, { cause: err });
-  } finally {
-    await sandbox?.destroy().catch(() => undefined);
-  }
 }

@@ -1,7 +1,7 @@
 /**
  * The front door of the sandboxes: the providers, by the name `sandbox_provider` gives them, the
  * contract every sandbox keeps (types.ts), the check of what a host's sandboxes are held to
- * (box-check.ts), and this host's cgroups as the worker sees them. A provider is one folder
+ * (box-check.ts), the trial sandbox of preflight (box-trial.ts), and this host's cgroups as the worker sees them. A provider is one folder
  * (`local/`, `opensandbox/`, `docker/`) and one line here; what differs between providers each declares in its
  * `capabilities` (types.ts), so nothing else in the fleet asks which provider it runs on. Other
  * folders import this file only.
@@ -19,7 +19,8 @@ export type {
   SandboxProviderDeps, SandboxResources, SandboxSpec,
 } from './types.ts';
 export { describeLimitHit, unenforced } from './box-report.ts';
-export { checkSandboxBox, trySandbox, unenforcedNotice } from './box-check.ts';
+export { checkSandboxBox, unenforcedNotice } from './box-check.ts';
+export { trySandbox } from './box-trial.ts';
 export { HOST_CGROUP_PATHS, ownMemoryCgroup, readText, type CgroupPaths } from './host-cgroups.ts';
 
 /** Every provider, by its `sandbox_provider` name. */

@@ -109,6 +109,8 @@ export interface SandboxCapabilities {
   agentBinary(config: Pick<Config, 'agent'>): string;
   /** The longest a sandbox lives, in seconds (a server's TTL); null: as long as its task. */
   maxLifetimeS: number | null;
+  /** The image a sandbox runs, whose OpenCode and toolkit the preflight looks for; null: this host's own files. */
+  image: string | null;
 }
 
 export interface SandboxProvider {

@@ -74,7 +74,7 @@ export class DockerProvider implements SandboxProvider {
     this.fleet = labelValue(opts.fleetLabel ?? DEFAULT_FLEET_LABEL);
     // OpenCode is the image's (agent.opencode_bin is a path of the worker's host).
     const bin = opts.opencodeBin ?? IMAGE_OPENCODE;
-    this.capabilities = { gateway: 'unix', verifiesCallOrigin: false, usesHostMemory: true, agentBinary: () => bin, maxLifetimeS: null };
+    this.capabilities = { gateway: 'unix', verifiesCallOrigin: false, usesHostMemory: true, agentBinary: () => bin, maxLifetimeS: null, image: opts.image };
   }
 
   /** The engine answers, the image is there and runs as a user that is not root; the profile and entry script are read. Once. */

@@ -7,6 +7,7 @@ export const dockerProvider: ProviderRegistration = {
   create: (config, { logger }) =>
     new DockerProvider({
       image: config.sandbox_config.image,
+      opencodeBin: config.sandbox_config.opencode_bin,
       socketPath: config.sandbox_config.docker_socket,
       workdir: config.sandbox_workdir,
       resources: config.sandbox_config.resources,

@@ -100,7 +100,7 @@ export class LocalBwrapProvider implements SandboxProvider {
       maxCaptureBytes: opts.maxCaptureBytes ?? DEFAULT_MAX_CAPTURE_BYTES,
       hostUid: asRoot ? (opts.hostUid ?? DEFAULT_HOST_UID) : null,
     };
-    this.capabilities = { gateway: 'unix', verifiesCallOrigin: asRoot, usesHostMemory: true, agentBinary: (config) => opencodeBinaryPath(config), maxLifetimeS: null };
+    this.capabilities = { gateway: 'unix', verifiesCallOrigin: asRoot, usesHostMemory: true, agentBinary: (config) => opencodeBinaryPath(config), maxLifetimeS: null, image: null };
   }
 
   async create(spec: SandboxSpec, signal?: AbortSignal): Promise<Sandbox> {

@@ -19,12 +19,17 @@ import { ExecTracker } from '../exec-tracker.ts';
 import type { BoxReport, ExecOptions, ExecResult, LimitHits, Sandbox, SandboxCapabilities, SandboxProvider, SandboxSpec } from '../types.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
+/** Where sandbox_image/Dockerfile installs OpenCode (`sandbox_config.opencode_bin`'s default). */
+export const IMAGE_OPENCODE_BIN = '/opt/opencode/bin/opencode';
+
 export interface OpenSandboxOptions {
   /** OpenSandbox server, `host[:port]` or a URL (`sandbox_config.domain`). */
   domain: string;
   /** Sent as `OPEN-SANDBOX-API-KEY` (`sandbox_config.api_key`). */
   apiKey?: string | null;
   image: string;
+  /** OpenCode inside the image, by absolute path (`sandbox_config.opencode_bin`): the image's `PATH` does not survive a command's env. */
+  opencodeBin?: string;
   /** Server-side lifetime of a sandbox, in seconds (`sandbox_config.ttl_s`). */
   ttlS: number;
   resources: { cpu: number; memory_mib: number };
@@ -171,7 +176,8 @@ export class OpenSandboxProvider implements SandboxProvider {
   readonly name = 'opensandbox' as const;
   /**
    * Remote sandboxes reach the worker's gateway over TCP (nothing outside them tells the agent's calls
-   * from others), on the server's memory, and live at most their TTL; OpenCode is the image's.
+   * from others), on the server's memory, and live at most their TTL; OpenCode is the image's, run by
+   * its absolute path (execd lays a command's env over the image's, so the image's `PATH` is gone).
    */
   readonly capabilities: SandboxCapabilities;
   private readonly live = new Set<RemoteSandbox>();
@@ -187,7 +193,7 @@ export class OpenSandboxProvider implements SandboxProvider {
       useServerProxy: opts.useServerProxy ?? false,
     };
     this.fleet = opts.fleetLabel ?? DEFAULT_FLEET_LABEL;
-    this.capabilities = { gateway: 'tcp', verifiesCallOrigin: false, usesHostMemory: false, agentBinary: (config) => config.agent.opencode_bin ?? 'opencode', maxLifetimeS: opts.ttlS };
+    this.capabilities = { gateway: 'tcp', verifiesCallOrigin: false, usesHostMemory: false, agentBinary: () => opts.opencodeBin ?? IMAGE_OPENCODE_BIN, maxLifetimeS: opts.ttlS, image: opts.image };
   }
 
   async create(spec: SandboxSpec, signal?: AbortSignal): Promise<Sandbox> {

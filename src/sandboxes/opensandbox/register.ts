@@ -9,7 +9,7 @@ export const openSandboxProvider: ProviderRegistration = {
     const sc = config.sandbox_config;
     if (!sc.domain) throw new ConfigError('sandbox_config.domain (OPENSANDBOX_DOMAIN) is required when sandbox_provider=opensandbox');
     return new OpenSandboxProvider({
-      domain: sc.domain, apiKey: sc.api_key, image: sc.image, ttlS: sc.ttl_s, resources: sc.resources, workdir: config.sandbox_workdir, useServerProxy: sc.use_server_proxy, logger,
+      domain: sc.domain, apiKey: sc.api_key, image: sc.image, opencodeBin: sc.opencode_bin, ttlS: sc.ttl_s, resources: sc.resources, workdir: config.sandbox_workdir, useServerProxy: sc.use_server_proxy, logger,
     });
   },
 };

@@ -10,6 +10,11 @@ export const SandboxConfigSchema = z
   .object({
     /** Sandbox image of the `opensandbox` and `docker` providers (`VISUAL_CODING_OPENCODE_SANDBOX_IMAGE`). */
     image: z.string().default('visual-coding-fleet-sandbox:latest'),
+    /**
+     * The OpenCode binary inside that image, by absolute path (`VCFLEET_SANDBOX_OPENCODE_BIN`): run as
+     * such, since a server may not keep the image's `PATH` (sandbox_image/Dockerfile installs it here).
+     */
+    opencode_bin: z.string().regex(/^\//, 'an absolute path inside the sandbox image, e.g. /opt/opencode/bin/opencode').default('/opt/opencode/bin/opencode'),
     /** Lifetime of a remote sandbox in seconds (at least 60: an OpenSandbox server refuses less); it is destroyed earlier when the task ends. */
     ttl_s: z.number().int().min(60, 'at least 60 (an OpenSandbox server refuses a shorter sandbox TTL)').default(7200),
     /**

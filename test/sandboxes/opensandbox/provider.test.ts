@@ -11,6 +11,7 @@ import { createLogger } from '../../../src/shared/logger.ts';
 import { createSandboxProvider } from '../../../src/sandboxes/index.ts';
 import { OpenSandboxProvider, type OpenSandboxOptions } from '../../../src/sandboxes/opensandbox/provider.ts';
 import { identityOf } from '../../../src/sandboxes/proc-tree.ts';
+import { SANDBOX_PATH } from '../../../src/agent/session-config.ts';
 import { startFakeOpenSandbox, type FakeOpenSandbox } from '../../helpers/fake-opensandbox-server.ts';
 import { processesWith } from '../../helpers/processes.ts';
 import { waitFor } from '../../helpers/wait.ts';
@@ -163,7 +164,7 @@ describe('opensandbox provider', () => {
   it('a create answers 202 with the sandbox already Running; a second delete is DOCKER::SANDBOX_NOT_FOUND, and destroy takes it as deleted', async () => {
     const sb = await provider().create({ label: 'x', gateway: GATEWAY });
     // As the real server: the create's own answer (which the SDK then polls past) says Running.
-    const direct = await fetch(`http://${fake.domain}/v1/sandboxes`, { method: 'POST', headers: { 'OPEN-SANDBOX-API-KEY': API_KEY, 'content-type': 'application/json' }, body: JSON.stringify({ image: { uri: 'img:1' }, timeout: 60 }) });
+    const direct = await fetch(`http://${fake.domain}/v1/sandboxes`, { method: 'POST', headers: { 'OPEN-SANDBOX-API-KEY': API_KEY, 'content-type': 'application/json' }, body: JSON.stringify({ image: { uri: 'img:1' }, entrypoint: ['tail', '-f', '/dev/null'], timeout: 60 }) });
     expect([direct.status, ((await direct.json()) as { status: { state: string } }).status.state]).toEqual([202, 'Running']);
     const again = await fetch(`http://${fake.domain}/v1/sandboxes/${sb.id}`, { method: 'DELETE', headers: { 'OPEN-SANDBOX-API-KEY': API_KEY } });
     expect(again.status).toBe(204);
@@ -206,13 +207,32 @@ describe('opensandbox provider', () => {
   it('reapOrphans deletes only this host and fleet sandboxes whose worker is dead', async () => {
     const me = identityOf(process.pid)!;
     const base = { 'vcfleet-fleet': 'visual-coding-fleet', 'vcfleet-host': os.hostname(), 'vcfleet-boot': me.bootId };
-    const dead = fake.seed({ ...base, 'vcfleet-owner-pid': String(2 ** 22 + 5), 'vcfleet-owner-start': '1' });
-    const alive = fake.seed({ ...base, 'vcfleet-owner-pid': String(me.pid), 'vcfleet-owner-start': String(me.startTime) });
-    const otherHost = fake.seed({ ...base, 'vcfleet-host': 'elsewhere', 'vcfleet-owner-pid': '1', 'vcfleet-owner-start': '1' });
-    const otherFleet = fake.seed({ ...base, 'vcfleet-fleet': 'another', 'vcfleet-owner-pid': '1', 'vcfleet-owner-start': '1' });
+    const dead = await fake.seed({ ...base, 'vcfleet-owner-pid': String(2 ** 22 + 5), 'vcfleet-owner-start': '1' });
+    const alive = await fake.seed({ ...base, 'vcfleet-owner-pid': String(me.pid), 'vcfleet-owner-start': String(me.startTime) });
+    const otherHost = await fake.seed({ ...base, 'vcfleet-host': 'elsewhere', 'vcfleet-owner-pid': '1', 'vcfleet-owner-start': '1' });
+    const otherFleet = await fake.seed({ ...base, 'vcfleet-fleet': 'another', 'vcfleet-owner-pid': '1', 'vcfleet-owner-start': '1' });
     expect(await provider().reapOrphans()).toBe(1);
     expect(dead.deleted).toBe(true);
     expect([alive, otherHost, otherFleet].map((s) => s.deleted)).toEqual([false, false, false]);
+  });
+});
+
+describe('OpenCode in an opensandbox sandbox', () => {
+  it('runs by the path the image declares (sandbox_config.opencode_bin), with the PATH a rollout sends replacing the image\'s', async () => {
+    const config = ConfigSchema.parse({ sandbox_provider: 'opensandbox', sandbox_config: { domain: fake.domain, api_key: API_KEY } });
+    const p = createSandboxProvider(config, { logger: createLogger({ level: 'silent' }) });
+    const sb = await p.create({ label: 'oc', gateway: GATEWAY });
+    try {
+      const bin = p.capabilities.agentBinary(config);
+      expect(bin).toBe('/opt/opencode/bin/opencode');
+      const r = await sb.exec([bin, '--version'], { env: { PATH: SANDBOX_PATH } });
+      expect([r.stdout.trim(), r.exitCode], r.stderr).toEqual(['1.17.11', 0]);
+      const moved = ConfigSchema.parse({ sandbox_config: { opencode_bin: '/usr/local/bin/opencode' } });
+      expect(createSandboxProvider({ ...config, sandbox_config: { ...config.sandbox_config, opencode_bin: moved.sandbox_config.opencode_bin } }, { logger: createLogger({ level: 'silent' }) }).capabilities.agentBinary(config)).toBe('/usr/local/bin/opencode');
+      expect(() => ConfigSchema.parse({ sandbox_config: { opencode_bin: 'opencode' } })).toThrow(/an absolute path inside the sandbox image/);
+    } finally {
+      await p.close();
+    }
   });
 });
 
