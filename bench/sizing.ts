@@ -27,7 +27,7 @@ import { hostBusySeconds } from './lib/cpu.ts';
 import { benchConfig, benchPrefix, BENCH_IMAGE, syntheticTasks } from './lib/fleet.ts';
 import type { BenchRow } from './lib/report.ts';
 import { startSizingRedis, type Topology } from './lib/sizing-redis.ts';
-import { cpuOf, findKnee, lagQuantiles, lognormalMedian, nodeRates, sizingTable, type SizingStep } from './lib/sizing-stats.ts';
+import { cpuOf, findKnee, lagQuantiles, lognormalMedian, nodeRates, sizingTable, topCommands, type SizingStep } from './lib/sizing-stats.ts';
 import { fmt, fmtInt } from './lib/stats.ts';
 
 export interface SizingOptions {
@@ -158,9 +158,13 @@ async function ladder(topology: Topology, opts: SizingOptions, log: (l: string) 
         nodes: c1.map((n, i) => ({ name: n.name, ...nodeRates(c0[i].counters, n.counters, windowS) })),
         memoryPerRolloutB: (sum(memory) / memory.length - baseline) / inFlight,
         clients: sum(c1.map((n) => n.counters.clients)),
+        topCommands: '',
         renewCallsPerS: (sum(p1.map((p) => p.renewCalls)) - sum(p0.map((p) => p.renewCalls))) / windowS,
         locksRenewedPerS: (sum(p1.map((p) => p.locksRenewed)) - sum(p0.map((p) => p.locksRenewed))) / windowS,
       };
+      const busiest = cpuOf(step).busiest;
+      const at = c1.findIndex((n) => n.name === busiest);
+      step.topCommands = topCommands(c0[at].counters, c1[at].counters, windowS);
       steps.push(step);
       const errors = sum(p1.map((p) => p.errors));
       const cpu = cpuOf(step);
@@ -202,7 +206,7 @@ export async function benchSizing(opts: SizingOptions): Promise<BenchRow[]> {
         value: `${fmt(s.rowsPerS, 1)} rows/s (expected ${fmt(s.expectedRowsPerS, 1)}), lag p95 ${fmtInt(s.lagP95Ms)} ms`,
         note: `held ${fmtInt(s.inFlight)} in flight on ${fmtInt(s.pods)} pods; Redis CPU ${fmt(cpu.max * 100, 0)}% of a core (busiest node ${cpu.busiest}${s.nodes.length > 1 ? `; all ${s.nodes.length} nodes ${fmt(cpu.sum * 100, 0)}%` : ''}); ` +
           `${fmtInt(s.nodes.reduce((a, n) => a + n.commandsPerS, 0))} commands/s; ${fmtInt(s.memoryPerRolloutB)} B of used_memory per rollout in flight; ` +
-          `lock renewals ${fmt(s.renewCallsPerS, 1)} calls/s renewing ${fmt(s.locksRenewedPerS, 0)} locks/s; ${fmtInt(s.clients)} clients; lag p50 ${fmtInt(s.lagP50Ms)} ms; ${notes.find((n) => n.startsWith(`${fmtInt(s.target)}:`)) ?? ''}`,
+          `lock renewals ${fmt(s.renewCallsPerS, 1)} calls/s renewing ${fmt(s.locksRenewedPerS, 0)} locks/s; ${fmtInt(s.clients)} clients; lag p50 ${fmtInt(s.lagP50Ms)} ms; Redis time by command (busiest node): ${s.topCommands}; ${notes.find((n) => n.startsWith(`${fmtInt(s.target)}:`)) ?? ''}`,
       });
     }
     const knee = findKnee(steps);

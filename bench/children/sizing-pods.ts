@@ -3,7 +3,8 @@
  * `vcfleet worker sandbox` pod holds against Redis (its own worker connection, its worker record with
  * a heartbeat, the real sandbox stage worker with `slots` rollouts at once, BullMQ's blocking
  * connection, lock renewal, stall checks and the queue watchdog); only the agent is simulated: the
- * scripted agent after a seeded lognormal delay per rollout (no sandbox, no model). One real judge
+ * scripted agent after a seeded lognormal delay per rollout (no sandbox, no model; a pod's first
+ * rollouts take what is left of one already running, see residualMs). One real judge
  * worker (the no-op judge) per process grades the rollouts. Told over IPC:
  *
  *   { kind: 'scale', pods }  -> start pods until there are `pods`; answers { kind: 'scaled', pods }
@@ -41,22 +42,39 @@ const logger = discardLogger('info');
 const scripted = createScriptedAgent({ '*': { answer: '@gold', turns: 6, tool_calls: 5, input_tokens: 40000, output_tokens: 3000 } });
 const counts = { renewCalls: 0, locksRenewed: 0, rollouts: 0, errors: 0, lastError: '' };
 
+const hashOf = (rolloutId: string) => createHash('sha256').update(`${seed}:${rolloutId}`).digest();
+
 /** A rollout's duration, seeded by its id: the same rollout takes the same time in every run. */
 function durationMs(rolloutId: string): number {
-  const s = createHash('sha256').update(`${seed}:${rolloutId}`).digest().readUInt32LE(0);
-  return Math.max(1, Math.round(lognormalSamples(1, medianS, sigma, s)[0] * 1000));
+  return Math.max(1, Math.round(lognormalSamples(1, medianS, sigma, hashOf(rolloutId).readUInt32LE(0))[0] * 1000));
 }
 
-/** The scripted agent after a realistic time; its sessions are not on this host (as with OpenSandbox). */
-const agent: AgentRunner = {
-  host: { usesHostMemory: false, maxLifetimeS: null },
-  async run(request, signal) {
-    await sleep(durationMs(request.rolloutId), undefined, { signal });
-    counts.rollouts++;
-    return scripted.run(request, signal);
-  },
-  close: async () => {},
-};
+/**
+ * What is left of a rollout found running when a long-running fleet is looked at: a uniform share of
+ * a length-biased duration (for a lognormal, the median times exp(sigma^2)). A pod's first rollouts
+ * take these, so a step is at its steady rate of completions from the start instead of all its
+ * rollouts starting (and ending) together.
+ */
+function residualMs(rolloutId: string): number {
+  const h = hashOf(rolloutId);
+  const whole = lognormalSamples(1, medianS * Math.exp(sigma * sigma), sigma, h.readUInt32LE(0))[0];
+  return Math.max(1, Math.round((h.readUInt32LE(4) / 2 ** 32) * whole * 1000));
+}
+
+/** The scripted agent after a realistic time; its sessions are not on this host (as with OpenSandbox). One per pod. */
+function podAgent(): AgentRunner {
+  let fresh = slots;
+  return {
+    host: { usesHostMemory: false, maxLifetimeS: null },
+    async run(request, signal) {
+      const ms = fresh > 0 ? (fresh--, residualMs(request.rolloutId)) : durationMs(request.rolloutId);
+      await sleep(ms, undefined, { signal });
+      counts.rollouts++;
+      return scripted.run(request, signal);
+    },
+    close: async () => {},
+  };
+}
 
 interface Pod {
   connection: Redis;
@@ -71,7 +89,7 @@ let judge: StageWorker<'judge'> | null = null;
 async function startPod(): Promise<Pod> {
   const connection = createRedis(endpoint, 'worker');
   const presence = await announceWorker(connection, prefix, 'sandbox');
-  const worker = await startSandboxWorker({ config, connection, logger, agent, workerName: presence.id });
+  const worker = await startSandboxWorker({ config, connection, logger, agent: podAgent(), workerName: presence.id });
   const bull = worker.worker;
   bull.on('locksRenewed', ({ count }: { count: number }) => {
     counts.renewCalls++;
@@ -92,7 +110,10 @@ async function scale(target: number): Promise<void> {
   }
 }
 
-async function stop(): Promise<void> {
+let stopping: Promise<void> | null = null;
+const stop = (): Promise<void> => (stopping ??= closeAll());
+
+async function closeAll(): Promise<void> {
   await Promise.all(pods.map(async (p) => {
     await p.worker.close(0).catch(() => undefined);
     await p.presence.stop();
@@ -110,7 +131,9 @@ process.on('message', (raw) => {
     process.exit(1);
   });
   else if (m.kind === 'stats') send({ kind: 'stats', pods: pods.length, ...counts });
-  else if (m.kind === 'stop') void stop().finally(() => process.disconnect());
+  else if (m.kind === 'stop') void stop().finally(() => process.exit(0));
 });
+// Gone with the benchmark (its process ended or was killed): end too, not linger against a Redis that is gone.
+process.on('disconnect', () => void stop().finally(() => process.exit(0)));
 judge = await startJudgeWorker({ config, connection: judgeConnection, logger, judge: noopJudge });
 send({ kind: 'ready' });

@@ -34,9 +34,11 @@ process.on('message', (raw) => {
   } else if (m.kind === 'stop') {
     void results.close(0).finally(() => {
       connection.disconnect();
-      process.disconnect();
+      process.exit(0);
     });
   }
 });
+// Gone with the benchmark: end too.
+process.on('disconnect', () => void results.close(0).finally(() => process.exit(0)));
 if (!(await results.ready)) throw new Error('the results consumer closed before it held the writer lock');
 process.send!({ kind: 'ready' } satisfies ResultsMessage);

@@ -16,6 +16,8 @@ export interface RedisCounters {
   usedMemory: number;
   /** connected_clients. */
   clients: number;
+  /** INFO commandstats: calls and microseconds by command (commands inside Lua scripts counted too). */
+  commandStats: Record<string, { calls: number; usec: number }>;
 }
 
 /** `INFO` text as a map of its `field:value` lines. */
@@ -36,7 +38,29 @@ export function countersOf(info: string): RedisCounters {
     if (!Number.isFinite(v)) throw new Error(`INFO has no numeric ${key}`);
     return v;
   };
-  return { cpuS: num('used_cpu_sys') + num('used_cpu_user'), commands: num('total_commands_processed'), usedMemory: num('used_memory'), clients: num('connected_clients') };
+  const commandStats: RedisCounters['commandStats'] = {};
+  for (const [key, value] of f) {
+    const m = /^cmdstat_(.+)$/.exec(key);
+    const calls = /calls=(\d+)/.exec(value);
+    const usec = /usec=(\d+)/.exec(value);
+    if (m && calls && usec) commandStats[m[1]] = { calls: Number(calls[1]), usec: Number(usec[1]) };
+  }
+  return { cpuS: num('used_cpu_sys') + num('used_cpu_user'), commands: num('total_commands_processed'), usedMemory: num('used_memory'), clients: num('connected_clients'), commandStats };
+}
+
+/**
+ * The commands that took most of Redis's time between two readings, as `name ms/s (calls/s)`: the
+ * milliseconds per second spent inside the command (commandstats usec: wall time, so on a busy host
+ * it includes time Redis waited for a core); a script's time is its `evalsha`, and the commands it
+ * runs are listed too (their time is within it).
+ */
+export function topCommands(before: RedisCounters, after: RedisCounters, seconds: number, count = 4): string {
+  const deltas = Object.entries(after.commandStats).map(([name, a]) => {
+    const b = before.commandStats[name] ?? { calls: 0, usec: 0 };
+    return { name, calls: a.calls - b.calls, usec: a.usec - b.usec };
+  }).filter((d) => d.calls > 0);
+  return deltas.sort((x, y) => y.usec - x.usec).slice(0, count)
+    .map((d) => `${d.name} ${fmt(d.usec / 1000 / seconds, 1)} ms/s (${fmtInt(d.calls / seconds)}/s)`).join(', ');
 }
 
 /** What one node did over a window of `seconds`: CPU as a share of one core, commands per second. */
@@ -71,6 +95,8 @@ export interface SizingStep {
   memoryPerRolloutB: number;
   /** connected_clients over every node at the end of the window. */
   clients: number;
+  /** Where the busiest node spent its time (topCommands). */
+  topCommands: string;
   /** BullMQ's lock-extension calls (the extendLocks script) and the job locks they renewed, per second. */
   renewCallsPerS: number;
   locksRenewedPerS: number;

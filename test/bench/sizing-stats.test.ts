@@ -5,13 +5,13 @@
  */
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { countersOf, findKnee, kneeReason, lognormalMean, lognormalMedian, nodeRates, sizingTable, type SizingStep } from '../../bench/lib/sizing-stats.ts';
+import { countersOf, findKnee, topCommands, kneeReason, lognormalMean, lognormalMedian, nodeRates, sizingTable, type SizingStep } from '../../bench/lib/sizing-stats.ts';
 
 function step(target: number, rowsPerS: number, lagP95Ms: number, meanS = 60): SizingStep {
   return {
     target, inFlight: target, pods: target / 8, windowS: 60, rowsPerS, expectedRowsPerS: target / meanS, lagP50Ms: lagP95Ms / 2, lagP95Ms,
     nodes: [{ name: ':7001', cpu: target / 20000, commandsPerS: target * 3 }, { name: ':7002', cpu: 0.01, commandsPerS: 5 }],
-    memoryPerRolloutB: 3000, clients: target / 4, renewCallsPerS: target / 8 / 7.5, locksRenewedPerS: target / 15,
+    memoryPerRolloutB: 3000, clients: target / 4, topCommands: '', renewCallsPerS: target / 8 / 7.5, locksRenewedPerS: target / 15,
   };
 }
 
@@ -29,6 +29,14 @@ describe('INFO counters', () => {
     // This connection's 200 PINGs and the INFO are counted (others may add more on a shared Redis).
     expect(after.commands - before.commands).toBeGreaterThanOrEqual(201);
     expect(after.cpuS).toBeGreaterThanOrEqual(before.cpuS);
+    expect(after.commandStats.ping.calls - (before.commandStats.ping?.calls ?? 0)).toBeGreaterThanOrEqual(200);
+  });
+
+  it('names the commands that took most of Redis time, in ms per second', () => {
+    const at = (cpuS: number, stats: string) => countersOf(`${INFO.replace('used_cpu_user:2', `used_cpu_user:${cpuS}`)}${stats}`);
+    const before = at(2, 'cmdstat_evalsha:calls=100,usec=1000,usec_per_call=10.00\ncmdstat_hset:calls=10,usec=50,usec_per_call=5.00\n');
+    const after = at(3, 'cmdstat_evalsha:calls=1100,usec=601000,usec_per_call=10.00\ncmdstat_hset:calls=210,usec=100050,usec_per_call=5.00\ncmdstat_ping:calls=5,usec=5\n');
+    expect(topCommands(before, after, 2, 2)).toBe('evalsha 300.0 ms/s (500/s), hset 50.0 ms/s (100/s)');
   });
 
   it('names the field an INFO lacks', () => {
@@ -36,7 +44,7 @@ describe('INFO counters', () => {
   });
 
   it('turns two readings into a share of one core and commands per second', () => {
-    const r = nodeRates({ cpuS: 10, commands: 1000, usedMemory: 0, clients: 1 }, { cpuS: 13, commands: 7000, usedMemory: 0, clients: 1 }, 6);
+    const r = nodeRates({ cpuS: 10, commands: 1000, usedMemory: 0, clients: 1, commandStats: {} }, { cpuS: 13, commands: 7000, usedMemory: 0, clients: 1, commandStats: {} }, 6);
     expect(r.cpu).toBeCloseTo(0.5);
     expect(r.commandsPerS).toBeCloseTo(1000);
     expect(() => nodeRates(countersOf(INFO), countersOf(INFO), 0)).toThrow(/window/);
