@@ -153,7 +153,7 @@ async function ladder(topology: Topology, opts: SizingOptions, log: (l: string) 
       const step: SizingStep = {
         target, inFlight, pods, windowS,
         rowsPerS: taken.rows / windowS,
-        expectedRowsPerS: target / opts.meanS,
+        expectedRowsPerS: inFlight / opts.meanS,
         lagP50Ms: lag.p50, lagP95Ms: lag.p95,
         nodes: c1.map((n, i) => ({ name: n.name, ...nodeRates(c0[i].counters, n.counters, windowS) })),
         memoryPerRolloutB: (sum(memory) / memory.length - baseline) / inFlight,

@@ -84,7 +84,7 @@ export interface SizingStep {
   windowS: number;
   /** Rows the results consumer committed in the window, per second. */
   rowsPerS: number;
-  /** Rows per second the rollouts in flight should give: in flight / mean rollout duration (Little's law). */
+  /** Rows per second the rollouts held in flight should give: in flight (as held) / mean rollout duration (Little's law). */
   expectedRowsPerS: number;
   /** Row built (judge done) -> row written, ms: median and 95th percentile over the window's rows. */
   lagP50Ms: number;
