@@ -134,7 +134,7 @@ async function ladder(topology: Topology, opts: SizingOptions, log: (l: string) 
       log(`  ${topology} ${fmtInt(target)} in flight: ${fmtInt(pods)} pods up in ${fmt((performance.now() - t) / 1000, 1)} s; warm-up ${opts.warmupS} s`);
       await sleep(opts.warmupS * 1000);
       const stats = () => Promise.all(children.map((c) => ask(c, { kind: 'stats' }, 'stats'))) as Promise<Array<Extract<PodsMessage, { kind: 'stats' }>>>;
-      const [c0, p0, h0] = [await redis.counters(), await stats(), hostBusySeconds()];
+      const [c0, p0, h0, ht0] = [await redis.counters(), await stats(), hostBusySeconds(), performance.now()];
       await ask(results, { kind: 'take' }, 'rows');
       const w0 = performance.now();
       const active: number[] = [];
@@ -146,7 +146,8 @@ async function ladder(topology: Topology, opts: SizingOptions, log: (l: string) 
       }
       const taken = (await ask(results, { kind: 'take' }, 'rows')) as Extract<ResultsMessage, { kind: 'rows' }>;
       const windowS = (performance.now() - w0) / 1000;
-      const [c1, p1, h1] = [await redis.counters(), await stats(), hostBusySeconds()];
+      const [c1, p1, h1, ht1] = [await redis.counters(), await stats(), hostBusySeconds(), performance.now()];
+      const hostBusy = (h1 - h0) / ((ht1 - ht0) / 1000);
       const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
       const inFlight = sum(active) / active.length;
       const lag = lagQuantiles(taken.lagsMs);
@@ -159,6 +160,7 @@ async function ladder(topology: Topology, opts: SizingOptions, log: (l: string) 
         memoryPerRolloutB: (sum(memory) / memory.length - baseline) / inFlight,
         clients: sum(c1.map((n) => n.counters.clients)),
         topCommands: '',
+        hostBusy, hostCores: os.cpus().length,
         renewCallsPerS: (sum(p1.map((p) => p.renewCalls)) - sum(p0.map((p) => p.renewCalls))) / windowS,
         locksRenewedPerS: (sum(p1.map((p) => p.locksRenewed)) - sum(p0.map((p) => p.locksRenewed))) / windowS,
       };
@@ -170,8 +172,8 @@ async function ladder(topology: Topology, opts: SizingOptions, log: (l: string) 
       const cpu = cpuOf(step);
       log(`  ${topology} ${fmtInt(target)}: ${fmt(step.rowsPerS, 1)} rows/s (expected ${fmt(step.expectedRowsPerS, 1)}), lag p50/p95 ${fmtInt(lag.p50)}/${fmtInt(lag.p95)} ms, ` +
         `in flight ${fmtInt(inFlight)}, Redis CPU ${fmt(cpu.max * 100, 0)}% (${cpu.busiest}), ${fmtInt(sum(step.nodes.map((n) => n.commandsPerS)))} cmds/s, ${fmtInt(step.memoryPerRolloutB)} B/rollout, ` +
-        `host busy ${fmt((h1 - h0) / windowS, 2)} of ${os.cpus().length} cores, worker errors ${errors}${errors ? ` (last: ${p1.find((p) => p.lastError)?.lastError})` : ''}`);
-      notes.push(`${fmtInt(target)}: host busy ${fmt((h1 - h0) / windowS, 2)} of ${os.cpus().length} cores, load ${os.loadavg()[0].toFixed(1)}, worker errors ${errors}`);
+        `host busy ${fmt(hostBusy, 2)} of ${os.cpus().length} cores, worker errors ${errors}${errors ? ` (last: ${p1.find((p) => p.lastError)?.lastError})` : ''}`);
+      notes.push(`${fmtInt(target)}: host busy ${fmt(hostBusy, 2)} of ${os.cpus().length} cores, load ${os.loadavg()[0].toFixed(1)}, worker errors ${errors}`);
     }
     return { steps, notes };
   } finally {

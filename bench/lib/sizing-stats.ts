@@ -97,6 +97,9 @@ export interface SizingStep {
   clients: number;
   /** Where the busiest node spent its time (topCommands). */
   topCommands: string;
+  /** Cores of the host busy over the window (/proc/stat), and how many it has. */
+  hostBusy: number;
+  hostCores: number;
   /** BullMQ's lock-extension calls (the extendLocks script) and the job locks they renewed, per second. */
   renewCallsPerS: number;
   locksRenewedPerS: number;
@@ -127,11 +130,19 @@ export function kneeReason(step: SizingStep, first: SizingStep, rule: KneeRule =
   return null;
 }
 
-/** The first step past the knee, with why; null when every step scaled. */
-export function findKnee(steps: readonly SizingStep[], rule: KneeRule = DEFAULT_KNEE): { index: number; target: number; reason: string } | null {
+/**
+ * The first step past the knee, with why; null when every step scaled. A step whose host was busy on
+ * 90 % or more of its cores says so: the benchmark's own processes (pods, judge, writer) were short
+ * of CPU there, so the knee may be the host's, not Redis's.
+ */
+export function findKnee(steps: readonly SizingStep[], rule: KneeRule = DEFAULT_KNEE): { index: number; target: number; reason: string; hostBound: boolean } | null {
   for (let i = 0; i < steps.length; i++) {
     const reason = kneeReason(steps[i], steps[0], rule);
-    if (reason) return { index: i, target: steps[i].target, reason };
+    if (!reason) continue;
+    const s = steps[i];
+    const hostBound = s.hostBusy >= 0.9 * s.hostCores;
+    const why = hostBound ? `${reason}; the host was busy on ${fmt(s.hostBusy, 2)} of its ${s.hostCores} cores there, so this may be the host's knee, not Redis's` : reason;
+    return { index: i, target: s.target, reason: why, hostBound };
   }
   return null;
 }
@@ -145,15 +156,15 @@ export function cpuOf(step: SizingStep): { max: number; sum: number; busiest: st
 /** The steps of one topology as a Markdown table (for bench/RESULTS.md). */
 export function sizingTable(steps: readonly SizingStep[]): string {
   const lines = [
-    '| in flight (asked / held) | pods | rows/s (expected) | lag p50 / p95 | Redis CPU (busiest node; all nodes) | commands/s | memory per rollout | lock renewals/s (calls / locks) | clients |',
-    '|---|---|---|---|---|---|---|---|---|',
+    '| in flight (asked / held) | pods | rows/s (expected) | lag p50 / p95 | Redis CPU (busiest node; all nodes) | commands/s | memory per rollout | lock renewals/s (calls / locks) | clients | host busy |',
+    '|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const s of steps) {
     const cpu = cpuOf(s);
     const cmds = s.nodes.reduce((a, n) => a + n.commandsPerS, 0);
     lines.push(
       `| ${fmtInt(s.target)} / ${fmtInt(s.inFlight)} | ${fmtInt(s.pods)} | ${fmt(s.rowsPerS, 1)} (${fmt(s.expectedRowsPerS, 1)}) | ${fmtInt(s.lagP50Ms)} / ${fmtInt(s.lagP95Ms)} ms | ` +
-        `${fmt(cpu.max * 100, 0)}%${s.nodes.length > 1 ? `; ${fmt(cpu.sum * 100, 0)}%` : ''} | ${fmtInt(cmds)} | ${fmtInt(s.memoryPerRolloutB)} B | ${fmt(s.renewCallsPerS, 1)} / ${fmt(s.locksRenewedPerS, 0)} | ${fmtInt(s.clients)} |`,
+        `${fmt(cpu.max * 100, 0)}%${s.nodes.length > 1 ? `; ${fmt(cpu.sum * 100, 0)}%` : ''} | ${fmtInt(cmds)} | ${fmtInt(s.memoryPerRolloutB)} B | ${fmt(s.renewCallsPerS, 1)} / ${fmt(s.locksRenewedPerS, 0)} | ${fmtInt(s.clients)} | ${fmt(s.hostBusy, 2)} of ${s.hostCores} cores |`,
     );
   }
   return lines.join('\n');

@@ -7,11 +7,11 @@ import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { countersOf, findKnee, topCommands, kneeReason, lognormalMean, lognormalMedian, nodeRates, sizingTable, type SizingStep } from '../../bench/lib/sizing-stats.ts';
 
-function step(target: number, rowsPerS: number, lagP95Ms: number, meanS = 60): SizingStep {
+function step(target: number, rowsPerS: number, lagP95Ms: number, meanS = 60, hostBusy = 0.5): SizingStep {
   return {
     target, inFlight: target, pods: target / 8, windowS: 60, rowsPerS, expectedRowsPerS: target / meanS, lagP50Ms: lagP95Ms / 2, lagP95Ms,
     nodes: [{ name: ':7001', cpu: target / 20000, commandsPerS: target * 3 }, { name: ':7002', cpu: 0.01, commandsPerS: 5 }],
-    memoryPerRolloutB: 3000, clients: target / 4, topCommands: '', renewCallsPerS: target / 8 / 7.5, locksRenewedPerS: target / 15,
+    memoryPerRolloutB: 3000, clients: target / 4, topCommands: '', hostBusy, hostCores: 2, renewCallsPerS: target / 8 / 7.5, locksRenewedPerS: target / 15,
   };
 }
 
@@ -60,8 +60,15 @@ describe('the knee', () => {
 
   it('is the first step whose rows/s falls below 90% of in flight / mean duration', () => {
     const knee = findKnee([step(1000, 16.5, 300), step(4000, 55, 320), step(10000, 60, 5000)]);
-    expect(knee).toMatchObject({ index: 1, target: 4000 });
+    expect(knee).toMatchObject({ index: 1, target: 4000, hostBound: false });
     expect(knee!.reason).toMatch(/rows\/s 55\.0 is 83% of the 66\.7/);
+    expect(knee!.reason).not.toMatch(/host/);
+  });
+
+  it("says when the host's cores were all busy at the knee (it may be the host's, not Redis's)", () => {
+    const knee = findKnee([step(1000, 16.5, 300), step(4000, 55, 320, 60, 1.9)]);
+    expect(knee).toMatchObject({ index: 1, hostBound: true });
+    expect(knee!.reason).toMatch(/busy on 1\.90 of its 2 cores there, so this may be the host's knee/);
   });
 
   it('is the first step whose lag p95 doubles past the floor, though rows/s keeps up', () => {
@@ -89,6 +96,6 @@ describe('figures of the table', () => {
   it('gives each step a row with the busiest node and the sum over nodes', () => {
     const table = sizingTable([step(10000, 160, 500)]);
     expect(table.split('\n')).toHaveLength(3);
-    expect(table).toContain('| 10,000 / 10,000 | 1,250 | 160.0 (166.7) | 250 / 500 ms | 50%; 51% | 30,005 | 3,000 B | 166.7 / 667 | 2,500 |');
+    expect(table).toContain('| 10,000 / 10,000 | 1,250 | 160.0 (166.7) | 250 / 500 ms | 50%; 51% | 30,005 | 3,000 B | 166.7 / 667 | 2,500 | 0.50 of 2 cores |');
   });
 });
