@@ -3,13 +3,14 @@
  * table printed and written to bench/RESULTS.md. Every figure is a ratio or a count measured in this
  * run, side by side.
  *
- *   npm run bench                                  # everything, default sizes (~20 minutes on 2 cores)
+ *   npm run bench                                  # everything, default sizes (~40 minutes on 2 cores; 15 alone ~20)
  *   npm run bench -- --only 1,3 --rollouts 2000    # a quick partial run (printed, not written)
  *   npm run bench -- --only 7,8                    # capacity and runtime heap of the real OpenCode (~10 minutes)
  *   npm run bench -- --only 7 --capacity-ladder 8,16,24,32,40,48 --out /tmp/ladder.md   # how far this host goes
+ *   npm run bench -- --only 15 --sizing-steps 1000,4000,10000 --sizing-warmup-s 30 --sizing-window-s 30   # Redis sizing
  *
  * Flags (defaults in brackets):
- *   --only LIST              benchmarks to run, e.g. 1,3 [1,2,3,4,5,6,7,8,9,10,11,12,13,14]
+ *   --only LIST              benchmarks to run, e.g. 1,3 [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]
  *   --rollouts N             1: rollouts per side [10000]
  *   --latency-samples N      1: unloaded latency samples, one at a time [300]
  *   --concurrency N          1: jobs at once in hops 1 and 2 (hop 3 is always 1) [8]
@@ -52,6 +53,16 @@
  *   --serve-rounds N         13: interleaved rounds of both sides at each number (run serve, serve run, ...) [2]
  *   --serve-concurrency N    13: sandboxes at once on both sides [8]
  *   --serve-delay-s S        13: seconds the scripted policy takes per call [2]
+ *   --sizing-steps LIST      15: rollouts in flight at each step [1000,2000,5000,10000]
+ *   --sizing-topologies LIST 15: single (one redis-server) and/or cluster (3 primaries) [single,cluster]
+ *   --sizing-warmup-s S      15: seconds each step runs before it is measured [60]
+ *   --sizing-window-s S      15: seconds each step is measured [60]
+ *   --sizing-mean-s S        15: mean simulated rollout duration, lognormal [60]
+ *   --sizing-sigma X         15: lognormal sigma of the durations [0.6]
+ *   --sizing-slots N         15: rollouts at once per simulated sandbox-worker pod [8]
+ *   --sizing-processes N     15: OS processes the simulated pods are spread over [4]
+ *   --sizing-backlog N       15: rollout jobs kept waiting [500]
+ *   --sizing-maxclients N    15: maxclients of every Redis node (capped by ulimit -n) [20000]
  *   --out FILE               where to write the table [bench/RESULTS.md when every benchmark ran]
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -64,7 +75,7 @@ import { startBenchRedis } from './lib/redis-server.ts';
 import { fmt } from './lib/stats.ts';
 
 const DEFAULTS = {
-  only: '1,2,3,4,5,6,7,8,9,10,11,12,13,14',
+  only: '1,2,3,4,5,6,7,8,9,10,11,12,13,14,15',
   rollouts: 10000,
   'latency-samples': 300,
   concurrency: 8,
@@ -105,6 +116,16 @@ const DEFAULTS = {
   'serve-rounds': 2,
   'serve-concurrency': 8,
   'serve-delay-s': 2,
+  'sizing-steps': '1000,2000,5000,10000',
+  'sizing-topologies': 'single,cluster',
+  'sizing-warmup-s': 60,
+  'sizing-window-s': 60,
+  'sizing-mean-s': 60,
+  'sizing-sigma': 0.6,
+  'sizing-slots': 8,
+  'sizing-processes': 4,
+  'sizing-backlog': 500,
+  'sizing-maxclients': 20000,
   out: '',
 };
 type Flags = typeof DEFAULTS;
@@ -205,6 +226,16 @@ async function main(): Promise<void> {
       (await import('./serve.ts')).benchServe({
         redisUrl: redis.url, dir, requests: numberList(flags['serve-requests'], 'serve-requests'), rounds: flags['serve-rounds'], concurrency: flags['serve-concurrency'], delayS: flags['serve-delay-s'], log }));
     await step('14', 'token chain', async () => (await import('./token-chain.ts')).benchTokenChain({ dir, log }));
+    await step('15', 'sizing', async () => {
+      const topologies = flags['sizing-topologies'].split(',').map((x) => x.trim()).filter(Boolean);
+      const bad = topologies.filter((t) => t !== 'single' && t !== 'cluster');
+      if (topologies.length === 0 || bad.length) throw new Error(`--sizing-topologies takes single and/or cluster, got ${flags['sizing-topologies']}`);
+      return (await import('./sizing.ts')).benchSizing({
+        dir, steps: numberList(flags['sizing-steps'], 'sizing-steps'), topologies: topologies as Array<'single' | 'cluster'>,
+        warmupS: flags['sizing-warmup-s'], windowS: flags['sizing-window-s'], meanS: flags['sizing-mean-s'], sigma: flags['sizing-sigma'],
+        slots: flags['sizing-slots'], processes: flags['sizing-processes'], backlog: flags['sizing-backlog'], maxclients: flags['sizing-maxclients'], seed: flags.seed, log,
+      });
+    });
   } finally {
     await redis.stop();
     rmSync(dir, { recursive: true, force: true });

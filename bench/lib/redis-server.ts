@@ -15,11 +15,12 @@ export interface BenchRedis {
   stop(): Promise<void>;
 }
 
-export async function startBenchRedis(): Promise<BenchRedis> {
+/** `extraArgs`: more redis-server options, e.g. `['--maxclients', '20000']` (benchmark 15). */
+export async function startBenchRedis(extraArgs: string[] = []): Promise<BenchRedis> {
   const port = await freePort();
   const child: ChildProcess = spawn(
     'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--maxmemory-policy', 'noeviction'],
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--maxmemory-policy', 'noeviction', ...extraArgs],
     { stdio: ['ignore', 'ignore', 'inherit'] },
   );
   const url = `redis://127.0.0.1:${port}`;
