@@ -20,7 +20,7 @@ import { errorMessage } from '../shared/errors.ts';
 import type { Logger } from '../shared/logger.ts';
 import { z } from 'zod';
 import { accessGuard, accessPolicy, addressAllowlist, hasCredentials } from '../http/access.ts';
-import { gymAggregateMetrics } from '../shared/output/gym-metrics.ts';
+import { aggregateMetrics } from '../shared/output/gym-metrics.ts';
 import { listen } from '../http/listen.ts';
 import { parseRunBody, RequestRefused, type RequestBounds } from './gym-request.ts';
 import type { RolloutService, RolloutState } from './rollout-service.ts';
@@ -131,7 +131,7 @@ export function buildServeApp(deps: ServeDeps): Hono {
       } catch {
         throw new RequestRefused(400, 'the body is not JSON: send {"verify_responses": [<row>, ...]} (the rows /run answered) or the list of rows');
       }
-      return c.json(gymAggregateMetrics(metricsRows(body)), 200);
+      return c.json(aggregateMetrics(metricsRows(body)), 200);
     },
   );
   return app;

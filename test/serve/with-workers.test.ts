@@ -167,12 +167,12 @@ describe('vcfleet serve --with-workers, the real OpenCode behind it', () => {
     expect((await fetch(`${url}rollouts/hang-0`, { method: 'DELETE' })).status).toBe(409);
   }, 240_000);
 
-  it("an image the model read is in the response's function_call_output, once per image span of the next prompt", async () => {
+  it("an image the model read is in the response after its function_call_output (a user message of input_image parts), once per image span of the next prompt", async () => {
     const body = gymRow('Puzzle serve-read: which option?', 'F', { _ng_rollout_id: 'read-0', _ng_task_index: 5 }, [pngUrl(21, 16)]);
     const { status, json } = await run(body);
     expect(status, JSON.stringify(json).slice(0, 500)).toBe(200);
     const items = json.response.output as Json[];
-    expect(items.map((i) => i.type)).toEqual(['function_call', 'function_call_output', 'message']);
+    expect(items.map((i) => `${i.type}${i.role ? `:${i.role}` : ''}`)).toEqual(['function_call', 'function_call_output', 'message:user', 'message:assistant']);
     expect(json.turns_used).toBe(1);
     expect(json.finished_naturally).toBe(true);
     // The next prompt, as the policy server got it: the image parts after the model's tool call.
@@ -182,10 +182,8 @@ describe('vcfleet serve --with-workers, the real OpenCode behind it', () => {
     const afterCall = messages.slice(messages.findLastIndex((m) => m.role === 'assistant') + 1);
     const spans = afterCall.flatMap((m) => (Array.isArray(m.content) ? m.content : [])).filter((p: Json) => p.type === 'image_url').map((p: Json) => p.image_url.url as string);
     expect(spans.length).toBeGreaterThan(0);
-    const output = items[1].output as Json[];
-    expect(Array.isArray(output)).toBe(true);
-    expect(output[0]).toMatchObject({ type: 'input_text' });
-    const images = output.filter((p) => p.type === 'input_image').map((p) => p.image_url as string);
+    expect(typeof items[1].output).toBe('string');
+    const images = (items[2].content as Json[]).filter((p) => p.type === 'input_image').map((p) => p.image_url as string);
     expect(images.length).toBe(spans.length);
     // The same bytes the model was shown (the puzzle it read).
     const bytes = (u: string) => Buffer.from(u.slice(u.indexOf(',') + 1), 'base64').toString('hex');

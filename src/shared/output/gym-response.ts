@@ -4,13 +4,15 @@
  *
  * `response.output`: per policy call of the transcript, in order: a `reasoning` item (when the
  * server streamed reasoning), the assistant `message` (its text), a `function_call` per tool call;
- * then a `function_call_output` per tool result OpenCode sent back: its text, or, when images came
- * with it (a `read` of an image, which OpenCode puts into the next call's prompt), a list of an
- * `input_text` part and one `input_image` part (a data URL) per image, in order, where NeMo RL's
- * image binning finds them: one per image span of the next prompt. An image shown in a later call
- * outside a tool result joins the last tool result before that call. Only images whose bytes are
- * at hand (`imageUrls`: those the rollout kept within its image budget) are given; one kept by hash
- * only is named in the text part instead. Failed calls give no item. The call's last item
+ * then a `function_call_output` per tool result OpenCode sent back, its text; when images came with
+ * it (a `read` of an image), they follow as a `user` message of `input_image` parts (data URLs), in
+ * order, as the next call's prompt held them (the tool message, then a user message with the image):
+ * that is where NeMo RL's image binning finds them (the content of an item that is not the
+ * assistant's; it reads a `function_call_output` only when its whole output is one image URL), one
+ * per image span of the next prompt. An image a later call shows outside a tool result is such a
+ * message before that call's items. Only images whose bytes are at hand (`imageUrls`: those the
+ * rollout kept within its image budget) are given; one kept by hash only is named in the tool's text
+ * instead. Failed calls give no item. The call's last item
  * carries `prompt_token_ids` (the call's whole prompt, rebuilt from the chain), `generation_token_ids`
  * and `generation_log_probs` when the trajectory has all three for it. Without a transcript each
  * answered call of the trajectory is an assistant message with no content carrying its tokens;
@@ -49,10 +51,17 @@ export interface InputImageContent {
 export interface GymFunctionCallOutputItem {
   type: 'function_call_output';
   call_id: string;
-  /** The tool's text; with images, a list of the text part and one image part per image. */
-  output: string | Array<InputTextContent | InputImageContent>;
+  /** The tool's text. */
+  output: string;
 }
-export type GymOutputItem = GymReasoningItem | GymMessageItem | GymFunctionCallItem | GymFunctionCallOutputItem;
+/** Images the prompt held outside the model's turns (NeMo Gym's `NeMoGymMessage`, role user). */
+export interface GymUserImagesItem {
+  type: 'message';
+  role: 'user';
+  status: 'completed';
+  content: InputImageContent[];
+}
+export type GymOutputItem = GymReasoningItem | GymMessageItem | GymFunctionCallItem | GymFunctionCallOutputItem | GymUserImagesItem;
 
 /** NeMo Gym's `NeMoGymResponse` (the OpenAI Responses object) of one rollout. */
 export interface GymResponse {
@@ -119,17 +128,21 @@ function generatedItems(t: TranscriptTurn): Array<GymReasoningItem | GymMessageI
 export const EMPTY_MESSAGE_ID = 'msg_empty';
 const emptyMessage = (id: string): GymMessageItem => ({ type: 'message', id, role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: '', annotations: [] }] });
 
-/** A tool result's item: its text, or its text and its images (see the header). */
-function toolOutput(callId: string, text: string, images: readonly string[], imageUrls: ReadonlyMap<string, string>): GymFunctionCallOutputItem {
-  if (images.length === 0) return { type: 'function_call_output', call_id: callId, output: text };
-  const missing = images.filter((sha) => !imageUrls.has(sha));
-  const note = missing.length ? `\n[${missing.length} image(s) not kept (over the rollout's image budget): ${missing.join(', ')}]` : '';
-  const parts: Array<InputTextContent | InputImageContent> = [{ type: 'input_text', text: text + note }];
+/** The user message of the images at hand among `images` (none when no image is at hand). */
+function userImages(images: readonly string[], imageUrls: ReadonlyMap<string, string>): GymUserImagesItem[] {
+  const content: InputImageContent[] = [];
   for (const sha of images) {
     const url = imageUrls.get(sha);
-    if (url !== undefined) parts.push({ type: 'input_image', image_url: url, detail: 'auto' });
+    if (url !== undefined) content.push({ type: 'input_image', image_url: url, detail: 'auto' });
   }
-  return { type: 'function_call_output', call_id: callId, output: parts };
+  return content.length ? [{ type: 'message', role: 'user', status: 'completed', content }] : [];
+}
+
+/** A tool result's items: its text (naming any image not kept), then its images (see the header). */
+function toolOutput(callId: string, text: string, images: readonly string[], imageUrls: ReadonlyMap<string, string>): GymOutputItem[] {
+  const missing = images.filter((sha) => !imageUrls.has(sha));
+  const note = missing.length ? `\n[${missing.length} image(s) not kept (over the rollout's image budget): ${missing.join(', ')}]` : '';
+  return [{ type: 'function_call_output', call_id: callId, output: text + note }, ...userImages(images, imageUrls)];
 }
 
 /**
@@ -142,13 +155,8 @@ export function responseOutput(
   const tokens = trajectory ? callTokens(trajectory) : new Map<number, TokenFields>();
   const out: GymOutputItem[] = [];
   if (transcript) {
-    // Each answered turn's tool results, kept to take the images a later call shows outside them.
-    let lastResult: { item: GymFunctionCallOutputItem; text: string; images: string[] } | null = null;
     transcript.turns.forEach((t, k) => {
-      if (k > 0 && t.shown_images.length > 0 && lastResult) {
-        lastResult.images.push(...t.shown_images);
-        Object.assign(lastResult.item, toolOutput(lastResult.item.call_id, lastResult.text, lastResult.images, imageUrls));
-      }
+      if (k > 0 && t.shown_images.length > 0) out.push(...userImages(t.shown_images, imageUrls));
       if (!answeredTurn(t)) return;
       const generated = generatedItems(t);
       const fields = tokens.get(t.index);
@@ -156,9 +164,7 @@ export function responseOutput(
       out.push(...generated);
       for (const c of t.tool_calls) {
         if (c.output === null) continue;
-        const item = toolOutput(c.id, c.output, c.images, imageUrls);
-        out.push(item);
-        lastResult = { item, text: c.output, images: [...c.images] };
+        out.push(...toolOutput(c.id, c.output, c.images, imageUrls));
       }
     });
   } else if (trajectory) {
@@ -167,6 +173,6 @@ export function responseOutput(
       if (c.answered) out.push({ type: 'message', id: `msg_${c.index}`, role: 'assistant', status: c.finish_reason === 'length' ? 'incomplete' : 'completed', content: [], ...fields });
     }
   }
-  if (!out.some((i) => i.type === 'message')) out.push(emptyMessage(EMPTY_MESSAGE_ID));
+  if (!out.some((i) => i.type === 'message' && i.role === 'assistant')) out.push(emptyMessage(EMPTY_MESSAGE_ID));
   return out;
 }

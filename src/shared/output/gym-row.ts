@@ -157,7 +157,7 @@ export function gymRow(input: GymRowInput): GymRow {
     judge_reason: row.judge_reason,
     failure_reason: failureReason(row),
     failure_detail: row.error,
-    turns_used: output.filter((i) => i.type === 'message' && i.id !== EMPTY_MESSAGE_ID).length,
+    turns_used: output.filter((i) => i.type === 'message' && i.role === 'assistant' && i.id !== EMPTY_MESSAGE_ID).length,
     finished_naturally: finishedNaturally(row, input.transcript),
     mask_sample: mask.mask_sample,
     instance_config: { ...objectOr(request.extras?.instance_config), mask_sample: mask.mask_sample },

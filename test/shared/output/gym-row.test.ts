@@ -104,19 +104,25 @@ describe('gymRow', () => {
     expect(gymRow({ row: r, request: REQUEST, failureTerminal: true })._ng_failure_terminal).toBe(true);
   });
 
-  it("puts the images a tool result brought into the next prompt in its output, as input_image data URLs; names one not kept; an image shown later joins the last result", () => {
+  it("puts the images a tool result brought into the next prompt after its text, as a user message of input_image data URLs (where NeMo RL bins them); names one not kept; an image shown later is such a message before that call", () => {
     const t = transcript();
     t.turns[0].tool_calls[0] = { id: 'call_1', name: 'read', arguments: '{"filePath":"crop.png"}', output: 'Image read successfully', images: [CROP, PUZZLE] };
     t.turns[2].shown_images = [CROP];
     const urls = new Map([[CROP, 'data:image/png;base64,Q1JPUA==']]);
     const g = gymRow({ row: answered(), transcript: t, trajectory: trajectory(), request: REQUEST, imageUrls: urls });
-    const result = g.response.output.find((i) => i.type === 'function_call_output')!;
-    expect(result.output).toEqual([
-      { type: 'input_text', text: `Image read successfully\n[1 image(s) not kept (over the rollout's image budget): ${PUZZLE}]` },
-      { type: 'input_image', image_url: 'data:image/png;base64,Q1JPUA==', detail: 'auto' },
-      { type: 'input_image', image_url: 'data:image/png;base64,Q1JPUA==', detail: 'auto' },
-    ]);
-    // Without images at hand a tool result without images stays text, as before.
+    const out = g.response.output as Array<Record<string, any>>;
+    const k = out.findIndex((i) => i.type === 'function_call_output');
+    expect(out[k].output).toBe(`Image read successfully\n[1 image(s) not kept (over the rollout's image budget): ${PUZZLE}]`);
+    const image = { type: 'input_image', image_url: 'data:image/png;base64,Q1JPUA==', detail: 'auto' };
+    expect(out[k + 1]).toEqual({ type: 'message', role: 'user', status: 'completed', content: [image] });
+    // The later call's own image: a user message right before that call's items, after the tool result's.
+    const users = out.filter((i) => i.type === 'message' && i.role === 'user');
+    expect(users).toHaveLength(2);
+    expect(out.indexOf(users[1])).toBeGreaterThan(k + 1);
+    expect(out[out.indexOf(users[1]) + 1].role ?? out[out.indexOf(users[1]) + 1].type).not.toBe('user');
+    // Image messages are not turns of the model's.
+    expect(g.turns_used).toBe(gymRow({ row: answered(), transcript: transcript(), request: REQUEST }).turns_used);
+    // Without images a tool result is its text, as before.
     expect(gymRow({ row: answered(), transcript: transcript(), request: REQUEST }).response.output.find((i) => i.type === 'function_call_output')!.output).toBe('saved crop.png');
   });
 
