@@ -14,6 +14,7 @@
  * `generation_token_ids` (NeMo Gym's fields) continues from the last such message's prompt +
  * generation, then the templated ids after the n-th `<|im_end|>` of the rendered prompt, n being the
  * count of `<|im_end|>` in that prefix. `contextWindow`: a prompt longer answers 400 as vLLM does.
+ * The template, tokenizer and parsers are src/demo/qwen3-template.ts (`vcfleet stand-in policy` uses them too).
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
