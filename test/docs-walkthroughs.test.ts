@@ -29,10 +29,19 @@ function blocks(doc: string, heading: string): string[] {
   const text = readFileSync(path.join(ROOT, 'docs', doc), 'utf8');
   const start = text.indexOf(`${heading}\n`);
   expect(start, `${doc} has "${heading}"`).toBeGreaterThanOrEqual(0);
-  const level = heading.split(' ')[0];
-  const rest = text.slice(start + heading.length);
-  const end = rest.search(new RegExp(`\\n#{1,${level.length}} `));
-  return [...rest.slice(0, end < 0 ? undefined : end).matchAll(/```bash\n([\s\S]*?)```/g)].map((m) => m[1]);
+  const level = heading.split(' ')[0].length;
+  // The section ends at the next heading of its level or above, outside a fenced block.
+  const lines = text.slice(start).split('\n');
+  let fenced = false;
+  let end = lines.length;
+  for (const [i, line] of lines.entries()) {
+    if (line.startsWith('```')) fenced = !fenced;
+    else if (i > 0 && !fenced && /^#+ /.test(line) && line.indexOf(' ') <= level) {
+      end = i;
+      break;
+    }
+  }
+  return [...lines.slice(0, end).join('\n').matchAll(/```bash\n([\s\S]*?)```/g)].map((m) => m[1]);
 }
 
 /** A block's command lines: comments and blank lines dropped, a trailing `&` and comment cut. */
