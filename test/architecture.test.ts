@@ -19,7 +19,7 @@ const TEST = path.resolve(import.meta.dirname);
 /** Folders of test/ that mirror nothing of src/: the fault suite, the container suite, what tests share, and the benchmarks' own arithmetic (test/bench/ mirrors bench/). */
 const TEST_APART = ['faults', 'containers', 'helpers', 'bench'];
 /** Tests of the repository itself (its layout, docs, images, compose file): at the top of test/. */
-const REPO_TESTS = ['architecture.test.ts', 'compose.test.ts', 'docs-links.test.ts', 'sandbox-image.test.ts'];
+const REPO_TESTS = ['architecture.test.ts', 'compose.test.ts', 'docs-links.test.ts', 'docs-walkthroughs.test.ts', 'sandbox-image.test.ts'];
 /** The producer, and each stage's role in src/workers/<role>/ (shared/queue/registry.ts names them). */
 const ROLES = ['producer', ...WORKER_ROLES.map((role) => `workers/${role}`)];
 const SUBSYSTEMS = ['gateway', 'sandboxes', 'agent', 'pacing'];

@@ -78,6 +78,8 @@ export interface ScriptedJudgeServerOptions {
   host?: string;
   /** Port; default 0, any free port. */
   port?: number;
+  /** The model `GET /v1/models` lists; default `scripted-judge`. */
+  modelName?: string;
 }
 
 export interface ScriptedJudgeServer {
@@ -234,7 +236,7 @@ export async function startScriptedJudgeServer(options: ScriptedJudgeServerOptio
       // The endpoint check of preflight: answered, not recorded (tests count grading requests).
       if (req.method === 'GET' && /\/models$/.test((req.url ?? '').split('?')[0])) {
         res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ object: 'list', data: [{ id: 'scripted-judge', object: 'model', owned_by: 'scripted' }] }));
+        res.end(JSON.stringify({ object: 'list', data: [{ id: options.modelName ?? 'scripted-judge', object: 'model', owned_by: 'scripted' }] }));
         return;
       }
       const rec = record(req, Buffer.concat(chunks).toString('utf8'), requests.length);

@@ -100,15 +100,38 @@ export const scripts = {
    */
   demo(table: Record<string, string>, opts: { fallback?: string; useTool?: boolean } = {}): Script {
     const entries = Object.entries(table);
+    return scripts.agent({ answer: (body) => entries.find(([needle]) => userText(body).includes(needle))?.[1] ?? opts.fallback }, opts);
+  },
+  /**
+   * The demo's agent (`vcfleet demo`, `vcfleet stand-in policy`): with `useTool` (default) first run
+   * Python on the image once, its command ending in `# <tag>` when `tag` gives one (a decision the
+   * answering call reads back from the conversation: `toolTag`), then answer `\boxed{answer(body)}`.
+   */
+  agent(decide: { answer(body: ChatRequestBody): string | undefined; tag?(body: ChatRequestBody): string }, opts: { useTool?: boolean } = {}): Script {
     return (body) => {
       if ((opts.useTool ?? true) && toolResults(body) === 0) {
-        return { kind: 'tool_calls', text: 'I will check the image size first.', calls: [{ name: 'bash', arguments: { command: `python3 -c "${PYTHON_SIZE}"` } }] };
+        const tag = decide.tag?.(body);
+        return { kind: 'tool_calls', text: 'I will check the image size first.', calls: [{ name: 'bash', arguments: { command: `python3 -c "${PYTHON_SIZE}"${tag ? ` # ${tag}` : ''}` } }] };
       }
-      const text = userText(body);
-      const hit = entries.find(([needle]) => text.includes(needle));
-      const answer = hit?.[1] ?? opts.fallback;
+      const answer = decide.answer(body);
       if (answer === undefined) return { kind: 'text', text: 'I do not know this puzzle.' };
       return { kind: 'text', text: `Looking at the picture carefully, the answer is \\boxed{${answer}}.` };
     };
   },
 };
+
+/** The tag `scripts.agent` wrote at the end of its bash command in this conversation (`# <tag>`), or null. */
+export function toolTag(body: ChatRequestBody): string | null {
+  for (const m of body.messages ?? []) {
+    for (const call of m.role === 'assistant' ? (m.tool_calls ?? []) : []) {
+      try {
+        const command = (JSON.parse(call.function.arguments) as { command?: unknown }).command;
+        const tag = typeof command === 'string' ? /" # ([\w.:-]+)$/.exec(command)?.[1] : undefined;
+        if (tag) return tag;
+      } catch {
+        // not JSON: not the agent's call
+      }
+    }
+  }
+  return null;
+}

@@ -39,6 +39,10 @@ export interface ScriptedPolicyServerOptions {
   modelName?: string;
   /** Split streamed text into chunks of this many characters; default 40. */
   chunkChars?: number;
+  /** Answers a text or tool-calls reply itself when it returns a body (the stand-in's token fields); else the plain answer. */
+  completion?(body: ChatRequestBody, reply: Extract<ScriptReply, { kind: 'text' | 'tool_calls' }>, index: number): Record<string, unknown> | null;
+  /** Called after each chat-completions request is answered (or failed), with the count so far. */
+  onChat?(count: number, reply: ScriptReply): void;
 }
 
 /** Rough token count: a token per 4 characters, at least 1. */
@@ -142,8 +146,12 @@ export async function startScriptedPolicyServer(options: ScriptedPolicyServerOpt
       res.end(JSON.stringify({ error: { message: `no route for ${req.method} ${path}` } }));
       return;
     }
-    const reply = await script(body, chatIndex++, { note: (t) => notes.push(t) });
-    sendReply(res, body, reply, modelName, chunkChars);
+    const index = chatIndex++;
+    const reply = await script(body, index, { note: (t) => notes.push(t) });
+    const own = reply.kind === 'text' || reply.kind === 'tool_calls' ? options.completion?.(body, reply, index) : null;
+    if (own) res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(own));
+    else sendReply(res, body, reply, modelName, chunkChars);
+    options.onChat?.(index + 1, reply);
   }
 
   const listening = await listen(server, options.host ?? '127.0.0.1', options.port ?? 0);

@@ -16,7 +16,8 @@ import { registerView } from './view.ts';
 import { registerRuns } from './runs.ts';
 import { registerCompare } from './compare.ts';
 import { registerFleetSet, registerRunSet } from './run-set.ts';
+import { registerStandIn } from './stand-in.ts';
 
 export type RegisterCommand = (program: Command, cli: Cli) => void;
 
-export const COMMANDS: RegisterCommand[] = [registerDemo, registerPrepare, registerRun, registerProduce, registerWorker, registerOps, registerRequeue, registerRunSet, registerFleetSet, registerRuns, registerMetrics, registerCompare, registerExport, registerDashboard, registerServe, registerView];
+export const COMMANDS: RegisterCommand[] = [registerDemo, registerPrepare, registerRun, registerProduce, registerWorker, registerOps, registerRequeue, registerRunSet, registerFleetSet, registerRuns, registerMetrics, registerCompare, registerExport, registerDashboard, registerServe, registerView, registerStandIn];

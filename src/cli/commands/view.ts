@@ -1,9 +1,9 @@
-/** `vcfleet view [FILE.jsonl]`: the rollout viewer over an output file, until stopped. */
+/** `vcfleet view [FILE.jsonl...]`: the rollout viewer over output files (two: their runs' compare page), until stopped. */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { ConfigError, DataError } from '../../shared/errors.ts';
-import { createFileSource } from '../../viewer/file-source.ts';
+import { createFilesSource } from '../../viewer/files-source.ts';
 import { newestJsonl } from '../../viewer/newest-output.ts';
 import { startViewerServer } from '../../viewer/server.ts';
 import { readPublishedResults } from '../../shared/output/published-results.ts';
@@ -49,16 +49,17 @@ export function registerView(program: Command, cli: Cli): void {
   program
     .command('view')
     .description('browse the rollouts of an output JSONL: metrics, charts, every turn, tool call and image')
-    .argument('[file]', `output JSONL of a run (default: the newest *.jsonl under ${RESULTS_DIR}/)`)
+    .argument('[files...]', `output JSONL of a run (default: the newest *.jsonl under ${RESULTS_DIR}/); two files: their runs side by side on the compare page`)
     .option('--host <address>', 'address to bind; any other than 127.0.0.1, ::1, localhost needs the dashboard credentials', '127.0.0.1')
     .option('--port <n>', 'port (0 = any free port)', String(DEFAULT_VIEW_PORT))
     .option('--config <path>', 'config YAML (for the dashboard credentials)')
     .addHelpText('after', '\nCredentials (required beyond loopback): VCFLEET_DASHBOARD_USER + VCFLEET_DASHBOARD_PASSWORD, or VCFLEET_DASHBOARD_TOKEN.')
-    .action(async (fileArg: string | undefined, opts: ViewFlags) => {
+    .action(async (fileArgs: string[], opts: ViewFlags) => {
       const port = parsePort(opts.port);
       const { config, logger } = cli.context(opts);
-      const file = pickFile(fileArg);
-      const source = createFileSource(file);
+      const files = fileArgs.length ? fileArgs.map((f) => pickFile(f)) : [pickFile(undefined)];
+      const file = files.join(' ');
+      const source = createFilesSource(files);
       const d = config.dashboard;
       const viewer = await startViewerServer(source, {
         host: opts.host, port, credentials: { user: d.user, password: d.password, token: d.token },
@@ -66,7 +67,12 @@ export function registerView(program: Command, cli: Cli): void {
         onError: (err, at) => logger.error({ path: at, err: (err as Error).message }, 'viewer request failed'),
       });
       const runs = await source.runs();
-      const only = runs.length === 1 ? `runs/${encodeURIComponent(runs[0].run_id)}` : '';
+      // One run: its page; one run in each of two files: the compare page of the first against the second.
+      const firstOf = async (f: string) => (await createFilesSource([f]).runs())[0]?.run_id;
+      const pair = files.length === 2 && runs.length === 2 ? [await firstOf(files[0]), await firstOf(files[1])] : [];
+      const only = runs.length === 1
+        ? `runs/${encodeURIComponent(runs[0].run_id)}`
+        : pair[0] && pair[1] ? `compare?a=${encodeURIComponent(pair[0])}&b=${encodeURIComponent(pair[1])}` : '';
       process.stdout.write(`viewer: ${viewer.url}${only} (${runs.length} run${runs.length === 1 ? '' : 's'} in ${file}; Ctrl-C stops)\n`);
       await new Promise<void>((resolve) => {
         onShutdownSignals(logger, async () => {

@@ -102,6 +102,22 @@ describe('vcfleet view', () => {
     expect(await cli.exited).toBe(0);
   });
 
+  it('serves two files together and prints the compare page of the first run against the second', async () => {
+    const cwd = createTmpDir();
+    const rollouts = (outcome: 'correct' | 'wrong') => [{ task_id: '1', type: 'A', subtype: 'a', outcome }, { task_id: '2', type: 'A', subtype: 'a', outcome: 'correct' as const }];
+    const a = writeViewerFixture(path.join(cwd, 'results'), [{ runId: 'run-a', rollouts: rollouts('wrong') }], { stem: 'a' });
+    const b = writeViewerFixture(path.join(cwd, 'results'), [{ runId: 'run-b', rollouts: rollouts('correct') }], { stem: 'b' });
+    const cli = runCli([a.jsonl, b.jsonl, '--port', '0'], cwd);
+    const url = await waitFor('the viewer\'s URL', () => /viewer: (\S+)/.exec(cli.out())?.[1], 30_000, 50).catch(() => undefined);
+    expect(url, cli.err()).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/compare\?a=run-a&b=run-b$/);
+    expect(cli.out()).toContain(`(2 runs in ${a.jsonl} ${b.jsonl}; Ctrl-C stops)`);
+    const api = await (await fetch(url!.replace('/compare?', '/api/compare?'))).json();
+    expect([api.a.run_id, api.b.run_id, api.a.origin, api.b.origin]).toEqual(['run-a', 'run-b', a.jsonl, b.jsonl]);
+    expect([api.comparison.pairs, api.comparison.a_wrong_b_right, api.comparison.a_right_b_wrong]).toEqual([2, 1, 0]);
+    cli.child.kill('SIGINT');
+    expect(await cli.exited).toBe(0);
+  });
+
   it('exits 2 naming what to pass when there is nothing to view', async () => {
     const cli = runCli([], createTmpDir());
     expect(await cli.exited).toBe(2);
