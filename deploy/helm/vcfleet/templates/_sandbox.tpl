@@ -30,8 +30,10 @@ each sandbox is a pod the OpenSandbox server makes.
 {{- $command := list -}}
 {{- $security := dict "runAsNonRoot" true "allowPrivilegeEscalation" false "capabilities" (dict "drop" (list "ALL")) "seccompProfile" (dict "type" "RuntimeDefault") -}}
 {{- if $local -}}
+{{- $seccomp := $v.sandbox.local.seccomp -}}
+{{- if ne $seccomp.type "Localhost" }}{{ $seccomp = dict "type" $seccomp.type }}{{ end -}}
 {{- $command = list "/bin/sh" "-c" (include "vcfleet.cgroupEntrypoint" .) "vcfleet" -}}
-{{- $security = dict "runAsUser" 0 "runAsNonRoot" false "privileged" false "capabilities" (dict "add" (list "SYS_ADMIN")) "seccompProfile" $v.sandbox.local.seccomp "appArmorProfile" (dict "type" $v.sandbox.local.appArmor) "procMount" $v.sandbox.local.procMount -}}
+{{- $security = dict "runAsUser" 0 "runAsNonRoot" false "privileged" false "capabilities" (dict "add" (list "SYS_ADMIN")) "seccompProfile" $seccomp "appArmorProfile" (dict "type" $v.sandbox.local.appArmor) "procMount" $v.sandbox.local.procMount -}}
 {{- end -}}
 metadata:
   labels: {{- include "vcfleet.labels" (dict "root" $root "role" "sandbox") | nindent 4 }}
