@@ -54,6 +54,8 @@ describe('the chart renders and validates for every variant', () => {
     const scaledJob = find(docs, 'ScaledJob', '-sandbox')!;
     const worker = podTemplates([scaledJob])[0].pod.spec.containers[0];
     expect(worker.args).toEqual(expect.arrayContaining(['--max-jobs', '1', '--idle-exit']));
+    // One rollout at a time: a second one taken beside it would be handed back when the first ends.
+    expect(worker.args!.slice(2, 4)).toEqual(['--concurrency', '1']);
     expect((scaledJob.spec as { maxReplicaCount: number }).maxReplicaCount).toBe(500);
     // A ScaledObject's maximum: the quota over each pod's rollouts (100 / 2).
     const scaled = find(await render({ values: VARIANTS.keda, set: keySets }), 'ScaledObject', '-sandbox')!;

@@ -1,6 +1,6 @@
 {{/*
-The sandbox-worker's pod spec, shared by its Deployment and the KEDA ScaledJob (extra args:
-"--max-jobs 1 --idle-exit …" there).
+The sandbox-worker's pod spec, shared by its Deployment and the KEDA ScaledJob (one rollout at a
+time there: concurrency 1, extra args "--max-jobs 1 --idle-exit …").
 
 local sandboxes are bubblewrap namespaces (user, pid, net, mount) the worker makes inside its own
 container, each held to sandbox_config.resources by a cgroup and a tmpfs of its own. As in
@@ -24,7 +24,7 @@ each sandbox is a pod the OpenSandbox server makes.
 {{- $root := .root -}}
 {{- $v := $root.Values -}}
 {{- $local := eq $v.sandbox.provider "local" -}}
-{{- $args := list "worker" "sandbox" "--concurrency" ($v.sandbox.rolloutConcurrency | toString) "--drain-grace" ($v.taskTimeoutS | toString) -}}
+{{- $args := list "worker" "sandbox" "--concurrency" (.concurrency | default $v.sandbox.rolloutConcurrency | toString) "--drain-grace" ($v.taskTimeoutS | toString) -}}
 {{- with $v.runId }}{{ $args = concat $args (list "--run-id" .) }}{{ end -}}
 {{- $args = concat $args (.extraArgs | default list) $v.sandbox.extraArgs -}}
 {{- $command := list -}}
