@@ -112,7 +112,9 @@ export function dockerRun(c: K8sContainer, ctx: PodContext): { options: string[]
     const url = `http://127.0.0.1:${port}${probe.httpGet.path}`;
     options.push('--health-cmd', `node -e "fetch('${url}').then((r) => process.exit(r.status >= 200 && r.status < 400 ? 0 : 1), () => process.exit(1))"`);
   } else if (probe?.exec) options.push('--health-cmd', probe.exec.command.map((w) => `'${w}'`).join(' '));
-  if (probe) options.push('--health-interval', '2s', '--health-retries', '60', '--health-timeout', '5s');
+  // The kubelet makes the probe's request itself; here each check starts a process (node, on a loaded
+  // host, takes seconds to start), so its timeout is the process's, not the probe's timeoutSeconds.
+  if (probe) options.push('--health-interval', '5s', '--health-retries', '60', '--health-timeout', '60s');
   const command = (c.command ?? []).map((w) => expand(w, env));
   const args = (c.args ?? []).map((w) => expand(w, env));
   if (command.length > 0) options.push('--entrypoint', command[0]);

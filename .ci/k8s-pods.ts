@@ -61,7 +61,7 @@ async function logsOf(name: string, lines = 60): Promise<string> {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Wait until the container's health check passes; its logs on failure. */
-async function healthy(name: string, timeoutS = 300): Promise<void> {
+async function healthy(name: string, timeoutS = 600): Promise<void> {
   const deadline = Date.now() + timeoutS * 1000;
   for (;;) {
     const state = await docker('inspect', '-f', '{{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{end}}', name);
@@ -182,6 +182,13 @@ async function cleanup(): Promise<void> {
 }
 
 let failed = false;
+// Stopped (Ctrl-C, a CI timeout): remove what this run made, then exit.
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(sig, () => {
+    console.error(`${sig}: removing the containers, network and volumes of this run`);
+    void cleanup().finally(() => process.exit(130));
+  });
+}
 try {
   await main();
 } catch (err) {
