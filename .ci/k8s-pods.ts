@@ -162,12 +162,14 @@ async function main(): Promise<void> {
   if (rows.length !== status.run.total) throw new Error(`${status.output.path} holds ${rows.length} rows, not ${status.run.total}`);
   log(`run ${RUN_ID}: ${rows.length} rows, every one scored`);
 
-  // The sandbox-worker's preStop hook, as the kubelet runs it before SIGTERM: it drains, the worker exits 0.
+  // The sandbox-worker's preStop hook, as the kubelet runs it before SIGTERM: the worker drains and
+  // exits 0, and the container with it (tini is PID 1), which ends the hook too, as in a pod.
   const sandbox = roles[2];
-  const drained = await docker('exec', sandbox, 'node', 'bin/vcfleet-drain.js', '--timeout', '120');
+  const hook = await docker('exec', sandbox, 'node', 'bin/vcfleet-drain.js', '--timeout', '120').catch((err: Error) => `the hook ended with the container (${err.message.slice(0, 80)})`);
   const code = await docker('wait', sandbox);
-  if (code !== '0' || !drained.includes('drained; the worker exited')) throw new Error(`the sandbox-worker's preStop drain: exit ${code}: ${drained}`);
-  log(`preStop (node bin/vcfleet-drain.js) drained the sandbox-worker; it exited 0`);
+  const worker = await logsOf(sandbox, 20);
+  if (code !== '0' || !worker.includes('SIGUSR2: draining') || !worker.includes('sandbox worker stopped')) throw new Error(`the sandbox-worker's preStop drain: exit ${code}; hook: ${hook}; worker:\n${worker}`);
+  log(`preStop (node bin/vcfleet-drain.js): the sandbox-worker drained and exited 0; ${hook.split('\n').pop()}`);
 }
 
 async function cleanup(): Promise<void> {
