@@ -16,8 +16,8 @@ import { WORKER_ROLES } from '../src/shared/queue/worker-registry.ts';
 
 const SRC = path.resolve(import.meta.dirname, '../src');
 const TEST = path.resolve(import.meta.dirname);
-/** Folders of test/ that mirror nothing of src/: the fault suite, the container suite, what tests share, and the benchmarks' own arithmetic (test/bench/ mirrors bench/). */
-const TEST_APART = ['faults', 'containers', 'helpers', 'bench'];
+/** Folders of test/ that mirror nothing of src/: the fault suite, the container suite, what tests share, the benchmarks' own arithmetic (test/bench/ mirrors bench/) and the checks of deploy/ (the Helm chart). */
+const TEST_APART = ['faults', 'containers', 'helpers', 'bench', 'deploy'];
 /** Tests of the repository itself (its layout, docs, images, compose file): at the top of test/. */
 const REPO_TESTS = ['architecture.test.ts', 'compose.test.ts', 'docs-links.test.ts', 'docs-walkthroughs.test.ts', 'sandbox-image.test.ts'];
 /** The producer, and each stage's role in src/workers/<role>/ (shared/queue/registry.ts names them). */

@@ -13,7 +13,7 @@
  * - `vcfleet_gateway_refusals_total{reason}`: sandbox requests the policy gateway refused.
  * - `vcfleet_judge_calls_total{outcome,verdict,cached}`: judge gradings (scored | refused | failed | error).
  * - `vcfleet_rows_committed_total{result,kind}`: rows the results consumer wrote.
- * - `vcfleet_queue_jobs{queue,state}`: jobs per queue and state, fleet-wide, read on scrape.
+ * - `vcfleet_queue_jobs{queue,state,prefix}`: jobs per queue and state under the fleet's key prefix, read on scrape.
  * - `vcfleet_serve_pending{run_id}`, `vcfleet_serve_pending_image_bytes{run_id}`,
  *   `vcfleet_serve_refused_total{run_id,reason}`: the bound of `vcfleet serve` runs, read on scrape (serve-gauges.ts).
  * - `vcfleet_sandbox_slots`: rollouts this sandbox-worker runs at once (a number, or what `auto` found).

@@ -1,5 +1,6 @@
 /**
- * `vcfleet_queue_jobs{queue,state}`: the depth of every queue of the fleet, read with
+ * `vcfleet_queue_jobs{queue,state,prefix}`: the depth of every queue of the fleet under its key
+ * prefix (fleets that share a Redis tell theirs apart by it: a KEDA trigger selects on it), read with
  * `getJobCounts` when Prometheus scrapes (never on a timer). A scrape during a Redis outage does not
  * hang: after `timeoutMs` the gauge reports nothing for that scrape.
  */
@@ -19,10 +20,11 @@ export interface QueueDepthSource {
 
 export function createQueueDepthGauge(registry: Registry, timeoutMs = 2000): QueueDepthSource {
   let queues: Array<Queue<JobData<QueueName>>> = [];
+  let watched = '';
   new Gauge({
     name: 'vcfleet_queue_jobs',
     help: 'Jobs per queue and state across the fleet, read from Redis on scrape.',
-    labelNames: ['queue', 'state'],
+    labelNames: ['queue', 'state', 'prefix'],
     registers: [registry],
     async collect() {
       this.reset();
@@ -32,7 +34,7 @@ export function createQueueDepthGauge(registry: Registry, timeoutMs = 2000): Que
       try {
         const counts = await Promise.race([Promise.all(queues.map((q) => q.getJobCounts(...DEPTH_STATES))), timeout]);
         counts?.forEach((byState, i) => {
-          for (const state of DEPTH_STATES) this.set({ queue: queues[i].name, state }, byState[state] ?? 0);
+          for (const state of DEPTH_STATES) this.set({ queue: queues[i].name, state, prefix: watched }, byState[state] ?? 0);
         });
       } catch {
         // Redis is away: this scrape has no depths; the next one tries again.
@@ -43,6 +45,7 @@ export function createQueueDepthGauge(registry: Registry, timeoutMs = 2000): Que
   });
   return {
     watch(redis, prefix) {
+      watched = prefix;
       queues = QUEUE_NAMES.map((name) => openQueue(name, redis, prefix));
     },
     async close() {

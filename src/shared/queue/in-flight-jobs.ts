@@ -2,7 +2,7 @@
  * The jobs this process holds right now, so that a process that must exit at once (a second Ctrl-C)
  * can first hand them all back to their queues: each is moved to delayed with its lock token, which
  * BullMQ counts as neither an attempt nor a stall. A job that ended or moved on its own meanwhile is
- * skipped (its lock is gone).
+ * skipped (its lock is gone). Listeners hear every take and end (`vcfleet worker --max-jobs/--idle-exit`).
  */
 import type { Job } from 'bullmq';
 import { errorMessage } from '../errors.ts';
@@ -10,11 +10,29 @@ import type { Logger } from '../logger.ts';
 
 export class InFlightJobs {
   private readonly held = new Map<Job, string | undefined>();
+  private readonly listeners = new Set<() => void>();
+  /** Jobs whose processor ended in this process (finished, failed or handed back). */
+  ended = 0;
 
   /** Record a job taken with `token`; the returned function forgets it when its processor ends. */
   hold(job: Job, token: string | undefined): () => void {
     this.held.set(job, token);
-    return () => void this.held.delete(job);
+    this.notify();
+    return () => {
+      if (!this.held.delete(job)) return;
+      this.ended++;
+      this.notify();
+    };
+  }
+
+  /** Call `listener` after each take and each end; returns how to stop. */
+  onChange(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => void this.listeners.delete(listener);
+  }
+
+  private notify(): void {
+    for (const listener of this.listeners) listener();
   }
 
   get size(): number {
