@@ -1,12 +1,14 @@
 /**
  * The files of `vcfleet export --format gym` beside its rows, as NeMo Gym's collector writes them so
  * that its readers (`compute_aggregate_metrics`, `gym eval aggregate`, resume, reverify) take them:
- * - each row carries `agent_ref` and its routing keys `_ng_task_index` (a task's index, by the order
+ * - each row carries `agent_ref` (`{name}`: `--agent-name`, default `DEFAULT_AGENT_REF`'s; the name the
+ *   Gym config's agent has, since `gym eval aggregate` posts to it) and its routing keys `_ng_task_index` (a task's index, by the order
  *   its first row stands in the file) and `_ng_rollout_index` (its repeat; the next free index when
  *   another row of the task has it, so no two rows share both);
  * - rows with `mask_sample: true` go to `<stem>_failures.jsonl`, not the rows file;
- * - `<stem>_materialized_inputs.jsonl`: one line per task, the row as the collector materialized it
- *   (the request fields with `_ng_task_index`, no rollout index);
+ * - `<stem>_materialized_inputs.jsonl`: one line per row, as the collector materializes its input
+ *   rows (each task repeated, with its `_ng_task_index` and `_ng_rollout_index`: resume and reverify
+ *   pair inputs and rollouts by both);
  * - `<stem>_aggregate_metrics.json`: NeMo Gym's aggregate metrics of all rows (gym-metrics.ts), from
  *   a slim copy of each row (its numbers and routing keys), so memory does not grow with responses.
  * `<stem>` is the output's name without `.jsonl` (output-files.ts). Each file is written beside its
@@ -52,16 +54,18 @@ export class GymFiles {
   /** Rows written to the failures file. */
   failed = 0;
 
-  constructor(out: string) {
+  private readonly agentRef: { name: string };
+
+  constructor(out: string, agentName: string = DEFAULT_AGENT_REF.name) {
+    this.agentRef = { name: agentName };
     this.files = outputFiles(out);
     this.failures = new TmpFile(this.files.failures);
     this.inputs = new TmpFile(this.files.materializedInputs);
   }
 
-  /** The request fields of a row with Gym's routing keys and `agent_ref`; the task's materialized input is written on its first row. */
+  /** The request fields of a row with Gym's routing keys and `agent_ref`; its materialized input is written. */
   async route(row: Row, request: GymRequestFields): Promise<GymRequestFields> {
     let task = this.tasks.get(row.task_id);
-    const first = task === undefined;
     if (!task) {
       task = { index: this.tasks.size, rollouts: new Set() };
       this.tasks.set(row.task_id, task);
@@ -69,13 +73,11 @@ export class GymFiles {
     let rollout = request._ng_rollout_index ?? 0;
     if (task.rollouts.has(rollout)) rollout = Math.max(...task.rollouts) + 1;
     task.rollouts.add(rollout);
-    const routed: GymRequestFields = { ...request, _ng_task_index: task.index, _ng_rollout_index: rollout, extras: { ...request.extras, agent_ref: { ...DEFAULT_AGENT_REF } } };
-    if (first) {
-      const input: Record<string, unknown> = { responses_create_params: routed.responses_create_params, expected_answer: routed.expected_answer };
-      for (const key of ROUTING_KEYS) if (key !== '_ng_rollout_index' && routed[key] !== undefined) input[key] = routed[key];
-      input.agent_ref = { ...DEFAULT_AGENT_REF };
-      await this.inputs.line(input);
-    }
+    const routed: GymRequestFields = { ...request, _ng_task_index: task.index, _ng_rollout_index: rollout, extras: { ...request.extras, agent_ref: { ...this.agentRef } } };
+    const input: Record<string, unknown> = { responses_create_params: routed.responses_create_params, expected_answer: routed.expected_answer };
+    for (const key of ROUTING_KEYS) if (routed[key] !== undefined) input[key] = routed[key];
+    input.agent_ref = { ...this.agentRef };
+    await this.inputs.line(input);
     return routed;
   }
 

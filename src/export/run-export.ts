@@ -43,6 +43,8 @@ export interface ExportOptions {
   out?: string;
   /** Only this run of the file. */
   runId?: string;
+  /** `gym`: the `agent_ref.name` of the rows (the agent of the Gym config that reads them). */
+  agentName?: string;
   /** `tokens`: keep the records a trainer must not use, flagged `mask_sample: true` (default: skip them). */
   includeMasked?: boolean;
   /** `tokens`: keep the records whose flat form covers only a prefix (a broken chain, a capture cut at its bound), flagged `contiguous: false` (default: skip them; `steps` keeps every call). */
@@ -219,7 +221,7 @@ export async function exportRun(o: ExportOptions): Promise<ExportSummary> {
   const files = new RolloutFiles(jsonl);
   const tmp = `${out}.tmp-${process.pid}`;
   const sink = createWriteStream(tmp);
-  const gym = o.format === 'gym' ? new GymFiles(out) : null;
+  const gym = o.format === 'gym' ? new GymFiles(out, o.agentName) : null;
   const total = index.standing.size;
   let done = 0;
   let written = 0;

@@ -67,15 +67,20 @@ describe('vcfleet export', () => {
     expect(res.stdout.trim()).toBe(
       `wrote 2 gym rows of 2 rollouts to ${out}; skipped none; 0 masked rows to ${side('failures.jsonl')}; NeMo Gym's metrics and inputs to ${side('aggregate_metrics.json')}, ${side('materialized_inputs.jsonl')}`,
     );
-    // NeMo Gym's files beside the rows: no failures, one materialized input per task, its metrics' shape
+    // NeMo Gym's files beside the rows: no failures, one materialized input per row (task and rollout index, as resume and reverify pair them), its metrics' shape
     expect(readFileSync(side('failures.jsonl'), 'utf8')).toBe('');
     const inputs = readLines<Record<string, unknown>>(side('materialized_inputs.jsonl'));
-    expect(inputs.map((i) => [i._ng_task_index, i.source_id, i.agent_ref])).toEqual(rows.map((r, k) => [k, r.task_id, { name: 'vcfleet_opencode_agent' }]));
-    for (const i of inputs) expect(i).not.toHaveProperty('_ng_rollout_index');
+    expect(inputs.map((i) => [i._ng_task_index, i._ng_rollout_index, i.source_id, i.agent_ref])).toEqual(rows.map((r, k) => [k, 0, r.task_id, { name: 'vcfleet_opencode_agent' }]));
     const metrics = JSON.parse(readFileSync(side('aggregate_metrics.json'), 'utf8')) as Array<Record<string, any>>;
     expect(metrics).toHaveLength(1);
     expect(metrics[0]).toMatchObject({ agent_ref: { name: 'vcfleet_opencode_agent' }, key_metrics: { 'mean/reward': 0.5 }, agent_metrics: { 'mean/reward': 0.5, 'max/reward': 1, 'min/reward': 0, 'mean/turns_used': 2 } });
     expect(metrics[0].group_level_metrics.map((g: Record<string, number>) => [g._ng_task_index, g.num_rollouts])).toEqual([[0, 1], [1, 1]]);
+    // --agent-name: the agent of the Gym config that reads the rows (gym eval aggregate posts to it).
+    const named = path.join(dir, 'out', 'named.jsonl');
+    expect((await runCli(['export', output, '--format', 'gym', '--agent-name', 'babyvision_agent', '--out', named])).code).toBe(0);
+    for (const file of [named, named.replace(/\.jsonl$/, '_materialized_inputs.jsonl')]) {
+      expect(readLines<Record<string, any>>(file).map((g) => g.agent_ref)).toEqual(rows.map(() => ({ name: 'babyvision_agent' })));
+    }
     const text = readFileSync(out, 'utf8');
     expect(text).not.toContain(POLICY_KEY);
     const gym = readLines<GymRow>(out);

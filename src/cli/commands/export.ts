@@ -13,6 +13,7 @@ interface ExportFlags {
   format?: string;
   out?: string;
   runId?: string;
+  agentName?: string;
   includeMasked?: boolean;
   includePartial?: boolean;
 }
@@ -55,13 +56,14 @@ export function registerExport(program: Command): void {
     .option('--format <format>', 'gym, tokens or steps')
     .option('--out <path>', 'where to write (default: <stem>.<format>.jsonl beside the JSONL)')
     .option('--run-id <id>', 'only this run of the file')
+    .option('--agent-name <name>', "gym: the rows' agent_ref.name, the agent of the NeMo Gym config that reads them (default vcfleet_opencode_agent)")
     .option('--include-masked', 'tokens, steps: keep the records a trainer must not use, flagged mask_sample: true (default: skip them)')
     .option('--include-partial', 'tokens: keep the records whose flat form is only the contiguous prefix, flagged contiguous: false (default: skip them)')
     .action(async (file: string, opts: ExportFlags) => {
       const format = parseFormat(opts.format);
       const progress = exportProgress(process.stderr);
       try {
-        const summary = await exportRun({ jsonl: file, format, out: opts.out, runId: opts.runId, includeMasked: opts.includeMasked, includePartial: opts.includePartial, progress: progress.update });
+        const summary = await exportRun({ jsonl: file, format, out: opts.out, runId: opts.runId, agentName: opts.agentName, includeMasked: opts.includeMasked, includePartial: opts.includePartial, progress: progress.update });
         progress.end();
         for (const p of summary.problems) process.stderr.write(`${p}\n`);
         if (summary.problemCount > summary.problems.length) process.stderr.write(`... and ${summary.problemCount - summary.problems.length} more problems\n`);
