@@ -30,6 +30,8 @@ export function buildProgram(cli: Cli = new Cli([])): Command {
 
 export async function main(argv: string[]): Promise<void> {
   adviseAs(commandPrefix());
+  // Said once, to this process: what it starts (a child vcfleet, the demo's servers) was not typed so.
+  delete process.env.VCFLEET_LAUNCHER;
   const { overrides, rest } = splitOverrides(argv.slice(2));
   const cli = new Cli(overrides);
   const program = buildProgram(cli);
