@@ -6,7 +6,7 @@ import { Cli } from './context.ts';
 import { COMMANDS } from './commands/index.ts';
 import { commandPrefix } from './invocation.ts';
 import { adviseAs } from '../shared/text/advice.ts';
-import { refuseMistypedSettings } from './usage-hints.ts';
+import { refuseMistypedSettings, refuseUnknownOptions } from './usage-hints.ts';
 import { readFileSync } from 'node:fs';
 
 /** This package's version, from its package.json. */
@@ -14,6 +14,9 @@ function packageVersion(): string {
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
   return pkg.version;
 }
+
+/** Commander's codes for help and the version, printed as asked (exit 0). */
+const HELP = new Set(['commander.helpDisplayed', 'commander.help', 'commander.version']);
 
 export function buildProgram(cli: Cli = new Cli([])): Command {
   const program = new Command('vcfleet')
@@ -38,11 +41,14 @@ export async function main(argv: string[]): Promise<void> {
   try {
     // The options of the command at hand (`runs --limit=5` is its option; `run --limit=2` a mistyped setting).
     const command = program.commands.find((c) => c.name() === rest[0] || c.aliases().includes(rest[0] ?? ''));
-    refuseMistypedSettings(rest, new Set((command?.options ?? []).map((o) => o.long ?? '').filter(Boolean)));
+    const options = new Set((command?.options ?? []).map((o) => o.long ?? '').filter(Boolean));
+    refuseMistypedSettings(rest, options);
+    if (command) refuseUnknownOptions(command.name(), rest.slice(1), options);
     await program.parseAsync(rest, { from: 'user' });
   } catch (err) {
     if (err instanceof CommanderError) {
-      process.exitCode = err.exitCode;
+      // A command line commander refused (an unknown command, a missing argument) is a bad configuration: exit 2.
+      process.exitCode = err.exitCode === 0 || HELP.has(err.code) ? err.exitCode : 2;
       return;
     }
     if (err instanceof ConfigError || err instanceof DataError) {

@@ -83,6 +83,21 @@ describe('settings typed the wrong way, --help, --version', () => {
     expect(option.output).not.toContain('did you mean');
   }, 60_000);
 
+  it('an option the command does not have: exit 2 with the nearest of its options or settings (`run --limt 2`, `runs --limt 5`), an unknown command too', async () => {
+    const cases: Array<[string[], string]> = [
+      [['run', '--limt', '2'], "unknown option '--limt' of `vcfleet run`: settings are given as ++key=value; did you mean `++limit=2`?"],
+      [['run', '--limit', '2'], 'did you mean `++limit=2`?'],
+      [['runs', '--limt', '5'], "unknown option '--limt' of `vcfleet runs`: did you mean `--limit`?"],
+      [['status', '--run-id', 'x', '--verbose'], `its options: --run-id, --config, --json (\`${CLI} status --help\``],
+      [['rnu'], 'Did you mean run?'],
+    ];
+    for (const [args, said] of cases) {
+      const r = await runCli(args);
+      expect(r.code, `${args.join(' ')}: ${r.output}`).toBe(2);
+      expect(r.output).toContain(said);
+    }
+  }, 120_000);
+
   it('--help of run, demo and serve lists ++key=value and the environment variables', async () => {
     for (const command of ['run', 'demo', 'serve']) {
       const r = await runCli([command, '--help']);
