@@ -5,7 +5,8 @@ import { ConfigError, DataError, errorMessage } from '../shared/errors.ts';
 import { Cli } from './context.ts';
 import { COMMANDS } from './commands/index.ts';
 import { commandPrefix } from './invocation.ts';
-import { adviseAs } from '../shared/text/advice.ts';
+import { adviseAs, cliName, shellWord } from '../shared/text/advice.ts';
+import { AddressInUseError } from '../http/listen.ts';
 import { refuseMistypedSettings, refuseUnknownOptions } from './usage-hints.ts';
 import { readFileSync } from 'node:fs';
 
@@ -51,6 +52,11 @@ export async function main(argv: string[]): Promise<void> {
       process.exitCode = err.exitCode === 0 || HELP.has(err.code) ? err.exitCode : 2;
       return;
     }
+    if (err instanceof AddressInUseError) {
+      process.stderr.write(`vcfleet: ${err.message}; ${portAdvice(program, [...rest, ...overrides], err.port)}\n`);
+      process.exitCode = 2;
+      return;
+    }
     if (err instanceof ConfigError || err instanceof DataError) {
       process.stderr.write(`vcfleet: ${err.message}\n`);
       process.exitCode = 2;
@@ -60,4 +66,13 @@ export async function main(argv: string[]): Promise<void> {
     if (cli.debug) process.stderr.write(`${(err as Error).stack}\n`);
     process.exitCode = 1;
   }
+}
+
+/** For a taken port: the same command with `--port 0` (any free port; it prints the one it took) when it was the command's `--port`. */
+function portAdvice(program: Command, rest: readonly string[], port: number): string {
+  const command = program.commands.find((c) => c.name() === rest[0]);
+  const asked = command?.options.some((o) => o.long === '--port') ? Number(command.opts().port) : NaN;
+  if (asked !== port) return 'stop what listens there, or change the port in the configuration';
+  const words = rest.filter((w, i) => !(w === '--port' || w.startsWith('--port=') || rest[i - 1] === '--port'));
+  return `stop it, or take any free port (it prints the one it took): \`${[cliName(), ...words, '--port', '0'].map((w, i) => (i === 0 ? w : shellWord(w))).join(' ')}\``;
 }
