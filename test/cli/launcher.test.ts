@@ -2,12 +2,14 @@
  * `./vcfleet`, the documented invocation, behaves as a program in a real terminal (tmux): one Ctrl-C
  * during `./vcfleet run …; echo EXIT=$?` gives the shell the documented exit code 4 and the rest of
  * the command line runs; the PID a user started is vcfleet's, and `kill` of it leaves nothing running
- * (not vcfleet, not its private Redis).
+ * (not vcfleet, not its private Redis). The resume command it prints, pasted into a shell with only
+ * the user's environment, resumes the run.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Redis } from 'ioredis';
+import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openQueue } from '../../src/shared/queue/registry.ts';
 import { useScriptedJudge } from '../helpers/scripted-judge-server.ts';
@@ -53,10 +55,25 @@ describe.skipIf(!hasTmux)('./vcfleet in a terminal and under kill', () => {
     const socket = `vcfleet-test-${process.pid}`;
     const tmux = (...args: string[]) => execFileSync('tmux', ['-L', socket, ...args], { encoding: 'utf8' });
     const screen = () => tmux('capture-pane', '-p', '-J', '-S', '-200', '-t', 't');
-    execFileSync('env', ['-i', `PATH=${process.env.PATH}`, `HOME=${process.env.HOME ?? '/tmp'}`, 'TERM=xterm',
+    // The user's settings in their own config file (VCFLEET_CONFIG), as a user keeps them: the
+    // advice repeats where a run lives, not this host's settings (the judge, the agent, preflight).
+    const doc: Record<string, unknown> = {};
+    for (const o of env.overrides) {
+      const [key, ...rest] = o.slice(2).split('=');
+      const raw = rest.join('=');
+      const parts = key.split('.');
+      let at = doc;
+      for (const p of parts.slice(0, -1)) at = (at[p] ??= {}) as Record<string, unknown>;
+      at[parts.at(-1)!] = /^(true|false)$/.test(raw) ? raw === 'true' : /^\d+$/.test(raw) ? Number(raw) : raw;
+    }
+    const config = path.join(env.dir, 'my.yaml');
+    writeFileSync(config, stringify(doc));
+    const user = [`PATH=${process.env.PATH}`, `HOME=${process.env.HOME ?? '/tmp'}`, `VCFLEET_CONFIG=${config}`];
+    const args = env.overrides.filter((o) => /^\+\+(queues\.prefix|state_dir)=/.test(o));
+    execFileSync('env', ['-i', ...user, 'TERM=xterm',
       'tmux', '-L', socket, '-f', '/dev/null', 'new-session', '-d', '-s', 't', '-x', '400', '-y', '100', '-c', ROOT, 'bash --norc --noprofile']);
     try {
-      const command = `./vcfleet run --run-id lc1 ${env.overrides.map(quote).join(' ')}; echo "EXIT=$?"; echo the-rest-ran`;
+      const command = `./vcfleet run --run-id lc1 ${args.map(quote).join(' ')}; echo "EXIT=$?"; echo the-rest-ran`;
       tmux('send-keys', '-t', 't', '-l', command);
       tmux('send-keys', '-t', 't', 'Enter');
       await waitForActiveRollout(REDIS_URL, env.prefix, 'lc1');
@@ -65,6 +82,17 @@ describe.skipIf(!hasTmux)('./vcfleet in a terminal and under kill', () => {
       const out = screen();
       expect(out).toMatch(/^EXIT=4$/m);
       expect(out).toContain('resume with: ./vcfleet run --run-id lc1');
+      // The printed resume command, pasted into a shell with nothing but the user's environment: it resumes the run.
+      const resume = /resume with: (\.\/vcfleet run --run-id lc1.*?)(?: \(Ctrl-C again to quit at once\))?$/m.exec(out)![1].trim();
+      const shell = spawn('env', ['-i', ...user, 'sh', '-c', resume], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+      const pasted = captured(shell);
+      const exited = pasted.exited.then((code) => ({ code }));
+      const resumed = waitFor('the pasted command to resume the run', () => pasted.output().includes('resuming run lc1'), 120_000, 200).then(() => null);
+      const early = await Promise.race([exited, resumed]);
+      expect(early, `${resume}\n${pasted.output()}`).toBeNull();
+      process.kill(-shell.pid!, 'SIGTERM'); // its shell and vcfleet (which hands the rollouts back)
+      await pasted.exited;
+      await waitFor('the pasted vcfleet to stop', () => processesMatching(`--run-id lc1 ++queues.prefix=${env.prefix}`).length === 0, 30_000, 100);
     } finally {
       tmux('kill-server');
     }
