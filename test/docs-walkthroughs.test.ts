@@ -3,7 +3,7 @@
  * ("Trying serve with a stand-in model"), run from the docs' own text in a fresh folder: the lines
  * that serve until Ctrl-C (the stand-ins, `serve`, `view`) are started as processes with `--port 0`
  * added (the docs' ports replaced by the ones chosen, as parallel tests need), the rest pasted into
- * bash as written, with `npx vcfleet` meaning this checkout's CLI. No REDIS_URL: `run` uses its
+ * bash as written, with `./vcfleet` (the checkout's launcher, as the docs run it) meaning this checkout's CLI. No REDIS_URL: `run` uses its
  * private Redis in that folder; `serve` a redis-server of this test that keeps its data.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -16,7 +16,6 @@ import { waitFor } from './helpers/wait.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const CLI = path.join(ROOT, 'bin/vcfleet.js');
-const NPX = `npx() { if [ "$1" = vcfleet ]; then shift; node ${CLI} "$@"; else command npx "$@"; fi; }`;
 const children: ChildProcess[] = [];
 
 afterEach(() => {
@@ -47,11 +46,12 @@ function blocks(doc: string, heading: string): string[] {
 /** A block's command lines: comments and blank lines dropped, a trailing `&` and comment cut. */
 const commands = (block: string) => block.split('\n').map((l) => l.replace(/\s+#.*$/, '').replace(/\s*&$/, '').trim()).filter((l) => l && !l.startsWith('#'));
 
-/** A fresh folder with the checkout's src and node_modules beside (for the docs' `node --import tsx` line). */
+/** A fresh folder with the checkout's src and node_modules beside (for the docs' `node --import tsx` line), and `./vcfleet` execing this checkout's CLI. */
 function freshFolder(): string {
   const cwd = createTmpDir('vcfleet-walkthrough-');
   symlinkSync(path.join(ROOT, 'node_modules'), path.join(cwd, 'node_modules'));
   symlinkSync(path.join(ROOT, 'src'), path.join(cwd, 'src'));
+  symlinkSync(path.join(ROOT, 'vcfleet'), path.join(cwd, 'vcfleet'));
   return cwd;
 }
 
@@ -63,9 +63,9 @@ function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
 
 interface Served { out: CapturedOutput; child: ChildProcess; port: string }
 
-/** Start a documented `npx vcfleet …` line that serves until Ctrl-C, on any free port; `printed` finds its URL. */
+/** Start a documented `./vcfleet …` line that serves until Ctrl-C, on any free port; `printed` finds its URL. */
 async function serveLine(line: string, cwd: string, env: NodeJS.ProcessEnv, printed: RegExp): Promise<Served> {
-  const words = line.replace(/^npx vcfleet /, '').split(/\s+/);
+  const words = line.replace(/^\.\/vcfleet /, '').split(/\s+/);
   const child = spawn(process.execPath, [CLI, ...words, '--port', '0'], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   const out = captured(child);
@@ -78,7 +78,7 @@ async function serveLine(line: string, cwd: string, env: NodeJS.ProcessEnv, prin
 const docPort = (line: string, fallback: string) => /--port (\d+)/.exec(line)?.[1] ?? fallback;
 
 function bash(script: string, cwd: string, env: NodeJS.ProcessEnv): CapturedOutput {
-  const child = spawn('bash', ['-c', `set -euo pipefail\n${NPX}\n${script}`], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn('bash', ['-c', `set -euo pipefail\n${script}`], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   return captured(child);
 }
@@ -103,7 +103,7 @@ describe('the stand-in walkthroughs, as written in the docs', () => {
       ports.set(docPort(line, line.includes('judge') ? '8011' : '8010'), s.port);
       served.push(s);
     }
-    const viewLine = steps.find((l) => l.startsWith('npx vcfleet view'))!;
+    const viewLine = steps.find((l) => l.startsWith('./vcfleet view'))!;
     const script = steps.filter((l) => l !== viewLine).join('\n').replace(/127\.0\.0\.1:(\d+)/g, (m, p: string) => (ports.has(p) ? `127.0.0.1:${ports.get(p)}` : m));
     const run = bash(script, cwd, env);
     expect(await run.exited, run.output()).toBe(0);
@@ -145,7 +145,7 @@ describe('the stand-in walkthroughs, as written in the docs', () => {
     ports.set('6379', String(port));
     const local = (text: string) => text.replace(/127\.0\.0\.1:(\d+)/g, (m, p: string) => (ports.has(p) ? `127.0.0.1:${ports.get(p)}` : m));
     const exported = Object.fromEntries(service.filter((l) => l.startsWith('export ')).flatMap((l) => local(l).slice(7).split(/\s+/).map((kv) => kv.split('=') as [string, string])));
-    const serveCmd = service.find((l) => l.startsWith('npx vcfleet serve'))!;
+    const serveCmd = service.find((l) => l.startsWith('./vcfleet serve'))!;
     const serve = await serveLine(serveCmd, cwd, cleanEnv(exported), /serve: (\S+)/);
     ports.set('8088', serve.port);
     // The heredoc's lines are the script's as written; only the ports change.

@@ -3,6 +3,15 @@
  * viewer, `vcfleet serve`, the metrics endpoint, and the scripted policy and judge servers.
  */
 import type { AddressInfo, Server, Socket } from 'node:net';
+import { ConfigError } from '../shared/errors.ts';
+
+/** The address is taken (EADDRINUSE): another process, often another vcfleet, listens there. */
+export class AddressInUseError extends ConfigError {
+  override name = 'AddressInUseError';
+  constructor(readonly host: string, readonly port: number, options?: ErrorOptions) {
+    super(`${urlHost(host)}:${port} is already in use (EADDRINUSE): another program listens there, perhaps another vcfleet (view, dashboard or serve) still running`, options);
+  }
+}
 
 export interface Listening {
   /** `http://host:port` (an IPv6 host in brackets), without a trailing slash. */
@@ -18,7 +27,7 @@ export function urlHost(host: string): string {
   return host.includes(':') ? `[${host}]` : host;
 }
 
-/** Listen on `host:port` (port 0: any free port); rejects when the address cannot be bound. */
+/** Listen on `host:port` (port 0: any free port); rejects when the address cannot be bound (taken: AddressInUseError). */
 export async function listen(server: Server, host: string, port: number): Promise<Listening> {
   // Every connection, so that close() can end a hung one (server.close() waits for them all).
   const sockets = new Set<Socket>();
@@ -27,7 +36,7 @@ export async function listen(server: Server, host: string, port: number): Promis
     socket.once('close', () => sockets.delete(socket));
   });
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (err: NodeJS.ErrnoException) => reject(err.code === 'EADDRINUSE' ? new AddressInUseError(host, port, { cause: err }) : err));
     server.listen(port, host, () => resolve());
   });
   const bound = (server.address() as AddressInfo).port;

@@ -22,7 +22,7 @@ export interface HoldOptions {
   asked: readonly string[];
   /** `--update-settings`: change the run instead of refusing. */
   update: boolean;
-  /** How to start a new run with these settings, e.g. `npx vcfleet serve --run-id NEW ++policy.token_capture=false`. */
+  /** How to start a new run with these settings, e.g. `./vcfleet serve --run-id NEW ++policy.token_capture=false`. */
   newRun: string;
   /** The flag that changes the run instead (`--update-settings`), or null where the command has none. */
   updateFlag: string | null;

@@ -20,8 +20,18 @@ const version = (JSON.parse(readFileSync(path.join(repo, 'package.json'), 'utf8'
 
 describe('how the CLI was invoked decides how its advice starts', () => {
   const bin = path.join(repo, 'bin/vcfleet.js');
-  it('npx, npm run, the installed bin, node with a path', () => {
-    expect(commandPrefix({ env: { npm_command: 'exec', npm_lifecycle_event: 'npx' }, script: bin, cwd: repo })).toBe('npx vcfleet');
+  const launcher = path.join(repo, 'vcfleet');
+  it('the launcher as typed, npx, npm run, the installed bin, node with a path', () => {
+    expect(commandPrefix({ env: { VCFLEET_LAUNCHER: './vcfleet' }, script: bin, cwd: repo })).toBe('./vcfleet');
+    expect(commandPrefix({ env: { VCFLEET_LAUNCHER: '../vcfleet' }, script: bin, cwd: path.join(repo, 'docs') })).toBe('../vcfleet');
+    expect(commandPrefix({ env: { VCFLEET_LAUNCHER: '/a dir/vcfleet' }, script: bin, cwd: '/tmp' })).toBe(`'/a dir/vcfleet'`);
+    expect(commandPrefix({ env: { VCFLEET_LAUNCHER: 'vcfleet' }, script: bin, cwd: repo })).toBe('./vcfleet'); // `sh vcfleet`
+    expect(commandPrefix({ env: { VCFLEET_LAUNCHER: '/usr/local/bin/vcfleet', PATH: '/usr/bin:/usr/local/bin' }, script: bin, cwd: '/tmp' })).toBe('vcfleet');
+    // npx from the checkout: the launcher (npx is not transparent to Ctrl-C and kill); without one, npx.
+    const npx = { npm_command: 'exec', npm_lifecycle_event: 'npx' };
+    expect(commandPrefix({ env: npx, script: bin, cwd: repo, launcher })).toBe('./vcfleet');
+    expect(commandPrefix({ env: npx, script: bin, cwd: path.join(repo, 'docs'), launcher })).toBe('../vcfleet');
+    expect(commandPrefix({ env: npx, script: bin, cwd: '/elsewhere/project', launcher: null })).toBe('npx vcfleet');
     expect(commandPrefix({ env: { npm_lifecycle_event: 'vcfleet', npm_command: 'run-script' }, script: bin, cwd: repo })).toBe('npm run vcfleet --');
     expect(commandPrefix({ env: {}, script: '/usr/local/bin/vcfleet', cwd: '/home/u' })).toBe('vcfleet');
     expect(commandPrefix({ env: {}, script: bin, cwd: repo })).toBe('node bin/vcfleet.js');
@@ -30,17 +40,29 @@ describe('how the CLI was invoked decides how its advice starts', () => {
     expect(commandPrefix({ env: {}, script: '/a dir/bin/vcfleet.js', cwd: '/tmp' })).toBe(`node '/a dir/bin/vcfleet.js'`);
   });
 
-  it('run with `npx vcfleet`, it advises `npx vcfleet …`; that advice, pasted, gives the same answer', async () => {
+  // Its own state folder: the checkout's private Redis (a demo run there) is not this test's business.
+  const isolated = () => {
     const empty = createTmpDir('vcfleet-usage-');
     mkdirSync(path.join(empty, 'results'));
-    const advice = (out: string) => /e\.g\. (.+ view results\/babyvision_opencode\.jsonl)/.exec(out)?.[1];
-    const viaNpx = await pasteInShell(`npx vcfleet view --port 0 ++output_root=${empty}`);
-    expect(viaNpx.code, viaNpx.output).toBe(2);
-    expect(advice(viaNpx.output)).toMatch(/^npx vcfleet view /);
-    const direct = await runCli(['view']);
+    return `++output_root=${empty} ++state_dir=${path.join(empty, 'state')}`;
+  };
+  const advice = (out: string) => /e\.g\. (.+ view results\/babyvision_opencode\.jsonl.*)/.exec(out)?.[1];
+
+  it('run as `./vcfleet` or `npx vcfleet`, it advises `./vcfleet …`; that advice, pasted, gives the same answer', async () => {
+    const settings = isolated();
+    for (const typed of ['./vcfleet', 'npx vcfleet']) {
+      const r = await pasteInShell(`${typed} view --port 0 ${settings}`);
+      expect(r.code, r.output).toBe(2);
+      const printed = advice(r.output)!;
+      expect(printed, r.output).toBe(`./vcfleet view results/babyvision_opencode.jsonl ${settings}`);
+      const pasted = await pasteInShell(printed);
+      expect(pasted.code, pasted.output).toBe(2);
+      expect(pasted.output).toContain('results/babyvision_opencode.jsonl');
+    }
+    const direct = await runCli(['view', ...settings.split(' ')]);
     expect(direct.code, direct.output).toBe(2);
     const printed = advice(direct.output)!;
-    expect(printed).toBe(`${CLI} view results/babyvision_opencode.jsonl`);
+    expect(printed).toBe(`${CLI} view results/babyvision_opencode.jsonl ${settings}`);
     // Pasted as printed into a shell with nothing else set: the CLI runs (exit 2: no such file), not exit 127.
     const pasted = await pasteInShell(printed);
     expect(pasted.code, pasted.output).toBe(2);
@@ -60,6 +82,21 @@ describe('settings typed the wrong way, --help, --version', () => {
     const option = await runCli(['run', '--benchmark=nope']);
     expect(option.output).not.toContain('did you mean');
   }, 60_000);
+
+  it('an option the command does not have: exit 2 with the nearest of its options or settings (`run --limt 2`, `runs --limt 5`), an unknown command too', async () => {
+    const cases: Array<[string[], string]> = [
+      [['run', '--limt', '2'], "unknown option '--limt' of `vcfleet run`: settings are given as ++key=value; did you mean `++limit=2`?"],
+      [['run', '--limit', '2'], 'did you mean `++limit=2`?'],
+      [['runs', '--limt', '5'], "unknown option '--limt' of `vcfleet runs`: did you mean `--limit`?"],
+      [['status', '--run-id', 'x', '--verbose'], `its options: --run-id, --config, --json (\`${CLI} status --help\``],
+      [['rnu'], 'Did you mean run?'],
+    ];
+    for (const [args, said] of cases) {
+      const r = await runCli(args);
+      expect(r.code, `${args.join(' ')}: ${r.output}`).toBe(2);
+      expect(r.output).toContain(said);
+    }
+  }, 120_000);
 
   it('--help of run, demo and serve lists ++key=value and the environment variables', async () => {
     for (const command of ['run', 'demo', 'serve']) {

@@ -82,7 +82,7 @@ describe('judge and sandbox-provider outages, poison jobs', () => {
     expectOneRowEach(masked, 'px', env.fixture);
     for (const row of masked) {
       expect(row).toMatchObject({ failure_kind: 'infra_failed', reward: null });
-      expect(row.error).toContain(`bubblewrap not found at ${path.join(sandboxRoot, 'no-such-bwrap')}`);
+      expect(row.error).toContain(`bubblewrap is not installed (no ${path.join(sandboxRoot, 'no-such-bwrap')}): the local sandboxes need it; install it with \`apt-get install bubblewrap\``);
     }
     // Nothing was left behind by the failed creations: no sandbox folder, no gateway socket folder.
     expect(readdirSync(sandboxRoot).filter((n) => n !== 'sockets')).toEqual([]);

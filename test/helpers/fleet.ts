@@ -133,16 +133,31 @@ export const CLI = 'node bin/vcfleet.js';
 
 /**
  * Paste a printed command into a shell, as a user would: `bash -c` in the repository folder with
- * only PATH and HOME (and `env`, the user's own settings such as VCFLEET_CONFIG) set.
+ * only PATH and HOME (and `env`, the user's own settings such as VCFLEET_CONFIG) set. The shell is
+ * the leader of a process group of its own, killed whole (npm, its shell, vcfleet) once `timeoutMs`
+ * passed or the test process exits, so a command that hangs fails the test without leaving orphans.
  */
-export async function pasteInShell(command: string, env: Record<string, string> = {}): Promise<{ code: number | null; output: string; stdout: string }> {
+export async function pasteInShell(command: string, env: Record<string, string> = {}, timeoutMs = 60_000): Promise<{ code: number | null; output: string; stdout: string }> {
   const child = spawn('bash', ['-c', command], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
   });
   const out = captured(child);
+  const killGroup = () => {
+    try {
+      process.kill(-child.pid!, 'SIGKILL');
+    } catch {
+      // the group is gone
+    }
+  };
+  process.once('exit', killGroup);
+  const timer = setTimeout(killGroup, timeoutMs);
   const code = await out.exited;
+  clearTimeout(timer);
+  killGroup(); // what the command left in the background
+  process.off('exit', killGroup);
   return { code, output: out.output(), stdout: out.stdout() };
 }
 

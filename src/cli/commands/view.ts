@@ -49,7 +49,7 @@ export function registerView(program: Command, cli: Cli): void {
   program
     .command('view')
     .description('browse the rollouts of an output JSONL: metrics, charts, every turn, tool call and image')
-    .argument('[files...]', `output JSONL of a run (default: the newest *.jsonl under ${RESULTS_DIR}/); two files: their runs side by side on the compare page`)
+    .argument('[files...]', `output JSONL of a run (default: the newest *.jsonl under ${RESULTS_DIR}/ of output_root, the working folder by default); two files: their runs side by side on the compare page`)
     .option('--host <address>', 'address to bind; any other than 127.0.0.1, ::1, localhost needs the dashboard credentials', '127.0.0.1')
     .option('--port <n>', 'port (0 = any free port)', String(DEFAULT_VIEW_PORT))
     .option('--config <path>', 'config YAML (for the dashboard credentials)')
@@ -57,7 +57,9 @@ export function registerView(program: Command, cli: Cli): void {
     .action(async (fileArgs: string[], opts: ViewFlags) => {
       const port = parsePort(opts.port);
       const { config, logger } = cli.context(opts);
-      const files = fileArgs.length ? fileArgs.map((f) => pickFile(f)) : [pickFile(undefined)];
+      // Where runs write their rows by default: results/ under this host's output root (the working folder unless output_root says).
+      const resultsDir = path.join(config.output_root ?? '.', RESULTS_DIR);
+      const files = fileArgs.length ? fileArgs.map((f) => pickFile(f, resultsDir)) : [pickFile(undefined, resultsDir)];
       const file = files.join(' ');
       const source = createFilesSource(files);
       const d = config.dashboard;

@@ -4,16 +4,25 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { InfraError } from '../../shared/errors.ts';
 import { namespaceArgs } from './bwrap-policy.ts';
 import { namespaceMembers, signalQuietly } from '../proc-tree.ts';
 
 /** PATH inside the sandbox unless the spec or the exec sets one. */
 export const SANDBOX_PATH = '/usr/local/bin:/usr/bin:/bin';
-const INSTALL_HINT = 'install bubblewrap (`apt-get install bubblewrap`) or use sandbox_provider=opensandbox';
+const INSTALL_HINT = 'install it with `apt-get install bubblewrap` (Debian/Ubuntu), or use ++sandbox_provider=opensandbox';
 
-export function defaultBwrapPath(): string {
-  return existsSync('/usr/bin/bwrap') ? '/usr/bin/bwrap' : 'bwrap';
+/**
+ * The bubblewrap binary: `VCFLEET_BWRAP` when set (a host's own build), else `/usr/bin/bwrap`, else
+ * the first `bwrap` on the PATH, as an absolute path (the sandbox launcher takes no other); `bwrap`
+ * when there is none, which probeBwrap then reports as not installed.
+ */
+export function defaultBwrapPath(env: NodeJS.ProcessEnv = process.env): string {
+  if (env.VCFLEET_BWRAP) return env.VCFLEET_BWRAP;
+  if (existsSync('/usr/bin/bwrap')) return '/usr/bin/bwrap';
+  const found = (env.PATH ?? '').split(':').filter((dir) => path.isAbsolute(dir)).map((dir) => path.join(dir, 'bwrap')).find((file) => existsSync(file));
+  return found ?? 'bwrap';
 }
 
 function hasExited(child: ChildProcess): boolean {
@@ -66,16 +75,23 @@ export function runCheck(command: string, args: string[], fds: Buffer[] = []): P
   });
 }
 
+/** Whether probeBwrap failed (or its error was caused) because there is no bwrap where it looked. */
+export function bwrapMissing(err: unknown): boolean {
+  const e = err as NodeJS.ErrnoException | undefined;
+  return e?.code === 'ENOENT' || (e?.cause as NodeJS.ErrnoException | undefined)?.code === 'ENOENT';
+}
+
 /** Checks that bwrap exists and can create its namespaces here; throws InfraError with a hint. */
 export async function probeBwrap(bwrapPath: string): Promise<void> {
   const args = [...namespaceArgs(), '--ro-bind', '/', '/', '--proc', '/proc', '--dev', '/dev', '--', 'true'];
   try {
     await runCheck(bwrapPath, args);
   } catch (err) {
-    const why =
-      (err as NodeJS.ErrnoException).code === 'ENOENT'
-        ? `bubblewrap not found at ${bwrapPath}`
-        : `bubblewrap cannot create its namespaces here (${(err as Error).message})`;
-    throw new InfraError(`local sandbox unavailable: ${why}; ${INSTALL_HINT}`, { cause: err });
+    // Not installed: a set-up step left out, said in one line with its apt package.
+    if (bwrapMissing(err)) {
+      const where = path.isAbsolute(bwrapPath) ? `no ${bwrapPath}` : `no ${bwrapPath} on the PATH`;
+      throw new InfraError(`bubblewrap is not installed (${where}): the local sandboxes need it; ${INSTALL_HINT}`, { cause: err });
+    }
+    throw new InfraError(`local sandbox unavailable: bubblewrap cannot create its namespaces here (${(err as Error).message}); ${INSTALL_HINT}`, { cause: err });
   }
 }

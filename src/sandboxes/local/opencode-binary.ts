@@ -2,13 +2,15 @@
  * Where the OpenCode binary is. This project depends on OpenCode's platform package
  * (`opencode-linux-x64@1.17.11`, the real Bun executable that the `opencode-ai` wrapper would link);
  * a project that installs `opencode-ai` instead is found too. The `local` sandbox mounts the
- * binary's folder read-only at the same path, so the same path works inside and outside.
+ * binary's folder read-only at the same path, so the same path works inside and outside; a folder
+ * the sandbox's uid cannot reach is replaced by a readable copy (readable-copy.ts).
  */
 import { existsSync, realpathSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { Config } from '../../shared/config/load.ts';
 import { ConfigError } from '../../shared/errors.ts';
+import { sandboxReadable } from './readable-copy.ts';
 
 const require = createRequire(import.meta.url);
 
@@ -40,7 +42,11 @@ function findInstalledBinary(): string | null {
   return null;
 }
 
-/** The real path (symlinks followed) of the OpenCode binary: `agent.opencode_bin`, else the npm one. */
+/**
+ * The real path (symlinks followed) of the OpenCode binary: `agent.opencode_bin`, else the npm one;
+ * for a root worker whose sandboxes (uid 100000) cannot reach it there (a checkout in a 0700 home),
+ * its copy in a cache they can read (readable-copy.ts).
+ */
 export function opencodeBinaryPath(config: Pick<Config, 'agent'>): string {
   const configured = config.agent.opencode_bin;
   const candidate = configured ?? findInstalledBinary();
@@ -50,7 +56,7 @@ export function opencodeBinaryPath(config: Pick<Config, 'agent'>): string {
     );
   }
   if (!existsSync(candidate)) throw new ConfigError(`agent.opencode_bin: ${candidate} does not exist`);
-  return realpathSync(candidate);
+  return sandboxReadable(realpathSync(candidate));
 }
 
 /** Host folders the `local` sandbox must expose read-only so that the binary runs inside it. */

@@ -21,10 +21,10 @@
 import { existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { InfraError, errorMessage } from '../../shared/errors.ts';
+import { ConfigError, InfraError, errorMessage } from '../../shared/errors.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { SANDBOX_PYTHON } from './bwrap-policy.ts';
-import { defaultBwrapPath, probeBwrap } from './bwrap-process.ts';
+import { bwrapMissing, defaultBwrapPath, probeBwrap } from './bwrap-process.ts';
 import { uniformReport } from '../box-report.ts';
 import { setUpBox, type BoxSetup } from './box-setup.ts';
 import { HOST_CGROUP_PATHS, type CgroupPaths } from '../host-cgroups.ts';
@@ -53,7 +53,7 @@ export interface LocalBwrapOptions {
   workdir: string;
   /** Host paths visible read-only at the same path inside (e.g. the OpenCode binary's folder). */
   extraRoBinds?: string[];
-  /** The bubblewrap binary; default `/usr/bin/bwrap` (or `bwrap` on the PATH when absent). */
+  /** The bubblewrap binary; default `VCFLEET_BWRAP`, else `/usr/bin/bwrap`, else `bwrap` on the PATH. */
   bwrapPath?: string;
   /** Between SIGTERM to the sandbox's processes and SIGKILL, in milliseconds; default 2000. */
   killGraceMs?: number;
@@ -140,6 +140,10 @@ export class LocalBwrapProvider implements SandboxProvider {
   /** Which limits hold here (tried once, then cached). */
   async probe(): Promise<BoxReport> {
     if (this.opts.box === false) return uniformReport(false, 'the provider was created with box: false');
+    // bwrap itself first: a missing one is named as such (a set-up step: exit 2), not as every limit it would have held failing.
+    await this.ensureUsable().catch((err: unknown) => {
+      throw bwrapMissing(err) ? new ConfigError((err as Error).message, { cause: err }) : err;
+    });
     return (await this.boxSetup()).report;
   }
 

@@ -10,6 +10,7 @@ import { ConfigError, InfraError } from '../errors.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { followSwitches } from './sentinel-switch.ts';
 import { learnClusterNodes } from './cluster-seeds.ts';
+import { probeRedis } from './probe.ts';
 
 export type { Redis };
 export { DEFAULT_REDIS_URL, redactUrl, resolveRedisEndpoint, type RedisEndpoint } from './endpoint.ts';
@@ -89,8 +90,9 @@ function connectTo(endpoint: RedisEndpoint, options: RedisOptions, role: Connect
 
 /**
  * Wait for the first answer to PING, at most `timeoutMs`, then fail with one line that names the URL
- * (password masked), the last error Redis or the network gave, and what to do about it. A worker
- * connection queues commands while it reconnects for ever, so the wait is bounded here, not by it.
+ * (password masked), the last error Redis or the network gave, and what to do about it: a
+ * ConfigError, as every caller waits at its start (exit 2). A worker connection queues commands while
+ * it reconnects for ever, so the wait is bounded here, not by it.
  */
 export async function waitForRedis(redis: Redis, target: string | RedisEndpoint, timeoutMs = 15_000): Promise<void> {
   const url = typeof target === 'string' ? target : target.display;
@@ -103,9 +105,10 @@ export async function waitForRedis(redis: Redis, target: string | RedisEndpoint,
   const deadline = Date.now() + timeoutMs;
   let asked = false;
   try {
+    if (plainUrl) await refuseNonRedis(plainUrl, url, timeoutMs);
     for (;;) {
       const left = deadline - Date.now();
-      if (left <= 0) throw new InfraError(unreachableMessage(url, lastError, timeoutMs));
+      if (left <= 0) throw new ConfigError(unreachableMessage(url, lastError, timeoutMs));
       const ping = redis.ping();
       ping.catch(() => undefined); // answered after the wait gave up, or rejected on disconnect
       try {
@@ -122,11 +125,25 @@ export async function waitForRedis(redis: Redis, target: string | RedisEndpoint,
         lastError = (await serverGreeting(plainUrl)) ?? lastError;
       }
       // Refused credentials do not fix themselves, and a client connection that gave up stays closed.
-      if (DEFINITE.test(lastError) || redis.status === 'end') throw new InfraError(unreachableMessage(url, lastError));
+      if (DEFINITE.test(lastError) || redis.status === 'end') throw new ConfigError(unreachableMessage(url, lastError));
     }
   } finally {
     redis.off('error', onError);
   }
+}
+
+/** How long a server that accepted the connection may keep quiet before it is not taken for a Redis. */
+const PROBE_MS = 5000;
+
+/** At start, a port where something else listens, or something that never answers, is named at once (probe.ts). */
+async function refuseNonRedis(plainUrl: string, url: string, timeoutMs: number): Promise<void> {
+  const probe = await probeRedis(plainUrl, Math.min(PROBE_MS, timeoutMs));
+  const at = `cannot reach Redis at ${redactUrl(url)}`;
+  const fix = 'check the port (Redis listens on 6379) or fix REDIS_URL';
+  if (probe.kind === 'not_redis') throw new ConfigError(`${at}: something else listens there (it answered PING with "${probe.said}", not as Redis does); ${fix}`);
+  if (probe.kind === 'closed') throw new ConfigError(`${at}: it closed the connection without answering PING (not a Redis server, or one that wants TLS: rediss://); ${fix}`);
+  if (probe.kind === 'silent' && probe.waitedMs >= timeoutMs) throw new ConfigError(unreachableMessage(url, 'it accepts connections but never answers PING', timeoutMs));
+  if (probe.kind === 'silent') throw new ConfigError(`${at}: it accepts connections but did not answer PING within ${probe.waitedMs / 1000} s (a firewall that swallows, another service); ${fix}`);
 }
 
 /** Errors of a connection the server broke off at once. */

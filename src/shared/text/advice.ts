@@ -12,7 +12,7 @@
 const LOCATING = /^(redis_url|redis\.[a-z_]+|queues\.prefix|state_dir|output_root|data_dir|output_jsonl_fpath)$/;
 
 let tail = '';
-/** How this invocation runs the CLI (cli/invocation.ts): `npx vcfleet`, `vcfleet`, `node bin/vcfleet.js`. */
+/** How this invocation runs the CLI (cli/invocation.ts): `./vcfleet`, `vcfleet`, `node bin/vcfleet.js`. */
 let prefix = 'vcfleet';
 
 /** Set once by the CLI's entry point: the words that start every command it advises. */
@@ -20,7 +20,7 @@ export function adviseAs(commandPrefix: string): void {
   prefix = commandPrefix;
 }
 
-/** The words that start an advised command (`npx vcfleet`, `vcfleet`, `node bin/vcfleet.js`). */
+/** The words that start an advised command (`./vcfleet`, `vcfleet`, `node bin/vcfleet.js`). */
 export function cliName(): string {
   return prefix;
 }

@@ -46,17 +46,17 @@ describe('an unusable Redis fails every role in seconds, saying why', () => {
   it('nothing listening: a worker stops with the URL, ECONNREFUSED and what to start', async () => {
     const closed = await freePort();
     const out = await role(`redis://127.0.0.1:${closed}`, 'worker', 'judge');
-    expect(out.code).not.toBe(0);
+    expect(out.code, out.output).toBe(2);
     expect(out.output).toContain(`cannot reach Redis at redis://127.0.0.1:${closed}`);
     expect(out.output).toMatch(/ECONNREFUSED.*nothing listens there: start redis-server/);
   });
 
   it('no password or a wrong one: NOAUTH / WRONGPASS, the password masked, how to put it in REDIS_URL', async () => {
     const none = await role(`redis://127.0.0.1:${port}`, 'worker', 'results');
-    expect(none.code).not.toBe(0);
+    expect(none.code, none.output).toBe(2);
     expect(none.output).toMatch(/NOAUTH.*Redis wants a password: set it in REDIS_URL \(redis:\/\/:PASSWORD@host:6379/);
     const wrong = await role(`redis://:not-the-password@127.0.0.1:${port}`, 'status', '--run-id', 'x');
-    expect(wrong.code).not.toBe(0);
+    expect(wrong.code, wrong.output).toBe(2);
     expect(wrong.output).toMatch(/cannot reach Redis at redis:\/\/:\*\*\*@127\.0\.0\.1:\d+\/?: WRONGPASS/);
     expect(wrong.output).not.toContain('not-the-password');
     const right = await role(`redis://:${PASSWORD}@127.0.0.1:${port}`, 'runs');
@@ -67,7 +67,7 @@ describe('an unusable Redis fails every role in seconds, saying why', () => {
   it('a server that never answers: the worker gives up after redis.connect_timeout_s instead of waiting for ever', async () => {
     const started = Date.now();
     const out = await role(`redis://127.0.0.1:${silentPort}`, 'worker', 'sandbox');
-    expect(out.code).not.toBe(0);
+    expect(out.code, out.output).toBe(2);
     expect(out.output).toMatch(/no answer within 3 s, redis\.connect_timeout_s\).*check the address, the port and the firewall/);
     expect(Date.now() - started).toBeGreaterThanOrEqual(3000);
   });
