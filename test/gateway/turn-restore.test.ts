@@ -2,7 +2,8 @@
  * What the gateway sends upstream as the earlier assistant turns (src/gateway/turn-restore.ts):
  * restored as the server returned them (content without the parsers' stray newlines, reasoning under
  * both names, the server's arguments), carrying NeMo Gym's token fields when splicing, matched by
- * tool-call ids; a message no turn matches goes as OpenCode wrote it.
+ * position and content (never by a model-written tool-call id alone); a message no turn matches goes
+ * as OpenCode wrote it.
  */
 import { describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/gateway/chat-request.ts';
@@ -39,5 +40,37 @@ describe('turn restore', () => {
     const r = new TurnRestorer({ restore: true, splice: true });
     r.answered({ ...fromServer, tool_calls: [{ id: 'other', type: 'function', function: { name: 'bash', arguments: '{}' } }] }, [1], [2], [-1]);
     expect(r.shape(messages)[1]).toEqual(sentBack);
+  });
+
+  it('a tool-call id the model wrote twice restores each turn as generated, with its own text, arguments and token ids', () => {
+    const call = (command: string) => [{ id: 'functions.bash:0', type: 'function', function: { name: 'bash', arguments: `{"command": "${command}"}` } }];
+    const turn1 = { role: 'assistant', content: '\n\nFirst I list.\n', reasoning: 'one', tool_calls: call('ls') };
+    const turn2 = { role: 'assistant', content: '\n\nNow I count.\n', reasoning: 'two', tool_calls: call('wc -l a') };
+    const r = new TurnRestorer({ restore: true, splice: true });
+    r.answered(turn1, [1, 2], [10, 11], [-0.1, -0.1]);
+    r.answered(turn2, [1, 2, 10, 11, 20], [30, 31], [-0.2, -0.2]);
+    // As OpenCode sends them back: trimmed, compact arguments, the same id on both.
+    const back = (content: string, command: string): ChatMessage => ({ role: 'assistant', content, tool_calls: [{ id: 'functions.bash:0', type: 'function', function: { name: 'bash', arguments: `{"command":"${command}"}` } }] });
+    const history: ChatMessage[] = [
+      { role: 'user', content: 'q' },
+      back('First I list.', 'ls'), { role: 'tool', tool_call_id: 'functions.bash:0', content: 'a' },
+      back('Now I count.', 'wc -l a'), { role: 'tool', tool_call_id: 'functions.bash:0', content: '1 a' },
+    ];
+    const out = r.shape(history) as unknown as Array<Record<string, any>>;
+    expect(out[1]).toMatchObject({ content: 'First I list.', reasoning: 'one', prompt_token_ids: [1, 2], generation_token_ids: [10, 11] });
+    expect(out[1]!.tool_calls[0].function.arguments).toBe('{"command": "ls"}');
+    expect(out[3]).toMatchObject({ content: 'Now I count.', reasoning: 'two', prompt_token_ids: [1, 2, 10, 11, 20], generation_token_ids: [30, 31] });
+    expect(out[3]!.tool_calls[0].function.arguments).toBe('{"command": "wc -l a"}');
+    // A message whose text or arguments are not the turn's is no turn of this id's: sent as written.
+    const forged = back('Something else.', 'rm -rf /');
+    expect(r.shape([{ role: 'user', content: 'q' }, forged])[1]).toEqual(forged);
+  });
+
+  it('turns without tool calls go by position and text: a turn missing from the history does not shift the others', () => {
+    const r = new TurnRestorer({ restore: true, splice: true });
+    r.answered({ role: 'assistant', content: '\nA\n', reasoning: 'ra' }, [1], [2], [0]);
+    r.answered({ role: 'assistant', content: '\nB\n', reasoning: 'rb' }, [1, 2, 3], [4], [0]);
+    const out = r.shape([{ role: 'user', content: 'q' }, { role: 'assistant', content: 'B' }]) as unknown as Array<Record<string, any>>;
+    expect(out[1]).toMatchObject({ reasoning: 'rb', generation_token_ids: [4] });
   });
 });
