@@ -6,6 +6,8 @@
  * whether the queue has waiting jobs while this worker has a free slot and has taken no job; if that
  * lasts `stallMs`, it logs one line, renews the worker's blocking connection (and wakes its fetch
  * loop), and reports the recovery (Prometheus, and a record in Redis that `vcfleet status` shows).
+ * A queue that holds its jobs itself (paused, at its rate limit or its global concurrency) counts as
+ * having none ready: the watchdog leaves it alone however long that lasts.
  */
 import type { Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
@@ -23,8 +25,11 @@ const RECOVERY_SPACING_MS = 12_000;
 export interface QueueWatchdogOptions {
   /** The BullMQ worker watched now (its concurrency, paused state and blocking connection). */
   worker(): Worker;
-  /** Put the worker aside for a new one on the same queue (asked only while it holds no job). */
-  replace?(): Promise<void>;
+  /**
+   * Put the worker aside for a new one on the same queue, only while it holds no job and once it has
+   * handed its locks back; false when it took a job meanwhile (it is not wedged: it stays).
+   */
+  replace?(): Promise<boolean>;
   /** The queue's name as the log and the metrics say it (`rollout`, `judge`, `results`). */
   queue: string;
   /** Jobs of the queue ready to be taken now (wait + prioritized); rejects while Redis is away. */
@@ -146,7 +151,7 @@ export class QueueWatchdog {
     );
     const internals = this.o.worker() as unknown as WorkerInternals;
     try {
-      if (replace) await this.o.replace!();
+      if (replace && !(await this.o.replace!())) this.o.logger.info({ queue: info.queue }, 'the worker took a job meanwhile: it stays');
       if (renew) {
         // BullMQ reconnects the blocking connection (through any node the client knows) and fetches again.
         await settleWithin(Promise.resolve(internals.backend?.disconnectBlocking?.(false)), 2000);
@@ -171,8 +176,37 @@ export async function nudgeQueue(redis: Redis, prefix: string, bullName: string)
   await redis.zadd(`${prefix}:${bullName}:marker`, 0, '0');
 }
 
-/** Jobs of a BullMQ queue ready to be taken now: its wait list and its prioritized set. */
-export async function readyJobs(redis: Redis, prefix: string, bullName: string): Promise<number> {
-  const [wait, prioritized] = await Promise.all([redis.llen(`${prefix}:${bullName}:wait`), redis.zcard(`${prefix}:${bullName}:prioritized`)]);
-  return wait + prioritized;
+/**
+ * KEYS: meta, wait, prioritized, limiter, active. ARGV: the workers' own rate limit (max jobs, 0: none).
+ * Returns {ready jobs, why none may be taken now: '' | 'paused' | 'rate_limited' | 'maxed'}.
+ */
+const READY = `
+local meta = redis.call('HMGET', KEYS[1], 'paused', 'concurrency', 'max')
+local ready = redis.call('LLEN', KEYS[2]) + redis.call('ZCARD', KEYS[3])
+if meta[1] then return {ready, 'paused'} end
+local max = tonumber(meta[3] or ARGV[1]) or 0
+if max > 0 and (tonumber(redis.call('GET', KEYS[4]) or 0) or 0) >= max and redis.call('PTTL', KEYS[4]) > 0 then return {ready, 'rate_limited'} end
+local concurrency = tonumber(meta[2] or 0) or 0
+if concurrency > 0 and redis.call('LLEN', KEYS[5]) >= concurrency then return {ready, 'maxed'} end
+return {ready, ''}
+`;
+
+/** Why a queue's waiting jobs may not be taken now, whatever its workers do. */
+export type QueueHeld = 'paused' | 'rate_limited' | 'maxed';
+
+/**
+ * Jobs of a BullMQ queue ready to be taken now: its wait list and its prioritized set, none while the
+ * queue itself holds them (paused from `vcfleet run` or Bull Board, at its rate limit, at its global
+ * concurrency): a worker that takes none of those is not stalled. `limiterMax`: the workers' own limit.
+ */
+export async function queueReadiness(redis: Redis, prefix: string, bullName: string, limiterMax = 0): Promise<{ ready: number; held: QueueHeld | null }> {
+  const k = (s: string) => `${prefix}:${bullName}:${s}`;
+  const [ready, held] = (await redis.eval(READY, 5, k('meta'), k('wait'), k('prioritized'), k('limiter'), k('active'), String(limiterMax))) as [number, string];
+  return { ready, held: held === '' ? null : (held as QueueHeld) };
+}
+
+/** Jobs of a BullMQ queue ready to be taken now (0 while the queue holds them: queueReadiness). */
+export async function readyJobs(redis: Redis, prefix: string, bullName: string, limiterMax = 0): Promise<number> {
+  const { ready, held } = await queueReadiness(redis, prefix, bullName, limiterMax);
+  return held ? 0 : ready;
 }

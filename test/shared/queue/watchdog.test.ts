@@ -114,4 +114,36 @@ describe('the queue watchdog', () => {
     expect(await readStalls(direct, prefix)).toEqual([]);
     await queue.close();
   });
+
+  it('a queue paused for 40 s with jobs waiting gives no recovery (paused from vcfleet run or Bull Board); resumed, its jobs run', async () => {
+    const lines: string[] = [];
+    const destination = new Writable({ write(chunk, _enc, done) { lines.push(String(chunk)); done(); } });
+    const logger = createLogger({ level: 'info', destination, json: true });
+    const connection = createRedis(REDIS_URL, 'worker');
+    opened.push(connection);
+    const direct = createRedis(REDIS_URL, 'client');
+    opened.push(direct);
+    const queue = openQueue('rollout', direct, prefix);
+    const ran: string[] = [];
+    const stalls: unknown[] = [];
+    stage = startStageWorker({
+      queue: 'rollout', connection, prefix, concurrency: 2, lockDurationMs: 30_000, logger, stallMs: 500,
+      onStall: (info) => void stalls.push(info),
+      handle: async (data) => void ran.push(data.rollout_id),
+    });
+    await stage.worker.waitUntilReady();
+    await queue.pause();
+    for (let n = 1; n <= 3; n++) await enqueue('rollout', queue, { v: 1, run_id: 'wd', task_id: `p${n}`, repeat: 0, rollout_id: rolloutId('wd', `p${n}`, 0) });
+    const first = stage.worker;
+    // The issue's 40 s, in real time: past its 0.5 s threshold and three recovery spacings (12 s).
+    await new Promise((r) => setTimeout(r, 40_000));
+    expect(ran).toEqual([]);
+    expect(lines.join('')).not.toMatch(/jobs waiting, none taken/);
+    expect(stalls).toEqual([]);
+    expect(stage.worker).toBe(first);
+    expect(await readStalls(direct, prefix)).toEqual([]);
+    await queue.resume();
+    await waitFor('the jobs to run once resumed', () => ran.length === 3, 20_000);
+    await queue.close();
+  }, 90_000);
 });
