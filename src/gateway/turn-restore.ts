@@ -9,10 +9,12 @@
  *   parsers leave (the newlines after a think block, the newline before a tool call, which the
  *   template adds again), its reasoning under both `reasoning` and `reasoning_content` (servers read
  *   one or the other), its tool-call arguments as the server gave them.
- * - splice (`policy.token_capture_splice`): each earlier assistant message carries the call's
+ * - splice (`policy.token_capture_splice`): the latest answered call's assistant message carries its
  *   `prompt_token_ids`, `generation_token_ids` and `generation_log_probs`, the fields NeMo Gym puts
- *   on its assistant messages, so a splicing server (NeMo RL's vLLM server) continues from the exact
- *   ids instead of the re-rendered ones.
+ *   on its assistant messages, so a splicing server (NeMo RL's vLLM server, which continues from the
+ *   last message carrying them) continues from the exact ids instead of the re-rendered ones. Only
+ *   that turn's ids are kept and sent: every earlier call's full prompt, kept and resent on every call,
+ *   made a session's memory and each request grow with the square of its turns.
  *
  * Which turn an assistant message is goes by position and content, never by a tool-call id alone (the
  * model writes those ids, and may write one twice: `functions.bash:0`): the conversation's assistant
@@ -24,7 +26,7 @@ import type { ChatMessage } from './chat-request.ts';
 
 type Json = Record<string, unknown>;
 
-/** Token ids kept for splicing per rollout (full prompts of every turn); past it later turns carry none. */
+/** Token ids kept for splicing (the latest turn's prompt and generation); a turn with more carries none. */
 const MAX_SPLICE_IDS = 16 << 20;
 
 interface Turn {
@@ -60,15 +62,16 @@ function reasoningOf(message: Json): string | null {
 
 export class TurnRestorer {
   private readonly turns: Turn[] = [];
-  private keptIds = 0;
 
   constructor(private readonly options: TurnRestoreOptions) {}
 
   /** An answered call of the conversation: the server's message and its token ids (null when absent). */
   answered(message: Json | null, promptIds: number[] | null, generationIds: number[] | null, logprobs: number[] | null): void {
     const m = message ?? {};
-    const ids = this.options.splice && promptIds && generationIds && this.keptIds + promptIds.length + generationIds.length <= MAX_SPLICE_IDS;
-    if (ids) this.keptIds += promptIds.length + generationIds.length;
+    const ids = this.options.splice && promptIds && generationIds && promptIds.length + generationIds.length <= MAX_SPLICE_IDS;
+    // The next call continues from this turn: the ids of the ones before are no longer needed.
+    const before = this.turns.at(-1);
+    if (before) before.promptIds = before.generationIds = before.logprobs = null;
     this.turns.push({
       message: m,
       toolCallIds: toolCallsOf(m).map((t) => String(t.id ?? '')),

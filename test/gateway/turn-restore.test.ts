@@ -5,6 +5,8 @@
  * position and content (never by a model-written tool-call id alone); a message no turn matches goes
  * as OpenCode wrote it.
  */
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/gateway/chat-request.ts';
 import { TurnRestorer, generatedContent } from '../../src/gateway/turn-restore.ts';
@@ -57,7 +59,9 @@ describe('turn restore', () => {
       back('Now I count.', 'wc -l a'), { role: 'tool', tool_call_id: 'functions.bash:0', content: '1 a' },
     ];
     const out = r.shape(history) as unknown as Array<Record<string, any>>;
-    expect(out[1]).toMatchObject({ content: 'First I list.', reasoning: 'one', prompt_token_ids: [1, 2], generation_token_ids: [10, 11] });
+    expect(out[1]).toMatchObject({ content: 'First I list.', reasoning: 'one' });
+    // Only the latest turn carries token ids: a splicing server continues from it.
+    expect(out[1]!.prompt_token_ids).toBeUndefined();
     expect(out[1]!.tool_calls[0].function.arguments).toBe('{"command": "ls"}');
     expect(out[3]).toMatchObject({ content: 'Now I count.', reasoning: 'two', prompt_token_ids: [1, 2, 10, 11, 20], generation_token_ids: [30, 31] });
     expect(out[3]!.tool_calls[0].function.arguments).toBe('{"command": "wc -l a"}');
@@ -72,5 +76,50 @@ describe('turn restore', () => {
     r.answered({ role: 'assistant', content: '\nB\n', reasoning: 'rb' }, [1, 2, 3], [4], [0]);
     const out = r.shape([{ role: 'user', content: 'q' }, { role: 'assistant', content: 'B' }]) as unknown as Array<Record<string, any>>;
     expect(out[1]).toMatchObject({ reasoning: 'rb', generation_token_ids: [4] });
+  });
+
+  it('splicing keeps what the next call needs: heap at 120 turns within 2x that at 10, and so is the request', () => {
+    v8.setFlagsFromString('--expose-gc');
+    const gc = vm.runInNewContext('gc') as () => void;
+    const BASE = 40_000; // a prompt with an image's tokens
+    const PER_TURN = 100; // a generation and a tool output
+    /** A session of n answered calls as the recorder sees them: each call's prompt is the whole conversation so far (a fresh array). */
+    function session(n: number) {
+      const r = new TurnRestorer({ restore: true, splice: true });
+      const history: ChatMessage[] = [{ role: 'user', content: 'q' }];
+      let length = BASE;
+      for (let i = 0; i < n; i++) {
+        const args = `{"command": "cat part-${i}"}`;
+        const prompt = Array.from({ length }, (_, k) => k % 151_000);
+        r.answered({ role: 'assistant', content: `step ${i}`, tool_calls: [{ id: `functions.bash:${i % 3}`, type: 'function', function: { name: 'bash', arguments: args } }] }, prompt, Array(PER_TURN / 2).fill(7), Array(PER_TURN / 2).fill(-0.5));
+        history.push({ role: 'assistant', content: `step ${i}`, tool_calls: [{ id: `functions.bash:${i % 3}`, type: 'function', function: { name: 'bash', arguments: args } }] }, { role: 'tool', tool_call_id: `functions.bash:${i % 3}`, content: 'out' });
+        length += PER_TURN;
+      }
+      return { r, history };
+    }
+    /** Heap one session's restorer keeps after a full GC, and its last request's size (a frame of its own: nothing of it outlives the call). */
+    function measure(n: number): { heap: number; request: number } {
+      gc();
+      const before = process.memoryUsage().heapUsed;
+      const s = session(n);
+      const request = JSON.stringify(s.r.shape(s.history)).length;
+      // What the session keeps is the restorer; the history is OpenCode's, sent anew with each call.
+      s.history.length = 0;
+      gc();
+      const heap = process.memoryUsage().heapUsed - before;
+      expect(s.r).toBeDefined();
+      return { heap, request };
+    }
+    /** The least of three tries (a loaded host adds noise, never takes it away). */
+    function heapOf(n: number): { heap: number; request: number } {
+      const tries = [measure(n), measure(n), measure(n)];
+      return { heap: Math.min(...tries.map((t) => t.heap)), request: tries[0]!.request };
+    }
+    const at10 = heapOf(10);
+    const at120 = heapOf(120);
+    const say = `heap ${at10.heap} -> ${at120.heap} bytes, request ${at10.request} -> ${at120.request} bytes`;
+    expect(at120.heap / at10.heap, say).toBeLessThanOrEqual(2);
+    expect(at120.request / at10.request, say).toBeLessThanOrEqual(2);
+    console.log(`turn-restore splicing: ${say} (ratios ${(at120.heap / at10.heap).toFixed(2)}, ${(at120.request / at10.request).toFixed(2)})`);
   });
 });
