@@ -239,7 +239,10 @@ export function startStageWorker<N extends QueueName>(opts: StageWorkerOptions<N
     lastTaken: () => lastTaken,
     onRecovered: (info) => {
       opts.onStall?.(info);
-      const last = { at: new Date().toISOString(), worker: opts.name ?? null, waiting: info.waiting, stalled_s: Math.round(info.stalledMs / 1000) };
+      const last = {
+        at: new Date().toISOString(), worker: opts.name ?? null, waiting: info.waiting, stalled_s: Math.round(info.stalledMs / 1000),
+        blocking_status: info.blocking?.status ?? null, blocking_nodes: info.blocking?.nodes ?? null,
+      };
       recordStall(opts.connection, opts.prefix, opts.queue, last).catch((err) => log.debug({ err: errorMessage(err) }, 'could not record the stall'));
     },
   }).start();

@@ -52,11 +52,21 @@ export interface StallInfo {
   waiting: number;
   /** How long jobs had been waiting while this worker took none, in ms. */
   stalledMs: number;
+  /**
+   * The worker's blocking client as the recovery found it: its ioredis status (`ready`, `wait`,
+   * `disconnecting`, ...) and, on a Cluster, how many nodes it knows (BullMQ #4138: wedged Cluster
+   * workers with an empty node list; ioredis 5.11 can leave such a client `disconnecting` for good).
+   */
+  blocking?: { status: string | null; nodes: number | null; cluster: boolean };
 }
 
 /** The BullMQ internals a recovery touches (not in its typings; each one is checked before use). */
 interface WorkerInternals {
-  backend?: { disconnectBlocking?(wait?: boolean): Promise<void>; reconnectBlocking?(): Promise<void> };
+  backend?: {
+    disconnectBlocking?(wait?: boolean): Promise<void>;
+    reconnectBlocking?(): Promise<void>;
+    blockingConnection?: { _client?: { status?: unknown; isCluster?: unknown; nodes?: () => unknown[] } } | null;
+  };
   mainLoopQueue?: { add(p: Promise<unknown>): void } | null;
   limitUntil?: number;
   closing?: unknown;
@@ -132,20 +142,25 @@ export class QueueWatchdog {
 
   /**
    * The first time, wake the worker (a wake-up marker lost with the old primary); from the second
-   * on, start a new worker in its place while it holds no job (its fetch loop awaits a command that
+   * on (on a Cluster, from the first), start a new worker in its place while it holds no job (its fetch loop awaits a command that
    * will never answer), or else renew its blocking connection (a fetch hanging on a connection the
    * failover took away) and wake it again. Report each recovery.
    */
-  private async recover(info: StallInfo): Promise<void> {
+  private async recover(found: StallInfo): Promise<void> {
     this.recoveries++;
     this.attempts++;
     this.lastRecovery = Date.now();
+    const blocking = blockingOf(this.o.worker() as unknown as WorkerInternals);
+    const info: StallInfo = { ...found, blocking };
     // In the Cluster failover loop a fresh blocking connection never got an idle worker fetching
-    // again, a new worker always did: an idle one is replaced at once, a busy one renewed.
-    const replace = this.attempts > 1 && this.o.replace !== undefined && this.o.running() === 0;
+    // again, a new worker always did: on a Cluster the first recovery of an idle worker is a new one.
+    const replace = (this.attempts > 1 || blocking.cluster) && this.o.replace !== undefined && this.o.running() === 0;
     const renew = this.attempts > 1 && !replace;
     this.o.logger.warn(
-      { queue: info.queue, waiting: info.waiting, stalled_s: Math.round(info.stalledMs / 1000), running: this.o.running(), concurrency: this.o.worker().concurrency, attempt: this.attempts },
+      {
+        queue: info.queue, waiting: info.waiting, stalled_s: Math.round(info.stalledMs / 1000), running: this.o.running(), concurrency: this.o.worker().concurrency, attempt: this.attempts,
+        blocking_status: blocking.status, blocking_nodes: blocking.nodes,
+      },
       `jobs waiting, none taken: ${info.waiting} job(s) in the ${info.queue} queue for ${Math.round(info.stalledMs / 1000)} s while this worker had a free slot; ` +
         (replace ? 'starting a new worker in its place' : renew ? 'renewing its connection to Redis' : 'waking it'),
     );
@@ -168,6 +183,18 @@ export class QueueWatchdog {
     } catch {
       // metrics never stop a recovery
     }
+  }
+}
+
+/** The blocking client's status and, on a Cluster, its known nodes (null where BullMQ's internals do not say). */
+function blockingOf(w: WorkerInternals): NonNullable<StallInfo['blocking']> {
+  try {
+    const client = w.backend?.blockingConnection?._client;
+    const cluster = client?.isCluster === true;
+    const nodes = cluster && typeof client?.nodes === 'function' ? client.nodes().length : null;
+    return { status: typeof client?.status === 'string' ? client.status : null, nodes, cluster };
+  } catch {
+    return { status: null, nodes: null, cluster: false };
   }
 }
 

@@ -74,12 +74,18 @@ describe('the queue watchdog', () => {
     const said = lines.filter((l) => /jobs waiting, none taken/.test(String(l.msg)));
     expect(said.length, JSON.stringify(lines)).toBeGreaterThanOrEqual(1);
     expect(said[0]).toMatchObject({ level: 40, queue: 'rollout', waiting: 1 });
+    // Each recovery says how it found the blocking client (a single Redis: its status, no node count).
+    expect(typeof said[0]!.blocking_status, JSON.stringify(said[0])).toBe('string');
+    expect(said[0]!.blocking_nodes).toBeNull();
     expect(String(said[0].msg)).toMatch(/^jobs waiting, none taken: 1 job\(s\) in the rollout queue for \d+ s while this worker had a free slot; waking it$/);
     expect(stalls.length).toBe(said.length);
     expect(await metrics.registry.metrics()).toContain(`vcfleet_worker_stalls_recovered_total{queue="rollout",role="sandbox"} ${said.length}`);
     const recorded = await waitFor('the stall record', async () => (await readStalls(direct, prefix)).find((s) => s.queue === 'rollout'), 5000);
-    expect(recorded).toMatchObject({ queue: 'rollout', recovered: said.length, last: { worker: 'wd-test-worker', waiting: 1 } });
-    expect(stallsLine([recorded])).toMatch(/^queue watchdog: workers that sat idle with jobs waiting, recovered: rollout \d+ \(last at \S+, 1 job\(s\) waited \d+ s\)$/);
+    expect(recorded).toMatchObject({ queue: 'rollout', recovered: said.length, last: { worker: 'wd-test-worker', waiting: 1, blocking_status: said.at(-1)!.blocking_status } });
+    expect(stallsLine([recorded])).toMatch(/^queue watchdog: workers that sat idle with jobs waiting, recovered: rollout \d+ \(last at \S+, 1 job\(s\) waited \d+ s, blocking client [a-z]+\)$/);
+    expect(stallsLine([{ queue: 'judge', recovered: 2, last: { at: 'now', worker: null, waiting: 3, stalled_s: 12, blocking_status: 'disconnecting', blocking_nodes: 0 } }])).toBe(
+      'queue watchdog: workers that sat idle with jobs waiting, recovered: judge 2 (last at now, 3 job(s) waited 12 s, blocking client disconnecting with 0 node(s))',
+    );
     await queue.close();
   });
 
