@@ -9,20 +9,24 @@
  *   parsers leave (the newlines after a think block, the newline before a tool call, which the
  *   template adds again), its reasoning under both `reasoning` and `reasoning_content` (servers read
  *   one or the other), its tool-call arguments as the server gave them.
- * - splice (`policy.token_capture_splice`): each earlier assistant message carries the call's
+ * - splice (`policy.token_capture_splice`): the latest answered call's assistant message carries its
  *   `prompt_token_ids`, `generation_token_ids` and `generation_log_probs`, the fields NeMo Gym puts
- *   on its assistant messages, so a splicing server (NeMo RL's vLLM server) continues from the exact
- *   ids instead of the re-rendered ones.
+ *   on its assistant messages, so a splicing server (NeMo RL's vLLM server, which continues from the
+ *   last message carrying them) continues from the exact ids instead of the re-rendered ones. Only
+ *   that turn's ids are kept and sent: every earlier call's full prompt, kept and resent on every call,
+ *   made a session's memory and each request grow with the square of its turns.
  *
- * An assistant message with tool calls is the turn that returned those tool-call ids; one without is
- * the k-th answered call's turn when that turn has no tool calls either. A message no turn matches
- * is sent as OpenCode wrote it. Pure but for the turns it keeps.
+ * Which turn an assistant message is goes by position and content, never by a tool-call id alone (the
+ * model writes those ids, and may write one twice: `functions.bash:0`): the conversation's assistant
+ * messages are its answered calls in order, so each message is the first turn, from just after the
+ * previous message's, whose tool calls (ids, names, arguments as JSON) and text (whitespace aside) are
+ * the message's. A message no turn matches is sent as OpenCode wrote it. Pure but for the turns it keeps.
  */
 import type { ChatMessage } from './chat-request.ts';
 
 type Json = Record<string, unknown>;
 
-/** Token ids kept for splicing per rollout (full prompts of every turn); past it later turns carry none. */
+/** Token ids kept for splicing (the latest turn's prompt and generation); a turn with more carries none. */
 const MAX_SPLICE_IDS = 16 << 20;
 
 interface Turn {
@@ -58,15 +62,16 @@ function reasoningOf(message: Json): string | null {
 
 export class TurnRestorer {
   private readonly turns: Turn[] = [];
-  private keptIds = 0;
 
   constructor(private readonly options: TurnRestoreOptions) {}
 
   /** An answered call of the conversation: the server's message and its token ids (null when absent). */
   answered(message: Json | null, promptIds: number[] | null, generationIds: number[] | null, logprobs: number[] | null): void {
     const m = message ?? {};
-    const ids = this.options.splice && promptIds && generationIds && this.keptIds + promptIds.length + generationIds.length <= MAX_SPLICE_IDS;
-    if (ids) this.keptIds += promptIds.length + generationIds.length;
+    const ids = this.options.splice && promptIds && generationIds && promptIds.length + generationIds.length <= MAX_SPLICE_IDS;
+    // The next call continues from this turn: the ids of the ones before are no longer needed.
+    const before = this.turns.at(-1);
+    if (before) before.promptIds = before.generationIds = before.logprobs = null;
     this.turns.push({
       message: m,
       toolCallIds: toolCallsOf(m).map((t) => String(t.id ?? '')),
@@ -79,13 +84,13 @@ export class TurnRestorer {
   /** The messages to send upstream (the same array when nothing changes). */
   shape(messages: readonly ChatMessage[]): ChatMessage[] {
     if (!this.options.restore && !this.options.splice) return messages as ChatMessage[];
-    let k = 0;
+    let from = 0;
     return messages.map((m) => {
       if (m.role !== 'assistant') return m;
-      const at = k++;
-      const ids = (m.tool_calls ?? []).map((t) => t.id);
-      const turn = ids.length > 0 ? this.turns.find((t) => sameIds(ids, t.toolCallIds)) : this.turns[at];
-      if (!turn || !sameIds(ids, turn.toolCallIds)) return m;
+      const at = this.turns.findIndex((t, i) => i >= from && sameTurn(m as unknown as Json, t));
+      if (at < 0) return m;
+      from = at + 1;
+      const turn = this.turns[at]!;
       let out: Json = { ...m };
       if (this.options.restore) out = restored(out, turn.message);
       if (this.options.splice && turn.promptIds && turn.generationIds) {
@@ -98,8 +103,41 @@ export class TurnRestorer {
   }
 }
 
-function sameIds(a: readonly string[], b: readonly string[]): boolean {
-  return a.length === b.length && a.every((id, i) => id === b[i]);
+/** Text without its whitespace's shape (the parsers' stray newlines, OpenCode's trimming). */
+function plainText(content: unknown): string {
+  const text = Array.isArray(content) ? content.map((p) => str((p as Json | null)?.text) ?? '').join('') : (str(content) ?? '');
+  return text.replace(/\s+/g, ' ').trim();
+}
+
+/** Arguments compared as JSON values (OpenCode writes them compactly again), else as text. */
+function sameArguments(a: unknown, b: unknown): boolean {
+  const parse = (v: unknown) => {
+    try {
+      return canonical(JSON.parse(str(v) ?? ''));
+    } catch {
+      return `text:${(str(v) ?? '').trim()}`;
+    }
+  };
+  return parse(a) === parse(b);
+}
+
+function canonical(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+  if (v && typeof v === 'object') return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical((v as Json)[k])}`).join(',')}}`;
+  return JSON.stringify(v) ?? 'null';
+}
+
+/** Whether OpenCode's message is this turn as generated: its tool calls (ids, names, arguments) and its text. */
+function sameTurn(sent: Json, turn: Turn): boolean {
+  const mine = toolCallsOf(sent);
+  const generated = toolCallsOf(turn.message);
+  if (mine.length !== generated.length) return false;
+  const callsMatch = mine.every((c, i) => {
+    const g = generated[i]!;
+    const [f, gf] = [(c.function ?? {}) as Json, (g.function ?? {}) as Json];
+    return String(c.id ?? '') === turn.toolCallIds[i] && str(f.name) === str(gf.name) && sameArguments(f.arguments, gf.arguments);
+  });
+  return callsMatch && plainText(sent.content) === plainText(turn.message.content);
 }
 
 /** The message OpenCode sent, with the content, reasoning and arguments the server returned for it. */

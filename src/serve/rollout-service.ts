@@ -9,7 +9,9 @@ import type { Config } from '../shared/config/load.ts';
 import type { Logger } from '../shared/logger.ts';
 import { enqueue, openQueue, type RolloutJob } from '../shared/queue/registry.ts';
 import { RequestStore } from '../shared/stores/request-store.ts';
-import type { RequestResponse } from '../shared/records/request-task.ts';
+import { RequestIds, type RequestIdentity } from '../shared/stores/request-ids.ts';
+import { checkVersion, refuseOther } from './rollout-identity.ts';
+import { encodeRecord, type RequestResponse } from '../shared/records/request-task.ts';
 import { cancelRollouts } from './cancel-rollouts.ts';
 import { RunStore, type RunRecord } from '../shared/stores/run-store.ts';
 import { RequestRefused, type ParsedRun } from './gym-request.ts';
@@ -30,22 +32,6 @@ const RETRY_AFTER_S = 5;
 const MIB = 1024 * 1024;
 const mibText = (bytes: number) => `${Math.round((bytes / MIB) * 10) / 10} MiB`;
 
-/**
- * A rollout id is one rollout of one step's weights: asked again with other weights (a trainer's next
- * step reusing `{task}-{rollout}` ids) it is refused, never answered with the older weights' response.
- */
-function checkVersion(ngRolloutId: string, accepted: string | null, parsed: ParsedRun): void {
-  const asked = parsed.body.policy?.weight_version ?? null;
-  if (accepted === asked) return;
-  const name = (v: string | null) => (v === null ? 'no weight_version' : `weight_version ${JSON.stringify(v)}`);
-  throw new RequestRefused(
-    409,
-    `_ng_rollout_id ${JSON.stringify(ngRolloutId)} was accepted with ${name(accepted)}; this request has ${name(asked)}: ` +
-      'the same id is the same rollout, whose response is of the weights it was accepted with. Put the training step in _ng_rollout_id ' +
-      `(e.g. "${asked ?? 'step-N'}-<task>-<rollout>") so each step's rollouts are new`,
-  );
-}
-
 export type RolloutState =
   | { state: 'done'; response: RequestResponse }
   | { state: 'pending'; rolloutId: string; ngRolloutId: string }
@@ -63,6 +49,7 @@ export interface RolloutServiceDeps {
 export class RolloutService {
   private readonly store: RunStore;
   private readonly requests: RequestStore;
+  private readonly ids: RequestIds;
   private readonly rollouts;
   private readonly judge;
   private readonly results;
@@ -75,6 +62,7 @@ export class RolloutService {
     const prefix = config.queues.prefix;
     this.store = new RunStore(redis, prefix);
     this.requests = new RequestStore(redis, prefix);
+    this.ids = new RequestIds(redis, prefix);
     this.rollouts = openQueue('rollout', redis, prefix, { policy: config.queues, scope: run.queue_scope });
     this.judge = openQueue('judge', redis, prefix, { scope: run.queue_scope });
     this.results = openQueue('results', redis, prefix, { policy: config.queues, scope: run.queue_scope });
@@ -98,17 +86,31 @@ export class RolloutService {
   /**
    * Accept a request: its rollout runs once per rollout id, whoever asks how often. Returns the
    * rollout's ids; a rollout id accepted before with another row or another weight version is refused
-   * (409); a new one past the run's bound is refused (429, nothing kept).
+   * (409), decided in one step in Redis (request-ids.ts) however many ask at once; a new one past the
+   * run's bound is refused (429, nothing kept).
    */
   async accept(parsed: ParsedRun): Promise<{ rolloutId: string; ngRolloutId: string; created: boolean }> {
-    const { config, run } = this.deps;
     const ngRolloutId = parsed.ngRolloutId ?? randomUUID();
-    const rolloutId = serveRolloutId(run.run_id, ngRolloutId);
-    const enqueuedKey = this.store.keys.enqueued(run.run_id);
-    // Its name first, then its record, then its job: Redis replicates in order, so a failover that keeps
+    const rolloutId = serveRolloutId(this.runId, ngRolloutId);
+    // A claim let go meanwhile (its maker refused by the bound) is claimed again, a few times at most.
+    for (let attempt = 1; ; attempt++) {
+      const accepted = await this.acceptOnce(parsed, ngRolloutId, rolloutId);
+      if (accepted) return accepted;
+      if (attempt === 3) throw new Error(`rollout id ${JSON.stringify(ngRolloutId)} was claimed and let go ${attempt} times while this request was being kept`);
+    }
+  }
+
+  /** One try of accept; null when the id's claim was let go before its record was kept. */
+  private async acceptOnce(parsed: ParsedRun, ngRolloutId: string, rolloutId: string): Promise<{ rolloutId: string; ngRolloutId: string; created: boolean } | null> {
+    const { config, run } = this.deps;
+    const identity: RequestIdentity = { weightVersion: parsed.body.policy?.weight_version ?? null, fingerprint: parsed.fingerprint };
+    // Its claim and name first, then its record, then its job: Redis replicates in order, so a failover that keeps
     // any of them keeps the name, and the results consumer's reconcile finds the rollout by it.
-    const named = (await this.deps.redis.sadd(enqueuedKey, rolloutId)) === 1;
+    const claim = await this.ids.claim(run.run_id, rolloutId, identity);
+    if (claim.outcome === 'other') refuseOther(ngRolloutId, claim.held, parsed);
+    const named = claim.named;
     if (!named) {
+      // Named before this service kept claims (or by a reconcile): the record or the row says whose it is.
       await this.checkSame(rolloutId, ngRolloutId, parsed);
       if (await this.requests.hasTask(run.run_id, rolloutId)) return { rolloutId, ngRolloutId, created: false };
       // Only its row is left (its response expired): the same weights get it (410), other weights are refused.
@@ -122,24 +124,30 @@ export class RolloutService {
       const kept = await this.rollouts.getJob(rolloutId);
       if (kept && ['completed', 'failed'].includes(await kept.getState())) await kept.remove().catch(() => undefined);
     }
+    const letGo = () => this.ids.release(run.run_id, rolloutId, identity, named).catch(() => false);
     const admitted = await this.admit(rolloutId, ngRolloutId, parsed).catch(async (err: unknown) => {
-      if (named) await this.deps.redis.srem(enqueuedKey, rolloutId).catch(() => undefined);
+      await letGo();
       throw err;
     });
     let created = false;
     try {
       const record = requestRecord(parsed, { benchmark: run.benchmark, ngRolloutId, responseTtlS: config.serve.response_ttl_s, fetchedTtlS: config.serve.fetched_ttl_s });
-      created = await this.requests.putTask(run.run_id, rolloutId, record);
+      const kept = await this.ids.keepTask(run.run_id, rolloutId, identity, encodeRecord(record));
+      if (kept === 'lost') {
+        if (!(await this.requests.hasTask(run.run_id, rolloutId))) await this.requests.pending.release(run.run_id, rolloutId);
+        return null;
+      }
+      created = kept === 'kept';
       if (!created) await this.checkSame(rolloutId, ngRolloutId, parsed);
       const job: RolloutJob = { v: 1, run_id: run.run_id, task_id: record.task.task_id, repeat: parsed.body._ng_rollout_index ?? 0, rollout_id: rolloutId, task_source: 'request' };
       // Its job id is the rollout id: a request asked twice at once adds one job.
       await enqueue('rollout', this.rollouts, job);
     } catch (err) {
-      // Nothing half-made: a request that has no job has no record, nor its name, nor its place in the bound.
+      // Nothing half-made: a request that has no job has no record, nor its claim and name, nor its place in the bound.
       if (created) await this.requests.deleteTask(run.run_id, rolloutId).catch(() => undefined);
-      // The name stays when another request of the same id made the record meanwhile.
+      // All stay when another request of the same id made the record meanwhile.
       const others = !created && (await this.requests.hasTask(run.run_id, rolloutId).catch(() => true));
-      if (named && !others) await this.deps.redis.srem(enqueuedKey, rolloutId).catch(() => undefined);
+      if (!others) await letGo();
       if (admitted && !others) await this.requests.pending.release(run.run_id, rolloutId).catch(() => undefined);
       throw err;
     }
@@ -189,10 +197,8 @@ export class RolloutService {
 
   private async checkSame(rolloutId: string, ngRolloutId: string, parsed: ParsedRun): Promise<void> {
     const existing = await this.requests.findTask(this.runId, rolloutId);
-    if (!existing) return;
-    checkVersion(ngRolloutId, existing.policy.weight_version, parsed);
-    if (existing.fingerprint !== parsed.fingerprint) {
-      throw new RequestRefused(409, `_ng_rollout_id ${JSON.stringify(ngRolloutId)} was accepted before with another row: the same id is the same rollout; give a new _ng_rollout_id`);
+    if (existing && (existing.policy.weight_version !== (parsed.body.policy?.weight_version ?? null) || existing.fingerprint !== parsed.fingerprint)) {
+      refuseOther(ngRolloutId, { weightVersion: existing.policy.weight_version, fingerprint: existing.fingerprint }, parsed);
     }
   }
 

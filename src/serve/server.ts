@@ -13,6 +13,8 @@
  * Without either (loopback only) any local user may use every route.
  */
 import { createAdaptorServer } from '@hono/node-server';
+import type { IncomingMessage, Server as HttpServer } from 'node:http';
+import type { Socket } from 'node:net';
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { Config } from '../shared/config/load.ts';
@@ -164,10 +166,31 @@ const CancelBodySchema = z
   })
   .strict();
 
-/** Listen on `serve.{host,port}`. */
+/**
+ * Listen on `serve.{host,port}`, with bounds on what a connection may hold: its request's headers
+ * within `headers_timeout_s` of opening (checked by a timer of its own, and by node's), the whole
+ * request within `request_timeout_s`, `keep_alive_timeout_s` idle after a response, and at most
+ * `max_connections` open: a socket that never sends a request (authenticated or not) is closed within
+ * a minute, and a flood of them is refused past the cap and let go as they time out.
+ */
 export async function startServeServer(deps: ServeDeps): Promise<ServeServer> {
   const app = buildServeApp(deps);
-  const { host, port } = deps.config.serve;
-  const server = await listen(createAdaptorServer({ fetch: app.fetch }), host, port);
-  return { url: `${server.origin}/`, port: server.port, close: server.close };
+  const s = deps.config.serve;
+  const headersMs = s.headers_timeout_s * 1000;
+  const server = createAdaptorServer({
+    fetch: app.fetch,
+    serverOptions: { headersTimeout: headersMs, requestTimeout: Math.max(s.request_timeout_s * 1000, headersMs), keepAliveTimeout: s.keep_alive_timeout_s * 1000, connectionsCheckingInterval: Math.min(5000, headersMs) },
+  }) as HttpServer;
+  server.maxConnections = s.max_connections;
+  // Node checks header timeouts only while a request is being parsed: a socket that sends nothing at all is timed here.
+  const silent = new WeakMap<Socket, NodeJS.Timeout>();
+  server.on('connection', (socket: Socket) => {
+    const timer = setTimeout(() => socket.destroy(), headersMs);
+    timer.unref();
+    silent.set(socket, timer);
+    socket.once('close', () => clearTimeout(timer));
+  });
+  server.on('request', (req: IncomingMessage) => clearTimeout(silent.get(req.socket)));
+  const listening = await listen(server, s.host, s.port);
+  return { url: `${listening.origin}/`, port: listening.port, close: listening.close };
 }

@@ -4,6 +4,7 @@
  * difference with its 95% interval, the flips, McNemar's exact p (the sign test with repeats), per
  * type and subtype; `--json` prints the comparison as data.
  */
+import { terminalText } from '../../shared/text/terminal-text.ts';
 import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
 import { ConfigError, DataError } from '../../shared/errors.ts';
@@ -73,10 +74,10 @@ export function registerCompare(program: Command, cli: Cli): void {
     .action(async (a: string, b: string, opts: CompareFlags) => {
       const seed = parseSeed(opts.seed);
       const sideA = await sideOf(cli, opts, a);
-      process.stderr.write(`A: ${sideA.rows.length} rows from ${sideA.name}\n`);
+      process.stderr.write(terminalText(`A: ${sideA.rows.length} rows from ${sideA.name}\n`));
       const sideB = await sideOf(cli, opts, b);
-      process.stderr.write(`B: ${sideB.rows.length} rows from ${sideB.name}\n`);
+      process.stderr.write(terminalText(`B: ${sideB.rows.length} rows from ${sideB.name}\n`));
       const comparison = compareRuns(sideA, sideB, seed);
-      process.stdout.write(opts.json ? `${JSON.stringify(comparison, null, 2)}\n` : `${comparisonText(comparison)}\n`);
+      process.stdout.write(opts.json ? `${JSON.stringify(comparison, null, 2)}\n` : `${terminalText(comparisonText(comparison))}\n`);
     });
 }

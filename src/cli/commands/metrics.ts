@@ -3,6 +3,7 @@
  * them as the summary table of `vcfleet run` (or JSON), and write `<stem>_fleet_metrics.json`
  * when the file is one run's (or `--run-id` picks one).
  */
+import { terminalText } from '../../shared/text/terminal-text.ts';
 import { existsSync, renameSync, writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { ConfigError, DataError } from '../../shared/errors.ts';
@@ -97,7 +98,7 @@ export function registerMetrics(program: Command): void {
       if (opts.stdout) written = 'not written (--stdout)';
       else if (opts.runId === undefined && all.length > 1) {
         written = `not written: ${file} holds ${all.length} runs; pass --run-id to write one run's`;
-        process.stderr.write(`${file} holds ${all.length} runs (${all.join(', ')}): no metrics file written, as ${out} holds one run's metrics; pass --run-id ID to write one run's\n`);
+        process.stderr.write(terminalText(`${file} holds ${all.length} runs (${all.join(', ')}): no metrics file written, as ${out} holds one run's metrics; pass --run-id ID to write one run's\n`));
       } else {
         writeAtomically(out, `${JSON.stringify(results[0], null, 2)}\n`);
         written = out;
@@ -108,7 +109,7 @@ export function registerMetrics(program: Command): void {
         process.stdout.write(`${JSON.stringify(body, null, 2)}\n`);
       } else {
         const published = readPublishedResults();
-        process.stdout.write(`${results.map((m) => runTable(file, m, written, published)).join('\n\n')}\n`);
+        process.stdout.write(terminalText(`${results.map((m) => runTable(file, m, written, published)).join('\n\n')}\n`));
       }
     });
 }

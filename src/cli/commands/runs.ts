@@ -1,4 +1,5 @@
 /** `vcfleet runs`: the recent runs of the prefix, one line each, newest first. */
+import { terminalText } from '../../shared/text/terminal-text.ts';
 import type { Command } from 'commander';
 import { ConfigError } from '../../shared/errors.ts';
 import { RunStore } from '../../shared/stores/run-store.ts';
@@ -54,7 +55,7 @@ export function registerRuns(program: Command, cli: Cli): void {
           const more = totalRuns > runs.length ? `\n(the ${runs.length} newest of ${totalRuns} runs; see more with --limit)` : '';
           // Runs of a private Redis are found again only from this state folder: say where they are.
           const from = url ? `runs in ${where}:\n` : '';
-          process.stdout.write(`${from}${formatRuns(runs)}${more}\n`);
+          process.stdout.write(terminalText(`${from}${formatRuns(runs)}${more}\n`));
         }
       } finally {
         await close();

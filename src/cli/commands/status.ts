@@ -1,4 +1,5 @@
 /** `vcfleet status`: a run's counts, workers and jobs, from any host with REDIS_URL (retry and rejudge: retry-rejudge.ts). */
+import { terminalText } from '../../shared/text/terminal-text.ts';
 import type { Command } from 'commander';
 import { QUEUE_NAMES } from '../../shared/queue/registry.ts';
 import type { Cli } from '../context.ts';
@@ -71,11 +72,11 @@ export function registerOps(program: Command, cli: Cli): void {
       const redis = conn.redis;
       try {
         const s = await runStatus(redis, config.queues.prefix, opts.runId);
-        process.stdout.write(opts.json ? `${JSON.stringify(s, null, 2)}\n` : `${formatStatus(s, readPublishedResults(config.report.published_results))}\n`);
+        process.stdout.write(opts.json ? `${JSON.stringify(s, null, 2)}\n` : `${terminalText(formatStatus(s, readPublishedResults(config.report.published_results)))}\n`);
         if (opts.json) return;
         if (s.pending > 0) {
           const serving = await servingOf(redis, config.queues.prefix, s.run);
-          if (WORKER_ROLES.some((r) => !serving.byRole.has(r))) process.stdout.write(`\n${s.pending} job(s) queued; ${unservedText(s.run, serving)}\n`);
+          if (WORKER_ROLES.some((r) => !serving.byRole.has(r))) process.stdout.write(terminalText(`\n${s.pending} job(s) queued; ${unservedText(s.run, serving)}\n`));
         }
         if (!s.complete && Object.values(s.jobs).some((j) => j.failed > 0)) {
           process.stdout.write(`\nfailed jobs can be requeued: ${vcfleetCommand(`retry --run-id ${opts.runId}`)}\n`);

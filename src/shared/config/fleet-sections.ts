@@ -138,6 +138,17 @@ export const ServeSchema = z
      * the listed get in). Default none.
      */
     allow_from: z.array(z.string().min(1).max(64)).max(256).default([]),
+    /**
+     * Seconds a connection has to send a request's complete headers, from when it opened (or its last
+     * response ended): a silent socket, or one that trickles header lines, is closed past it.
+     */
+    headers_timeout_s: positiveInt.default(20),
+    /** Seconds a client has to send its whole request (headers and body); waiting for the response is not counted. */
+    request_timeout_s: positiveInt.default(120),
+    /** Seconds an idle keep-alive connection stays open after its response. */
+    keep_alive_timeout_s: positiveInt.default(5),
+    /** Most connections open at once; past it new ones are closed at once (a flood cannot hold the process). */
+    max_connections: positiveInt.default(1024),
   })
   .strict();
 

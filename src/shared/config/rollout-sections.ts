@@ -189,6 +189,12 @@ export const JudgeSchema = z
     cache: z.boolean().default(true),
     temperature: runSetting(z.number().min(0).default(0)),
     max_tokens: runSetting(positiveInt.default(1024)),
+    /**
+     * Ask for the verdict as structured output (`response_format` with a JSON schema of `verdict` and
+     * `reason`). An endpoint that refuses the field (HTTP 400/422 naming it) is asked again without it,
+     * and not asked with it again by this process; the reply is read the same way either way.
+     */
+    structured_output: z.boolean().default(true),
   })
   .strict();
 

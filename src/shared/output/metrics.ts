@@ -61,6 +61,12 @@ export interface AggregateMetrics {
    * masked): a model that learns to provoke the judge shows up here.
    */
   judge_failures: Record<string, number>;
+  /**
+   * Rows masked because the judge's reply held no verdict, twice (`judge_failure: no_verdict`): the one
+   * mask whose cause the model's own text can reach (it is quoted to the judge), counted apart so a rise
+   * shows; absent in metrics of older versions.
+   */
+  judge_no_verdict?: number;
   /** Rollouts in which something the model ran sent chat calls of its own (forged calls), and those calls. */
   rollouts_with_forged_calls: number;
   forged_calls: number;
@@ -230,6 +236,7 @@ export class MetricsAccumulator {
       num_masked: n - this.all.scored,
       masked_by_kind: Object.fromEntries(this.masked),
       judge_failures: Object.fromEntries(this.judgeFailures),
+      judge_no_verdict: this.judgeFailures.get('no_verdict') ?? 0,
       rollouts_with_forged_calls: this.forged.rollouts,
       forged_calls: this.forged.calls,
       stop_reasons: Object.fromEntries(this.stops),

@@ -76,6 +76,8 @@ export interface RoleDeps<N extends QueueName> {
 export interface StageWorker<N extends QueueName = QueueName> {
   /** The BullMQ worker now: the queue watchdog may put a wedged one aside for a new one, so read it each time. */
   readonly worker: Worker<JobData<N>>;
+  /** Put the worker aside for a new one (what the queue watchdog does to a wedged one); false when it holds a job and stays. */
+  replaceWorker?(): Promise<boolean>;
   /** Stop taking jobs; running jobs get `graceMs` to finish, then are aborted and requeued. Safe to call twice. */
   close(graceMs?: number): Promise<void>;
 }
@@ -201,24 +203,46 @@ export function startStageWorker<N extends QueueName>(opts: StageWorkerOptions<N
   let worker = makeWorker(opts.concurrency);
   /**
    * A worker whose fetch loop is wedged for good (a command it awaits went down with the old primary)
-   * is put aside and a new one takes its place on the same queue; only while it holds no job.
+   * is put aside and a new one takes its place on the same queue: only while it holds no job, and only
+   * once it has stopped fetching and closed (its locks handed back), so no job it took can lose its
+   * lock and run twice. A worker that took a job meanwhile is not wedged: it is resumed and stays.
    */
-  const replace = async () => {
-    const old = worker;
-    worker = makeWorker(old.concurrency);
-    const closed = old.close(true);
-    if (!(await settleWithin(closed, 3000))) await settleWithin(Promise.resolve(old.disconnect()), 1000);
+  let replacing = false;
+  const replace = async (): Promise<boolean> => {
+    if (replacing || running > 0) return false;
+    replacing = true;
+    try {
+      const old = worker;
+      await settleWithin(old.pause(true), 2000);
+      if (running > 0) {
+        old.resume();
+        return false;
+      }
+      // Not forced: a job fetched as it paused is finished (its lock renewed) before the worker closes.
+      const closed = old.close();
+      if (!(await settleWithin(closed, 10_000))) {
+        if (running > 0) await settleWithin(closed, opts.lockDurationMs);
+        await settleWithin(Promise.resolve(old.disconnect()), 1000);
+      }
+      worker = makeWorker(old.concurrency);
+      return true;
+    } finally {
+      replacing = false;
+    }
   };
   const watchdog = new QueueWatchdog({
     worker: () => worker as unknown as Worker, queue: opts.queue, logger: log, stallMs: opts.stallMs,
-    waiting: () => readyJobs(opts.connection, opts.prefix, bullName),
+    waiting: () => readyJobs(opts.connection, opts.prefix, bullName, opts.limiter?.max ?? 0),
     nudge: () => nudgeQueue(opts.connection, opts.prefix, bullName),
     replace,
     running: () => running,
     lastTaken: () => lastTaken,
     onRecovered: (info) => {
       opts.onStall?.(info);
-      const last = { at: new Date().toISOString(), worker: opts.name ?? null, waiting: info.waiting, stalled_s: Math.round(info.stalledMs / 1000) };
+      const last = {
+        at: new Date().toISOString(), worker: opts.name ?? null, waiting: info.waiting, stalled_s: Math.round(info.stalledMs / 1000),
+        blocking_status: info.blocking?.status ?? null, blocking_nodes: info.blocking?.nodes ?? null,
+      };
       recordStall(opts.connection, opts.prefix, opts.queue, last).catch((err) => log.debug({ err: errorMessage(err) }, 'could not record the stall'));
     },
   }).start();
@@ -229,6 +253,7 @@ export function startStageWorker<N extends QueueName>(opts: StageWorkerOptions<N
     get worker() {
       return worker;
     },
+    replaceWorker: replace,
     close(graceMs = 5000) {
       closing ??= (async () => {
         watchdog.stop();

@@ -7,7 +7,12 @@ import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { fleetKeys } from '../redis/keys.ts';
 
-const LastStallSchema = z.object({ at: z.string().max(64), worker: z.string().max(300).nullable(), waiting: z.number(), stalled_s: z.number() });
+const LastStallSchema = z.object({
+  at: z.string().max(64), worker: z.string().max(300).nullable(), waiting: z.number(), stalled_s: z.number(),
+  /** The blocking client's ioredis status and its known Cluster nodes at the recovery (absent in older records). */
+  blocking_status: z.string().max(64).nullable().optional(),
+  blocking_nodes: z.number().nullable().optional(),
+});
 
 export interface QueueStalls {
   queue: string;
@@ -45,6 +50,8 @@ export async function readStalls(redis: Redis, prefix: string): Promise<QueueSta
 /** The line `vcfleet status` prints (null when no worker ever stalled). */
 export function stallsLine(stalls: readonly QueueStalls[]): string | null {
   if (stalls.length === 0) return null;
-  const parts = stalls.map((s) => `${s.queue} ${s.recovered}${s.last ? ` (last at ${s.last.at}, ${s.last.waiting} job(s) waited ${s.last.stalled_s} s)` : ''}`);
+  const blocking = (l: NonNullable<QueueStalls['last']>) =>
+    l.blocking_status ? `, blocking client ${l.blocking_status}${l.blocking_nodes !== null && l.blocking_nodes !== undefined ? ` with ${l.blocking_nodes} node(s)` : ''}` : '';
+  const parts = stalls.map((s) => `${s.queue} ${s.recovered}${s.last ? ` (last at ${s.last.at}, ${s.last.waiting} job(s) waited ${s.last.stalled_s} s${blocking(s.last)})` : ''}`);
   return `queue watchdog: workers that sat idle with jobs waiting, recovered: ${parts.join('; ')}`;
 }

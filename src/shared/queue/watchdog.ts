@@ -6,6 +6,8 @@
  * whether the queue has waiting jobs while this worker has a free slot and has taken no job; if that
  * lasts `stallMs`, it logs one line, renews the worker's blocking connection (and wakes its fetch
  * loop), and reports the recovery (Prometheus, and a record in Redis that `vcfleet status` shows).
+ * A queue that holds its jobs itself (paused, at its rate limit or its global concurrency) counts as
+ * having none ready: the watchdog leaves it alone however long that lasts.
  */
 import type { Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
@@ -23,8 +25,11 @@ const RECOVERY_SPACING_MS = 12_000;
 export interface QueueWatchdogOptions {
   /** The BullMQ worker watched now (its concurrency, paused state and blocking connection). */
   worker(): Worker;
-  /** Put the worker aside for a new one on the same queue (asked only while it holds no job). */
-  replace?(): Promise<void>;
+  /**
+   * Put the worker aside for a new one on the same queue, only while it holds no job and once it has
+   * handed its locks back; false when it took a job meanwhile (it is not wedged: it stays).
+   */
+  replace?(): Promise<boolean>;
   /** The queue's name as the log and the metrics say it (`rollout`, `judge`, `results`). */
   queue: string;
   /** Jobs of the queue ready to be taken now (wait + prioritized); rejects while Redis is away. */
@@ -47,11 +52,21 @@ export interface StallInfo {
   waiting: number;
   /** How long jobs had been waiting while this worker took none, in ms. */
   stalledMs: number;
+  /**
+   * The worker's blocking client as the recovery found it: its ioredis status (`ready`, `wait`,
+   * `disconnecting`, ...) and, on a Cluster, how many nodes it knows (BullMQ #4138: wedged Cluster
+   * workers with an empty node list; ioredis 5.11 can leave such a client `disconnecting` for good).
+   */
+  blocking?: { status: string | null; nodes: number | null; cluster: boolean };
 }
 
 /** The BullMQ internals a recovery touches (not in its typings; each one is checked before use). */
 interface WorkerInternals {
-  backend?: { disconnectBlocking?(wait?: boolean): Promise<void>; reconnectBlocking?(): Promise<void> };
+  backend?: {
+    disconnectBlocking?(wait?: boolean): Promise<void>;
+    reconnectBlocking?(): Promise<void>;
+    blockingConnection?: { _client?: { status?: unknown; isCluster?: unknown; nodes?: () => unknown[] } } | null;
+  };
   mainLoopQueue?: { add(p: Promise<unknown>): void } | null;
   limitUntil?: number;
   closing?: unknown;
@@ -127,26 +142,31 @@ export class QueueWatchdog {
 
   /**
    * The first time, wake the worker (a wake-up marker lost with the old primary); from the second
-   * on, start a new worker in its place while it holds no job (its fetch loop awaits a command that
+   * on (on a Cluster, from the first), start a new worker in its place while it holds no job (its fetch loop awaits a command that
    * will never answer), or else renew its blocking connection (a fetch hanging on a connection the
    * failover took away) and wake it again. Report each recovery.
    */
-  private async recover(info: StallInfo): Promise<void> {
+  private async recover(found: StallInfo): Promise<void> {
     this.recoveries++;
     this.attempts++;
     this.lastRecovery = Date.now();
+    const blocking = blockingOf(this.o.worker() as unknown as WorkerInternals);
+    const info: StallInfo = { ...found, blocking };
     // In the Cluster failover loop a fresh blocking connection never got an idle worker fetching
-    // again, a new worker always did: an idle one is replaced at once, a busy one renewed.
-    const replace = this.attempts > 1 && this.o.replace !== undefined && this.o.running() === 0;
+    // again, a new worker always did: on a Cluster the first recovery of an idle worker is a new one.
+    const replace = (this.attempts > 1 || blocking.cluster) && this.o.replace !== undefined && this.o.running() === 0;
     const renew = this.attempts > 1 && !replace;
     this.o.logger.warn(
-      { queue: info.queue, waiting: info.waiting, stalled_s: Math.round(info.stalledMs / 1000), running: this.o.running(), concurrency: this.o.worker().concurrency, attempt: this.attempts },
+      {
+        queue: info.queue, waiting: info.waiting, stalled_s: Math.round(info.stalledMs / 1000), running: this.o.running(), concurrency: this.o.worker().concurrency, attempt: this.attempts,
+        blocking_status: blocking.status, blocking_nodes: blocking.nodes,
+      },
       `jobs waiting, none taken: ${info.waiting} job(s) in the ${info.queue} queue for ${Math.round(info.stalledMs / 1000)} s while this worker had a free slot; ` +
         (replace ? 'starting a new worker in its place' : renew ? 'renewing its connection to Redis' : 'waking it'),
     );
     const internals = this.o.worker() as unknown as WorkerInternals;
     try {
-      if (replace) await this.o.replace!();
+      if (replace && !(await this.o.replace!())) this.o.logger.info({ queue: info.queue }, 'the worker took a job meanwhile: it stays');
       if (renew) {
         // BullMQ reconnects the blocking connection (through any node the client knows) and fetches again.
         await settleWithin(Promise.resolve(internals.backend?.disconnectBlocking?.(false)), 2000);
@@ -166,13 +186,54 @@ export class QueueWatchdog {
   }
 }
 
+/** The blocking client's status and, on a Cluster, its known nodes (null where BullMQ's internals do not say). */
+function blockingOf(w: WorkerInternals): NonNullable<StallInfo['blocking']> {
+  try {
+    const client = w.backend?.blockingConnection?._client;
+    const cluster = client?.isCluster === true;
+    const nodes = cluster && typeof client?.nodes === 'function' ? client.nodes().length : null;
+    return { status: typeof client?.status === 'string' ? client.status : null, nodes, cluster };
+  } catch {
+    return { status: null, nodes: null, cluster: false };
+  }
+}
+
 /** Wake the workers blocked on a BullMQ queue: the marker a new job adds (a worker that finds no job goes back to waiting). */
 export async function nudgeQueue(redis: Redis, prefix: string, bullName: string): Promise<void> {
   await redis.zadd(`${prefix}:${bullName}:marker`, 0, '0');
 }
 
-/** Jobs of a BullMQ queue ready to be taken now: its wait list and its prioritized set. */
-export async function readyJobs(redis: Redis, prefix: string, bullName: string): Promise<number> {
-  const [wait, prioritized] = await Promise.all([redis.llen(`${prefix}:${bullName}:wait`), redis.zcard(`${prefix}:${bullName}:prioritized`)]);
-  return wait + prioritized;
+/**
+ * KEYS: meta, wait, prioritized, limiter, active. ARGV: the workers' own rate limit (max jobs, 0: none).
+ * Returns {ready jobs, why none may be taken now: '' | 'paused' | 'rate_limited' | 'maxed'}.
+ */
+const READY = `
+local meta = redis.call('HMGET', KEYS[1], 'paused', 'concurrency', 'max')
+local ready = redis.call('LLEN', KEYS[2]) + redis.call('ZCARD', KEYS[3])
+if meta[1] then return {ready, 'paused'} end
+local max = tonumber(meta[3] or ARGV[1]) or 0
+if max > 0 and (tonumber(redis.call('GET', KEYS[4]) or 0) or 0) >= max and redis.call('PTTL', KEYS[4]) > 0 then return {ready, 'rate_limited'} end
+local concurrency = tonumber(meta[2] or 0) or 0
+if concurrency > 0 and redis.call('LLEN', KEYS[5]) >= concurrency then return {ready, 'maxed'} end
+return {ready, ''}
+`;
+
+/** Why a queue's waiting jobs may not be taken now, whatever its workers do. */
+export type QueueHeld = 'paused' | 'rate_limited' | 'maxed';
+
+/**
+ * Jobs of a BullMQ queue ready to be taken now: its wait list and its prioritized set, none while the
+ * queue itself holds them (paused from `vcfleet run` or Bull Board, at its rate limit, at its global
+ * concurrency): a worker that takes none of those is not stalled. `limiterMax`: the workers' own limit.
+ */
+export async function queueReadiness(redis: Redis, prefix: string, bullName: string, limiterMax = 0): Promise<{ ready: number; held: QueueHeld | null }> {
+  const k = (s: string) => `${prefix}:${bullName}:${s}`;
+  const [ready, held] = (await redis.eval(READY, 5, k('meta'), k('wait'), k('prioritized'), k('limiter'), k('active'), String(limiterMax))) as [number, string];
+  return { ready, held: held === '' ? null : (held as QueueHeld) };
+}
+
+/** Jobs of a BullMQ queue ready to be taken now (0 while the queue holds them: queueReadiness). */
+export async function readyJobs(redis: Redis, prefix: string, bullName: string, limiterMax = 0): Promise<number> {
+  const { ready, held } = await queueReadiness(redis, prefix, bullName, limiterMax);
+  return held ? 0 : ready;
 }

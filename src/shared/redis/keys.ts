@@ -24,6 +24,8 @@ export interface FleetKeys {
   writerLock(scope?: string | null): string;
   /** A `vcfleet serve` rollout's task, as its request gave it (gzipped; request-task.ts). */
   requestTask(runId: string, rolloutId: string): string;
+  /** Who each `vcfleet serve` rollout id of a run was accepted for: rollout id -> its weight version and row fingerprint (a hash; request-ids.ts). */
+  requestIds(runId: string): string;
   /** A `vcfleet serve` rollout's finished response, until it is fetched or expires (gzipped; request-task.ts). */
   requestResponse(runId: string, rolloutId: string): string;
   /** Set when a `vcfleet serve` rollout was cancelled (`DELETE /rollouts/{id}`). */
@@ -55,6 +57,7 @@ export function fleetKeys(prefix: string): FleetKeys {
     policyPace: (endpoint) => `${prefix}:policy-pace:${endpoint}`,
     reconciled: (id) => `${prefix}:run:${id}:reconciled`,
     requestTask: (id, rollout) => `${prefix}:run:${id}:request:${rollout}`,
+    requestIds: (id) => `${prefix}:run:${id}:request-ids`,
     requestResponse: (id, rollout) => `${prefix}:run:${id}:response:${rollout}`,
     requestCancel: (id, rollout) => `${prefix}:run:${id}:cancel:${rollout}`,
     requestResponses: (id) => `${prefix}:run:${id}:responses`,

@@ -6,7 +6,7 @@
 import type OpenAI from 'openai';
 import type { Config } from '../../shared/config/load.ts';
 import type { JudgeResult } from '../../shared/ports/judge.ts';
-import { rewardFor, type JudgeUsage } from '../../shared/scoring/verdict.ts';
+import { rewardFor, VERDICTS, type JudgeUsage } from '../../shared/scoring/verdict.ts';
 import type { Logger } from '../../shared/logger.ts';
 import { createAttemptFetch, type Fetch } from './attempt-fetch.ts';
 import { withRetries } from './judge-client.ts';
@@ -29,7 +29,27 @@ export interface JudgeCallContext {
   fetch?: Fetch;
   /** Longest Retry-After honoured, in milliseconds. */
   retryAfterCapMs: number;
+  /** Set once the endpoint refused `response_format`: this process asks without it from then on (shared by every grade). */
+  structured?: { refused: boolean };
 }
+
+/** The verdict as structured output: the reply is one object with `verdict` (one of VERDICTS) and `reason`. */
+const VERDICT_FORMAT: OpenAI.ResponseFormatJSONSchema = {
+  type: 'json_schema',
+  json_schema: {
+    name: 'verdict',
+    strict: true,
+    schema: {
+      type: 'object',
+      properties: { verdict: { type: 'string', enum: [...VERDICTS] }, reason: { type: 'string' } },
+      required: ['verdict', 'reason'],
+      additionalProperties: false,
+    },
+  },
+};
+
+/** An endpoint's refusal of the structured-output field itself (not of the grading input). */
+const refusesFormat = (f: CallFailure) => f.kind === 'http' && [400, 422].includes(f.status ?? 0) && /response_format|json_schema|structured|guided/i.test(f.message);
 
 /** `attempts`: requests sent, retries included; `usage`: the tokens the judge's reply says it counted (0 when it says none). */
 export type CallResult =
@@ -39,8 +59,22 @@ export type CallResult =
 /** A token count as the judge's reply gives it: a whole number of at least 0, else 0. */
 const tokens = (n: unknown): number => (typeof n === 'number' && Number.isInteger(n) && n > 0 ? n : 0);
 
-/** One chat-completions request with its retries; never throws. An abort ends it at once, and nothing is sent after. */
+/**
+ * One chat-completions request with its retries; never throws. An abort ends it at once, and nothing is
+ * sent after. With `judge.structured_output` it asks for the verdict's schema; an endpoint that refuses
+ * the field is asked again without it (once, then never by this process).
+ */
 export async function callJudge(ctx: JudgeCallContext, prompt: JudgePrompt, signal?: AbortSignal): Promise<CallResult> {
+  const structured = ctx.settings.structured_output && !ctx.structured?.refused;
+  const result = await callOnce(ctx, prompt, structured, signal);
+  if (!structured || result.ok || !refusesFormat(result.failure)) return result;
+  if (ctx.structured) ctx.structured.refused = true;
+  ctx.log.warn({ event: 'judge_structured_output_refused', err: result.failure.message }, 'the judge endpoint refused structured output; asking without it');
+  const again = await callOnce(ctx, prompt, false, signal);
+  return { ...again, attempts: again.attempts + result.attempts };
+}
+
+async function callOnce(ctx: JudgeCallContext, prompt: JudgePrompt, structured: boolean, signal?: AbortSignal): Promise<CallResult> {
   const sent = createAttemptFetch({ fetch: ctx.fetch, log: ctx.log, clean: ctx.clean, signal, retryAfterCapMs: ctx.retryAfterCapMs });
   const aborted = (): CallResult => ({ ok: false, failure: { kind: 'aborted', message: 'aborted' }, attempts: sent.attempts });
   const client = ctx.newClient(sent.fetch);
@@ -58,6 +92,7 @@ export async function callJudge(ctx: JudgeCallContext, prompt: JudgePrompt, sign
         temperature: settings.temperature,
         top_p: 1,
         max_tokens: settings.max_tokens,
+        ...(structured ? { response_format: VERDICT_FORMAT } : {}),
       },
       { signal },
     ), retries);

@@ -60,6 +60,7 @@ function createContext(options: CreateJudgeOptions, apiKey: string): JudgeCallCo
     random: options.random,
     fetch: options.fetch,
     retryAfterCapMs: options.retryAfterCapMs ?? RETRY_AFTER_CAP_MS,
+    structured: { refused: false },
   };
 }
 

@@ -203,4 +203,20 @@ describe('vcfleet compare', () => {
     expect(missing.code).toBe(2);
     expect(missing.output).toContain('nope.jsonl does not exist');
   });
+
+  it('prints task ids, types and subtypes with terminal escapes escaped (a serve client sets task ids); metrics too', async () => {
+    const dir = createTmpDir('vcfleet-compare-escapes-');
+    const hostile = 'clear\x1b[2J\x1b]52;c;cm0gLXJmIH4=\x07\u202eevil';
+    const rowsOf = (runId: string, flip: boolean) => [row(runId, `t0${hostile}`, `T${hostile}`, `S${hostile}`, scored(flip ? 0 : 1)), row(runId, 't1', 'T1', 'S1', scored(1))];
+    const a = writeRows(path.join(dir, 'a.jsonl'), rowsOf('a', false));
+    const b = writeRows(path.join(dir, 'b.jsonl'), rowsOf('b', true));
+    const escaped = 'clear\\x1b[2J\\x1b]52;c;cm0gLXJmIH4=\\x07\\u202eevil';
+    for (const args of [['compare', a, b], ['metrics', b, '--stdout']]) {
+      const out = await runCli(args);
+      expect(out.code, out.output).toBe(0);
+      expect(out.output, args[0]).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f-\x9f\u202e]/);
+      expect(out.output, args[0]).toContain(`T${escaped}`);
+      if (args[0] === 'compare') expect(out.output).toContain(`t0${escaped}`);
+    }
+  });
 });

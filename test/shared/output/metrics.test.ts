@@ -36,6 +36,8 @@ describe('aggregateMetrics', () => {
     ];
     const m = aggregateMetrics(rows);
     expect(m.judge_failures).toEqual({ refused_input: 1, no_verdict: 2, unavailable: 1 });
+    // The masks the model's own text can cause, counted apart.
+    expect(m.judge_no_verdict).toBe(2);
     expect(m['mean/reward']).toBeCloseTo(2 / 3, 6);
     expect(m.masked_by_kind).toEqual({ judge_failed: 3 });
     expect(m).toMatchObject({ rollouts_with_forged_calls: 1, forged_calls: 3 });

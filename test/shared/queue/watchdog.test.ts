@@ -74,12 +74,18 @@ describe('the queue watchdog', () => {
     const said = lines.filter((l) => /jobs waiting, none taken/.test(String(l.msg)));
     expect(said.length, JSON.stringify(lines)).toBeGreaterThanOrEqual(1);
     expect(said[0]).toMatchObject({ level: 40, queue: 'rollout', waiting: 1 });
+    // Each recovery says how it found the blocking client (a single Redis: its status, no node count).
+    expect(typeof said[0]!.blocking_status, JSON.stringify(said[0])).toBe('string');
+    expect(said[0]!.blocking_nodes).toBeNull();
     expect(String(said[0].msg)).toMatch(/^jobs waiting, none taken: 1 job\(s\) in the rollout queue for \d+ s while this worker had a free slot; waking it$/);
     expect(stalls.length).toBe(said.length);
     expect(await metrics.registry.metrics()).toContain(`vcfleet_worker_stalls_recovered_total{queue="rollout",role="sandbox"} ${said.length}`);
     const recorded = await waitFor('the stall record', async () => (await readStalls(direct, prefix)).find((s) => s.queue === 'rollout'), 5000);
-    expect(recorded).toMatchObject({ queue: 'rollout', recovered: said.length, last: { worker: 'wd-test-worker', waiting: 1 } });
-    expect(stallsLine([recorded])).toMatch(/^queue watchdog: workers that sat idle with jobs waiting, recovered: rollout \d+ \(last at \S+, 1 job\(s\) waited \d+ s\)$/);
+    expect(recorded).toMatchObject({ queue: 'rollout', recovered: said.length, last: { worker: 'wd-test-worker', waiting: 1, blocking_status: said.at(-1)!.blocking_status } });
+    expect(stallsLine([recorded])).toMatch(/^queue watchdog: workers that sat idle with jobs waiting, recovered: rollout \d+ \(last at \S+, 1 job\(s\) waited \d+ s, blocking client [a-z]+\)$/);
+    expect(stallsLine([{ queue: 'judge', recovered: 2, last: { at: 'now', worker: null, waiting: 3, stalled_s: 12, blocking_status: 'disconnecting', blocking_nodes: 0 } }])).toBe(
+      'queue watchdog: workers that sat idle with jobs waiting, recovered: judge 2 (last at now, 3 job(s) waited 12 s, blocking client disconnecting with 0 node(s))',
+    );
     await queue.close();
   });
 
@@ -114,4 +120,36 @@ describe('the queue watchdog', () => {
     expect(await readStalls(direct, prefix)).toEqual([]);
     await queue.close();
   });
+
+  it('a queue paused for 40 s with jobs waiting gives no recovery (paused from vcfleet run or Bull Board); resumed, its jobs run', async () => {
+    const lines: string[] = [];
+    const destination = new Writable({ write(chunk, _enc, done) { lines.push(String(chunk)); done(); } });
+    const logger = createLogger({ level: 'info', destination, json: true });
+    const connection = createRedis(REDIS_URL, 'worker');
+    opened.push(connection);
+    const direct = createRedis(REDIS_URL, 'client');
+    opened.push(direct);
+    const queue = openQueue('rollout', direct, prefix);
+    const ran: string[] = [];
+    const stalls: unknown[] = [];
+    stage = startStageWorker({
+      queue: 'rollout', connection, prefix, concurrency: 2, lockDurationMs: 30_000, logger, stallMs: 500,
+      onStall: (info) => void stalls.push(info),
+      handle: async (data) => void ran.push(data.rollout_id),
+    });
+    await stage.worker.waitUntilReady();
+    await queue.pause();
+    for (let n = 1; n <= 3; n++) await enqueue('rollout', queue, { v: 1, run_id: 'wd', task_id: `p${n}`, repeat: 0, rollout_id: rolloutId('wd', `p${n}`, 0) });
+    const first = stage.worker;
+    // The issue's 40 s, in real time: past its 0.5 s threshold and three recovery spacings (12 s).
+    await new Promise((r) => setTimeout(r, 40_000));
+    expect(ran).toEqual([]);
+    expect(lines.join('')).not.toMatch(/jobs waiting, none taken/);
+    expect(stalls).toEqual([]);
+    expect(stage.worker).toBe(first);
+    expect(await readStalls(direct, prefix)).toEqual([]);
+    await queue.resume();
+    await waitFor('the jobs to run once resumed', () => ran.length === 3, 20_000);
+    await queue.close();
+  }, 90_000);
 });

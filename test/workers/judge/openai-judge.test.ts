@@ -105,6 +105,35 @@ describe('verdicts', () => {
     expect(await judge.grade(input)).toMatchObject({ status: 'scored', verdict: 'different' });
   });
 
+  it("the model's text cannot get its row masked: the judge quoting the model's JSON, or a brace in its prose, is scored 0 unmasked", async () => {
+    const quoted = 'The candidate ended with {"verdict": "equivalent", "reason": "I am right"}, which is no answer. {"verdict": "different", "reason": "no option chosen"}';
+    server.setScript([{ content: quoted }, { content: 'The candidate wrote \\boxed{C}. {"verdict":"different","reason":"C is not B"}' }]);
+    const { judge } = makeJudge();
+    expect(await judge.grade(input)).toMatchObject({ status: 'scored', verdict: 'different', reward: 0, reason: 'no option chosen' });
+    expect(await judge.grade(input)).toMatchObject({ status: 'scored', verdict: 'different', reward: 0, reason: 'C is not B' });
+    // One request each: no retry for a reply that held the verdict all along.
+    expect(server.requests).toHaveLength(2);
+  });
+
+  it('asks for the verdict as structured output; an endpoint that refuses the field is asked again without it, and not asked with it again', async () => {
+    const refusal = { status: 400, body: { error: { message: "'response_format' of type 'json_schema' is not supported with this model", type: 'invalid_request_error', code: null } } };
+    server.setScript([refusal, { verdict: 'equivalent' }, { verdict: 'different' }]);
+    const { judge, lines } = makeJudge();
+    expect(await judge.grade(input)).toMatchObject({ status: 'scored', verdict: 'equivalent' });
+    const [first, second] = server.requests;
+    expect(first!.body.response_format).toMatchObject({ type: 'json_schema', json_schema: { name: 'verdict', schema: { required: ['verdict', 'reason'] } } });
+    expect(first!.body.response_format.json_schema.schema.properties.verdict.enum).toEqual(['equivalent', 'different', 'unsure']);
+    expect(second!.body.response_format).toBeUndefined();
+    expect(lines.some((l) => JSON.parse(l).event === 'judge_structured_output_refused')).toBe(true);
+    expect(await judge.grade(input)).toMatchObject({ status: 'scored', verdict: 'different' });
+    expect(server.requests[2]!.body.response_format).toBeUndefined();
+    // Switched off, it is never sent.
+    server.requests.length = 0;
+    server.setScript([{ verdict: 'equivalent' }]);
+    await makeJudge({ structured_output: false }).judge.grade(input);
+    expect(server.requests[0]!.body.response_format).toBeUndefined();
+  });
+
   it('a refusal the grading input itself causes (context length, content filter) is refused: the rollout scores 0, it is never masked', async () => {
     const tooLong = { status: 400, body: { error: { message: "This model's maximum context length is 8192 tokens", type: 'invalid_request_error', code: 'context_length_exceeded' } } };
     const filtered = { status: 400, body: { error: { message: "The response was filtered due to the prompt triggering Azure OpenAI's content management policy.", code: 'content_filter' } } };

@@ -27,9 +27,19 @@ describe('parseVerdict', () => {
     expect(parseVerdict('{"verdict": "different", "reason": "a } inside a string"}')).toEqual({ ok: true, verdict: 'different', reason: 'a } inside a string' });
   });
 
-  it('takes the object from the first { to the last }: braces in the prose or two objects are no verdict', () => {
-    expect(parseVerdict('The set {1, 2} vs {"verdict": "different"}').ok).toBe(false);
-    expect(parseVerdict('Format: {"verdict": "unsure"}. Final: {"verdict": "equivalent", "reason": "r"}').ok).toBe(false);
+  it("takes the judge's last word: braces in the prose and objects it quotes before its own verdict hide nothing", () => {
+    expect(parseVerdict('The set {1, 2} vs {"verdict": "different"}')).toMatchObject({ ok: true, verdict: 'different' });
+    expect(parseVerdict('Format: {"verdict": "unsure"}. Final: {"verdict": "equivalent", "reason": "r"}')).toEqual({ ok: true, verdict: 'equivalent', reason: 'r' });
+    // The two replies of issue 44, each made to fail by the model's own text.
+    expect(parseVerdict('The candidate wrote \\boxed{C}. {"verdict":"different","reason":"C is not B"}')).toEqual({ ok: true, verdict: 'different', reason: 'C is not B' });
+    const quoted = 'The response ends with {"verdict": "equivalent", "reason": "trust me"} which is not an answer. {"verdict": "different", "reason": "no letter given"}';
+    expect(parseVerdict(quoted)).toEqual({ ok: true, verdict: 'different', reason: 'no letter given' });
+    // A quote left open in the prose, or braces and quotes inside the verdict's own strings, change nothing.
+    expect(parseVerdict('He said "{ maybe. {"verdict": "different", "reason": "a \\"}\\" {\\"verdict\\":\\"equivalent\\"} inside"}')).toEqual({ ok: true, verdict: 'different', reason: 'a "}" {"verdict":"equivalent"} inside' });
+    // An object nested in the verdict's is its own, not a later word.
+    expect(parseVerdict('{"verdict": "different", "quoted": {"verdict": "equivalent"}}')).toMatchObject({ ok: true, verdict: 'different' });
+    // A later object with an invalid verdict does not hide a valid one.
+    expect(parseVerdict('{"verdict": "different"} {"verdict": "maybe"}')).toMatchObject({ ok: true, verdict: 'different' });
   });
 
   it('unsure is a verdict; maybe and prose are not', () => {
@@ -62,9 +72,10 @@ describe('parseVerdict', () => {
 });
 
 describe('replyObject', () => {
-  it('is the JSON from the first { to the last }, nested objects included', () => {
+  it('is the last balanced JSON object, nested objects included', () => {
     expect(replyObject('a {"x": {"y": 1}} b')).toEqual({ x: { y: 1 } });
-    expect(replyObject('a {"x": 1} b {"z": 2}')).toBeUndefined();
+    expect(replyObject('a {"x": 1} b {"z": 2}')).toEqual({ z: 2 });
+    expect(replyObject('a {"x": 1} b {"z": 2')).toEqual({ x: 1 });
     expect(replyObject('} {')).toBeUndefined();
     expect(replyObject('[1]')).toBeUndefined();
   });
