@@ -3,20 +3,25 @@
  * written atomically, and the images a record names written once each into the transcripts' image
  * folder (`<stem>_transcripts/images/<sha256>.<ext>`).
  */
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, rename, writeFile } from 'node:fs/promises';
+import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { InfraError } from '../../shared/errors.ts';
 import { imageFileName, transcriptRelPath } from '../../shared/records/transcript.ts';
 
-/** Write `file` through a temporary beside it; `waiting` names what stays in Redis when that fails (its error says so). */
+/**
+ * Write `file` through a temporary beside it, of its own (two commits of one process may write the
+ * same image at once); `waiting` names what stays in Redis when that fails (its error says so).
+ */
 export async function writeAtomic(file: string, content: string | Buffer, waiting: 'transcript' | 'trajectory'): Promise<void> {
-  const tmp = `${file}.tmp-${process.pid}`;
+  const tmp = `${file}.tmp-${process.pid}-${randomBytes(6).toString('hex')}`;
   try {
     await mkdir(path.dirname(file), { recursive: true });
     await writeFile(tmp, content);
     await rename(tmp, file);
   } catch (err) {
+    await rm(tmp, { force: true }).catch(() => {});
     throw new InfraError(`cannot write ${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}): make its folder writable or free disk space; the ${waiting} waits in Redis`, { cause: err });
   }
 }
