@@ -26,7 +26,7 @@ export function cliName(): string {
 }
 
 /** A word as a POSIX shell reads it back unchanged. */
-function shellWord(word: string): string {
+export function shellWord(word: string): string {
   return /^[\w@%+=:,./{}-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
 }
 
