@@ -40,6 +40,7 @@ export function metricsRows(m: AggregateMetrics): TableRow[] {
     ['stop reasons', counts(m.stop_reasons) || '-'],
   ];
   // Old metrics files lack these; a model that learns to provoke the judge, or to send calls of its own, shows here.
+  if (m.judge_cache_hits !== undefined) rows.push(['judge cache', `${m.judge_cache_hits} verdict(s) from the cache (no judge call, no judge tokens)`]);
   if (m.judge_failures && Object.keys(m.judge_failures).length > 0) rows.push(['judge gave no verdict', counts(m.judge_failures)]);
   if (m.forged_calls) rows.push(['forged calls', `${m.forged_calls} in ${m.rollouts_with_forged_calls} rollout(s) (never counted)`]);
   for (const [type, g] of Object.entries(m.accuracy_by_type)) rows.push([`  ${type}`, `${percent(g.accuracy)} (${g.scored} scored)`]);

@@ -22,6 +22,8 @@ export interface RunStatus {
   paper: PaperTable | null;
   masked: Record<string, number>;
   stop_reasons: Record<string, number>;
+  /** Verdicts served from the judge cache (no judge call) among the rows. */
+  judge_cache_hits: number;
   /** Warnings about the run (a policy server that never answers, sandboxes without their limits). */
   warnings: string[];
   /** Jobs of this run by queue and state (completed jobs are trimmed; their rows count instead). */
@@ -58,7 +60,7 @@ export async function runStatus(redis: Redis, prefix: string, runId: string, now
   const warnings = [...(silence ? [silence] : []), ...fleet.live.flatMap((w) => w.notices)];
   return {
     run, rows: p.num_rollouts, scored: p.num_scored, correct: p.num_correct, accuracy: p.accuracy, paper: p.paper ?? null,
-    masked: p.masked_by_kind, stop_reasons: p.stop_reasons, warnings, jobs: jobs.counts, pending, complete: p.complete && pending === 0,
+    masked: p.masked_by_kind, stop_reasons: p.stop_reasons, judge_cache_hits: p.judge_cache_hits, warnings, jobs: jobs.counts, pending, complete: p.complete && pending === 0,
     output: await store.getOutputLocation(runId),
     workers: { live: fleet.live, stale },
     policy_pace: await readPolicyPace(redis, prefix, now, new Set(fleet.live.map((w) => w.id))),

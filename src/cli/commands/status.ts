@@ -13,6 +13,7 @@ import { vcfleetCommand } from '../../shared/text/advice.ts';
 import { paperTableLines } from '../../shared/output/paper-table.ts';
 import { publishedLines, readPublishedResults, type PublishedRow } from '../../shared/output/published-results.ts';
 import { stallsLine } from '../../shared/queue/stall-record.ts';
+import { runSettings } from '../../shared/stores/run-store.ts';
 
 /** The paper's table of the rows so far, with the published rows beside it. */
 function paperText(s: RunStatus, published: readonly PublishedRow[]): string[] {
@@ -33,6 +34,7 @@ function formatStatus(s: RunStatus, published: readonly PublishedRow[] = []): st
     `rows ${s.rows}/${s.run.total}${s.complete ? ' (complete)' : s.pending ? `; ${s.pending} job(s) still waiting or running` : ''}; scored ${s.scored}, correct ${s.correct}, accuracy ${acc}`,
     `masked: ${masked}`,
     `stop reasons: ${stops}`,
+    `judge cache: ${s.judge_cache_hits} verdict(s) from the cache, no judge call (the run's judge.cache=${runJudgeCache(s)})`,
     ...paperText(s, published),
     ...s.warnings.map((w) => `WARNING: ${w}`),
     s.output ? `output: ${s.output.path} on host ${s.output.host} (results consumer ${s.output.worker ?? '?'})` : `output: ${s.run.output_jsonl_fpath} (not opened yet: the results consumer resolves it under its own output_root)`,
@@ -45,6 +47,11 @@ function formatStatus(s: RunStatus, published: readonly PublishedRow[] = []): st
     '',
     jobs,
   ].join('\n');
+}
+
+/** The run's `judge.cache` setting. */
+function runJudgeCache(s: RunStatus): boolean {
+  return runSettings(s.run).judge.cache;
 }
 
 /** A serve run's bound: requests pending now and those refused for it. */

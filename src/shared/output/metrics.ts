@@ -23,15 +23,15 @@ export { binomialCi95, bootstrapCi95, passAtK } from './stats.ts';
 export type MetricRow = Pick<
   Row,
   'task_id' | 'repeat' | 'type' | 'subtype' | 'reward' | 'failure_kind' | 'stop_reason' | 'turns' | 'tool_calls' | 'input_tokens' | 'output_tokens' | 'wall_s'
-> & Partial<Pick<Row, 'judge_failure' | 'forged_calls' | 'string_match_reward' | 'judge_input_tokens' | 'judge_output_tokens'>>;
+> & Partial<Pick<Row, 'judge_failure' | 'forged_calls' | 'string_match_reward' | 'judge_input_tokens' | 'judge_output_tokens' | 'judge_cached'>>;
 
 /** The fields of a row the metrics count, and nothing else (what a tally keeps of each rollout). */
 export function metricRowOf(row: MetricRow): MetricRow {
   const { task_id, repeat, type, subtype, reward, failure_kind, stop_reason, turns, tool_calls, input_tokens, output_tokens, wall_s } = row;
-  const { judge_failure, forged_calls, string_match_reward, judge_input_tokens, judge_output_tokens } = row;
+  const { judge_failure, forged_calls, string_match_reward, judge_input_tokens, judge_output_tokens, judge_cached } = row;
   return {
     task_id, repeat, type, subtype, reward, failure_kind, stop_reason, turns, tool_calls, input_tokens, output_tokens, wall_s,
-    judge_failure, forged_calls, string_match_reward, judge_input_tokens, judge_output_tokens,
+    judge_failure, forged_calls, string_match_reward, judge_input_tokens, judge_output_tokens, judge_cached,
   };
 }
 
@@ -60,6 +60,8 @@ export interface AggregateMetrics {
    * masked): a model that learns to provoke the judge shows up here.
    */
   judge_failures: Record<string, number>;
+  /** Verdicts served from the judge cache (no call, 0 judge tokens) rather than by the judge; absent in metrics of older versions. */
+  judge_cache_hits?: number;
   /** Rollouts in which something the model ran sent chat calls of its own (forged calls), and those calls. */
   rollouts_with_forged_calls: number;
   forged_calls: number;
@@ -134,6 +136,8 @@ export type TallyCounts = Pick<AggregateMetrics, 'num_rollouts' | 'num_scored' |
   silent_timeouts: number;
   /** Rows with at least one answered policy call. */
   answered_calls: number;
+  /** Verdicts served from the judge cache. */
+  judge_cache_hits: number;
 };
 
 /**
@@ -159,6 +163,7 @@ export class MetricsAccumulator {
   private stringMatch = { sum: 0, judgeOnly: 0, stringOnly: 0 };
   private readonly paper = new PaperTableAccumulator();
   private readonly judgeTokens = { input: 0, output: 0 };
+  private judgeCacheHits = 0;
 
   add(row: MetricRow): void {
     this.apply(row, 1);
@@ -197,6 +202,7 @@ export class MetricsAccumulator {
     else this.paper.remove(row);
     this.judgeTokens.input += sign * (row.judge_input_tokens ?? 0);
     this.judgeTokens.output += sign * (row.judge_output_tokens ?? 0);
+    if (row.judge_cached) this.judgeCacheHits += sign;
   }
 
   get size(): number {
@@ -208,7 +214,7 @@ export class MetricsAccumulator {
     return {
       num_rollouts: this.rollouts, num_scored: this.all.scored, num_correct: this.all.correct, num_masked: this.rollouts - this.all.scored,
       masked_by_kind: Object.fromEntries(this.masked), stop_reasons: Object.fromEntries(this.stops),
-      silent_timeouts: this.silentTimeouts, answered_calls: this.answeredCalls,
+      silent_timeouts: this.silentTimeouts, answered_calls: this.answeredCalls, judge_cache_hits: this.judgeCacheHits,
     };
   }
 
@@ -229,6 +235,7 @@ export class MetricsAccumulator {
       num_masked: n - this.all.scored,
       masked_by_kind: Object.fromEntries(this.masked),
       judge_failures: Object.fromEntries(this.judgeFailures),
+      judge_cache_hits: this.judgeCacheHits,
       rollouts_with_forged_calls: this.forged.rollouts,
       forged_calls: this.forged.calls,
       stop_reasons: Object.fromEntries(this.stops),

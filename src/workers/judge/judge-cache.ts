@@ -1,7 +1,10 @@
 /**
- * Verdict caches keyed by judge model and the exact prompt (SHA-256), so repeated rollouts with the
- * same answer and rejudges never pay twice. Only scored verdicts are stored, never failures, and
- * never anything secret (the key is not part of the hash input or the value).
+ * Verdict caches keyed by what makes a verdict (SHA-256 of the judge model, the judge endpoint, the
+ * judge prompt's version, the question, the gold, the extracted answer, the response tail and the exact
+ * messages), so repeated rollouts with the same answer and rejudges never pay twice, and a verdict of
+ * another judge is never taken for this one's. Whether a run uses it is the run's setting
+ * (`judge.cache`); each verdict served from it is counted (`judge_cached` on the row). Only scored
+ * verdicts are stored, never failures, and never anything secret (no key in the hash input or value).
  */
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
@@ -21,10 +24,28 @@ export interface JudgeCache {
 
 const CachedVerdictSchema = z.object({ verdict: z.enum(VERDICTS), reason: z.string() });
 
-/** The cache key of one judge request: hex SHA-256 of the judge model and both prompt messages. */
-export function judgeCacheKey(model: string, prompt: { system: string; user: string }): string {
+/** What makes a verdict: who grades (model, endpoint), by which prompt, and what it grades. */
+export interface VerdictIdentity {
+  /** The judge model the run names. */
+  model: string;
+  /** The judge endpoint, without credentials: two servers that answer to one model name are two judges. */
+  endpoint: string;
+  /** JUDGE_PROMPT_VERSION (prompt.ts). */
+  promptVersion: number;
+  question: string;
+  gold: string;
+  extracted: string | null;
+  responseTail: string;
+  /** The messages sent, exactly. */
+  system: string;
+  user: string;
+}
+
+/** The cache key of one judge request: hex SHA-256 of everything that makes its verdict. */
+export function judgeCacheKey(what: VerdictIdentity): string {
+  const { model, endpoint, promptVersion, question, gold, extracted, responseTail, system, user } = what;
   return createHash('sha256')
-    .update(JSON.stringify({ model, system: prompt.system, user: prompt.user }))
+    .update(JSON.stringify({ v: 2, model, endpoint, promptVersion, question, gold, extracted, responseTail, system, user }))
     .digest('hex');
 }
 

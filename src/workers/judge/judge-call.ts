@@ -17,6 +17,8 @@ import { parseVerdict } from './verdict.ts';
 /** What one judge call needs; built once by createJudge, its `log` narrowed per grade. */
 export interface JudgeCallContext {
   model: string;
+  /** The judge endpoint without credentials (part of a cached verdict's key). */
+  endpoint: string;
   settings: Config['judge'];
   log: Logger;
   /** Removes secrets from text that may end up in logs or rows. */

@@ -62,7 +62,8 @@ export async function runJudgeStage(job: JudgeJob, deps: JudgeStageDeps, signal?
     responseText: outcome.response_tail,
     responseTruncated: outcome.response_truncated,
     rolloutId: job.rollout_id,
-    run: ctx.judge,
+    // `rejudge --no-cache`: a call to the judge whatever the run's `judge.cache`.
+    run: job.no_cache ? { ...ctx.judge, judge: { ...ctx.judge.judge, cache: false } } : ctx.judge,
   };
   const grading = await deps.judge.grade(input, signal);
   // Cut short by the worker stopping: not a grading. The job goes back to the queue, no row is made.
@@ -76,5 +77,5 @@ export async function runJudgeStage(job: JudgeJob, deps: JudgeStageDeps, signal?
   const usage = grading.usage;
   if (grading.status === 'refused') return buildRow(ctx.row, outcome, { kind: 'refused', error: grading.reason }, usage);
   if (grading.status === 'failed') return buildRow(ctx.row, outcome, { kind: 'masked', failure: 'judge_failed', error: grading.reason, judgeFailure: grading.kind ?? 'unavailable' }, usage);
-  return buildRow(ctx.row, outcome, { kind: 'scored', verdict: grading.verdict, reason: grading.reason, reward: grading.reward }, usage);
+  return buildRow(ctx.row, outcome, { kind: 'scored', verdict: grading.verdict, reason: grading.reason, reward: grading.reward, cached: grading.cached }, usage);
 }
