@@ -27,12 +27,18 @@ function disagreement(m: AggregateMetrics): string {
   return by && (by.judge_only || by.string_match_only) ? `: judge only ${by.judge_only}, string match only ${by.string_match_only}` : '';
 }
 
+/** What the interval resamples, as said beside it: tasks (repeats averaged per task), or rows in metrics of older versions. */
+export function ciLabel(m: Pick<AggregateMetrics, 'ci_unit' | 'ci_tasks' | 'num_repeats'>): string {
+  if (m.ci_unit !== 'task') return '95% CI over rows';
+  return `95% CI over ${m.ci_tasks ?? '?'} tasks${m.num_repeats > 1 ? ', repeats averaged per task' : ''}, bootstrap`;
+}
+
 /** The lines that come from the metrics: means, scored / masked, stop reasons, then accuracy per type. */
 export function metricsRows(m: AggregateMetrics): TableRow[] {
   const ci = m['mean/reward_ci95'];
   const masked = m.num_masked ? ` (${counts(m.masked_by_kind)})` : '';
   const rows: TableRow[] = [
-    ['mean/reward', `${percent(m['mean/reward'])}${ci ? `  [95% CI ${percent(ci[0])} - ${percent(ci[1])}]` : ''}`],
+    ['mean/reward', `${percent(m['mean/reward'])}${ci ? `  [${ciLabel(m)} ${percent(ci[0])} - ${percent(ci[1])}]` : ''}`],
     ['strict/reward', percent(m['strict/reward'])],
     // Old metrics files lack these.
     ...(m['mean/string_match_reward'] !== undefined ? [['string match', `${percent(m['mean/string_match_reward'])}  (judge and string match disagree on ${m.judge_string_match_disagreements ?? 0}${disagreement(m)})`]] : []),

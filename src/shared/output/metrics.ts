@@ -3,8 +3,10 @@
  *
  * - `mean/reward`: mean over rows that are not masked (the headline).
  * - `strict/reward`: masked rows counted as 0, comparable with leaderboards.
- * - `mean/reward_ci95`: 95% percentile bootstrap interval of `mean/reward`, read exactly off the
- *   binomial distribution that resampling 0/1 rewards follows.
+ * - `mean/reward_ci95`: 95% percentile bootstrap interval of `mean/reward` over tasks (`ci_unit:
+ *   "task"`, `ci_tasks` of them): each task's scored repeats averaged, tasks resampled, as `compare`
+ *   does (paired-stats.ts: exact, or 20,000 seeded resamples past its size); with one repeat this is
+ *   the binomial interval of the rows.
  * - `mean/string_match_reward`: the mean `string_match_reward` over the same rows as `mean/reward`
  *   (the reference's judge-free grade, a diagnostic); `judge_string_match_disagreements`: scored rows
  *   that one grade gives 1 and the other 0 (by direction in `..._by`): a judge that the model's text
@@ -16,7 +18,8 @@
 import { isMasked, isScored, type Row } from '../records/rows.ts';
 import { PaperTableAccumulator, type PaperTable } from './paper-table.ts';
 import { costOf, type CostUsd, type Pricing, type TokenTotals } from './run-cost.ts';
-import { binomialCi95, passAtK } from './stats.ts';
+import { passAtK } from './stats.ts';
+import { pairedBootstrapCi95 } from './paired-stats.ts';
 
 export { binomialCi95, bootstrapCi95, passAtK } from './stats.ts';
 
@@ -45,6 +48,10 @@ export interface AggregateMetrics {
   'mean/reward': number | null;
   'strict/reward': number | null;
   'mean/reward_ci95': [number, number] | null;
+  /** What `mean/reward_ci95` resamples: tasks (each the mean of its scored repeats); absent in metrics of older versions, whose interval resampled rows. */
+  ci_unit?: 'task';
+  /** The tasks it resamples (those with a scored row). */
+  ci_tasks?: number;
   /** Mean string-match grade over the scored rows (null when none); absent in metrics of older versions. */
   'mean/string_match_reward'?: number | null;
   /** Scored rows one grade gives 1 and the other 0; absent in metrics of older versions. */
@@ -223,10 +230,14 @@ export class MetricsAccumulator {
     const n = this.rollouts;
     const tokens: TokenTotals = { policy: { input: this.sums.input_tokens, output: this.sums.output_tokens }, judge: { ...this.judgeTokens } };
     const cost = costOf(tokens, pricing);
+    // One unit for the interval, as `compare` resamples: tasks, each the mean of its scored repeats.
+    const taskMeans = [...this.byTask.values()].filter((t) => t.scored > 0).map((t) => t.correct / t.scored);
     const base: AggregateMetrics = {
       'mean/reward': round(ratio(this.all.correct, this.all.scored)),
       'strict/reward': round(ratio(this.all.correct, n)),
-      'mean/reward_ci95': binomialCi95(this.all.scored, this.all.correct),
+      'mean/reward_ci95': pairedBootstrapCi95(taskMeans),
+      ci_unit: 'task',
+      ci_tasks: taskMeans.length,
       'mean/string_match_reward': round(ratio(this.stringMatch.sum, this.all.scored)),
       judge_string_match_disagreements: this.stringMatch.judgeOnly + this.stringMatch.stringOnly,
       judge_string_match_disagreements_by: { judge_only: this.stringMatch.judgeOnly, string_match_only: this.stringMatch.stringOnly },
