@@ -14,6 +14,8 @@ import { VERDICTS, type Verdict } from '../../shared/scoring/verdict.ts';
 export interface CachedVerdict {
   verdict: Verdict;
   reason: string;
+  /** The model the judge server reported when it gave the verdict. */
+  model?: string;
 }
 
 export interface JudgeCache {
@@ -22,7 +24,7 @@ export interface JudgeCache {
   set(key: string, value: CachedVerdict): Promise<void>;
 }
 
-const CachedVerdictSchema = z.object({ verdict: z.enum(VERDICTS), reason: z.string() });
+const CachedVerdictSchema = z.object({ verdict: z.enum(VERDICTS), reason: z.string(), model: z.string().optional() });
 
 /** What makes a verdict: who grades (model, endpoint), by which prompt, and what it grades. */
 export interface VerdictIdentity {
@@ -75,7 +77,7 @@ export function createRedisJudgeCache(redis: Redis, prefix: string, ttlS?: numbe
       return decode(await redis.get(redisJudgeCacheKey(prefix, key)));
     },
     async set(key, value) {
-      const body = JSON.stringify({ verdict: value.verdict, reason: value.reason });
+      const body = JSON.stringify({ verdict: value.verdict, reason: value.reason, ...(value.model ? { model: value.model } : {}) });
       const redisKey = redisJudgeCacheKey(prefix, key);
       if (ttlS !== undefined && ttlS > 0) await redis.set(redisKey, body, 'EX', Math.ceil(ttlS));
       else await redis.set(redisKey, body);
@@ -98,7 +100,7 @@ export function createMemoryJudgeCache(maxEntries = 10_000): JudgeCache & { read
     },
     async set(key, value) {
       entries.delete(key);
-      entries.set(key, { verdict: value.verdict, reason: value.reason });
+      entries.set(key, { verdict: value.verdict, reason: value.reason, ...(value.model ? { model: value.model } : {}) });
       while (entries.size > maxEntries) entries.delete(entries.keys().next().value as string);
     },
   };

@@ -69,7 +69,7 @@ async function readCache(ctx: JudgeCallContext, cache: JudgeCache | undefined, k
   if (!cache) return null;
   try {
     const hit = await cache.get(key);
-    return hit && { status: 'scored', verdict: hit.verdict, reason: hit.reason, reward: rewardFor(hit.verdict), cached: true };
+    return hit && { status: 'scored', verdict: hit.verdict, reason: hit.reason, reward: rewardFor(hit.verdict), cached: true, ...(hit.model ? { servedModel: hit.model } : {}) };
   } catch (err) {
     ctx.log.warn({ event: 'judge_cache_error', op: 'get', err: ctx.clean(String(err)) }, 'judge cache read failed; calling the judge');
     return null;
@@ -79,7 +79,7 @@ async function readCache(ctx: JudgeCallContext, cache: JudgeCache | undefined, k
 async function writeCache(ctx: JudgeCallContext, cache: JudgeCache | undefined, key: string, outcome: JudgeResult): Promise<void> {
   if (!cache || outcome.status !== 'scored') return; // failures are never cached: they must stay rejudgeable
   try {
-    await cache.set(key, { verdict: outcome.verdict, reason: outcome.reason });
+    await cache.set(key, { verdict: outcome.verdict, reason: outcome.reason, ...(outcome.servedModel ? { model: outcome.servedModel } : {}) });
   } catch (err) {
     ctx.log.warn({ event: 'judge_cache_error', op: 'set', err: ctx.clean(String(err)) }, 'judge cache write failed');
   }
@@ -134,6 +134,7 @@ export async function gradeWith(judgeCtx: JudgeCallContext, cache: JudgeCache | 
     outcome = toJudgeResult(result, ctx.settings.max_retries + 1, ctx.clean);
     count(result);
   }
+  if (result.ok && result.servedModel) outcome = { ...outcome, servedModel: result.servedModel };
   const scored = outcome.status === 'scored';
   ctx.log.info(
     { event: 'judge_outcome', status: outcome.status, cached: false, verdict: outcome.status === 'scored' ? outcome.verdict : undefined, attempts: result.attempts },

@@ -128,7 +128,7 @@ describe('Redis cache', () => {
     expect(keys[0]).toMatch(new RegExp(`^${prefix}:judge-cache:[0-9a-f]{64}$`));
     const values = await Promise.all(keys.map((k) => redis.get(k)));
     for (const text of [...keys, ...values]) expect(text).not.toContain(SECRET);
-    expect(JSON.parse(values[0]!)).toEqual({ verdict: 'equivalent', reason: 'the answers match' });
+    expect(JSON.parse(values[0]!)).toEqual({ verdict: 'equivalent', reason: 'the answers match', model: 'judge-model' });
     for (const line of [...first.lines, ...second.lines]) expect(line).not.toContain(SECRET);
   });
 
