@@ -14,7 +14,7 @@ import { loadConfig, type Config } from '../../src/shared/config/load.ts';
 import { createLogger } from '../../src/shared/logger.ts';
 import { createRedis, type Redis } from '../../src/shared/redis/connect.ts';
 import { enqueue, openQueue } from '../../src/shared/queue/registry.ts';
-import { CANCELLED_ERROR } from '../../src/shared/records/request-task.ts';
+import { cancelledByVersionError, CANCELLED_ERROR } from '../../src/shared/records/request-task.ts';
 import { RolloutOutcomeSchema } from '../../src/shared/records/rollout-outcome.ts';
 import { RunStore } from '../../src/shared/stores/run-store.ts';
 import { ServePending } from '../../src/shared/stores/serve-pending.ts';
@@ -226,7 +226,8 @@ describe('vcfleet serve for a trainer: fresh, private, bounded, cancellable by s
     const store = new RunStore(redis, prefix);
     for (const id of ['s7-0', 's7-1', 's7-2', 's7-3']) {
       const r = await waitFor(`the row of ${id}`, () => store.getRow(run.run_id, fleetId(id)).then((x) => x ?? undefined), 10_000, 50);
-      expect(r).toMatchObject({ failure_kind: 'infra_failed', error: CANCELLED_ERROR, reward: null, judge_verdict: null, weight_version: 'step-7' });
+      expect(r).toMatchObject({ failure_kind: 'infra_failed', error: cancelledByVersionError('step-7'), reward: null, judge_verdict: null, weight_version: 'step-7' });
+      expect(r!.error).toBe('cancelled with the pending rollouts of weight version "step-7" (POST /cancel {"weight_version": …}): not scored');
       // The judged ones keep what their session did; they were never graded.
       if (id === 's7-0') expect(r).toMatchObject({ turns: 3, stop_reason: 'answered', extracted_answer: 'A', judge_model: null });
     }

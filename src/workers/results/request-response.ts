@@ -9,7 +9,7 @@ import type { Logger } from '../../shared/logger.ts';
 import type { GymRequestFields } from '../../shared/output/gym-request-fields.ts';
 import { gymRow } from '../../shared/output/gym-row.ts';
 import type { RequestStore } from '../../shared/stores/request-store.ts';
-import { CANCELLED_ERROR, echoedParams, type RequestTask } from '../../shared/records/request-task.ts';
+import { isCancelledError, echoedParams, type RequestTask } from '../../shared/records/request-task.ts';
 import type { Row } from '../../shared/records/rows.ts';
 import type { TranscriptRecord } from '../../shared/records/transcript.ts';
 import type { Trajectory } from '../../shared/records/trajectory.ts';
@@ -21,7 +21,7 @@ export function requestFields(request: RequestTask): GymRequestFields {
 
 /** The verify-response row of a request's rollout; a cancelled one's failure is terminal (asking again gives the same). */
 export function requestResponse(row: Row, request: RequestTask, transcript: TranscriptRecord | null, trajectory: Trajectory | null): Record<string, unknown> {
-  return gymRow({ row, transcript, trajectory, request: requestFields(request), failureTerminal: row.error === CANCELLED_ERROR }) as unknown as Record<string, unknown>;
+  return gymRow({ row, transcript, trajectory, request: requestFields(request), failureTerminal: isCancelledError(row.error) }) as unknown as Record<string, unknown>;
 }
 
 export async function deliverResponse(
