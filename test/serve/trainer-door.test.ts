@@ -232,6 +232,16 @@ describe('vcfleet serve for a trainer: fresh, private, bounded, cancellable by s
       if (id === 's7-0') expect(r).toMatchObject({ turns: 3, stop_reason: 'answered', extracted_answer: 'A', judge_model: null });
     }
     for (const a of answers) expect(await (await a).json()).toMatchObject({ mask_sample: true, _ng_failure_terminal: true, weight_version: 'step-7' });
+    // status: one paper table per weight version; the cancelled rollouts left out of it, counted apart.
+    const cancelledRow = (await store.getRow(run.run_id, fleetId('s7-2')))!;
+    const graded = (id: string, version: string, reward: 0 | 1) => ({ ...cancelledRow, rollout_id: id, weight_version: version, reward, failure_kind: null, error: null, judge_verdict: reward ? 'equivalent' as const : 'different' as const });
+    await store.putRow(graded(`${run.run_id}-x1`, 'step-6', 1));
+    await store.putRow(graded(`${run.run_id}-x2`, 'step-7', 1));
+    const versions = (await runStatus(redis, prefix, run.run_id)).by_weight_version!;
+    expect(versions.map((v) => [v.weight_version, v.cancelled, v.paper.rollouts, v.paper.overall.mean])).toEqual([['step-6', 0, 1, 1], ['step-7', 4, 1, 1]]);
+    const shown = await runCli(['status', '--run-id', run.run_id, `++redis_url=${REDIS_URL}`, `++queues.prefix=${prefix}`]);
+    expect(shown.stdout, shown.output).toMatch(/^weight version step-7 \(1 pass, every rollout counted; 4 cancelled, left out\) +100\.0 ± 0\.0$/m);
+    expect(shown.stdout).toMatch(/^weight version step-6 \(1 pass, every rollout counted\) +100\.0 ± 0\.0$/m);
     expect((await pendingOf(run.run_id)).pending).toBe(1);
     expect((await app.request('/rollouts/s8-0?wait=0')).status).toBe(202);
 

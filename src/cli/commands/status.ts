@@ -18,6 +18,15 @@ import { runSettings } from '../../shared/stores/run-store.ts';
 /** The paper's table of the rows so far, with the published rows beside it. */
 function paperText(s: RunStatus, published: readonly PublishedRow[]): string[] {
   if (!s.paper || s.rows === 0) return [];
+  // A serve run: one table per weight version (each step's weights are another policy), cancelled rollouts apart.
+  if (s.by_weight_version) {
+    return s.by_weight_version.flatMap((v) => {
+      const passes = `${v.paper.passes} pass${v.paper.passes === 1 ? '' : 'es'}`;
+      const cancelled = v.cancelled ? `; ${v.cancelled} cancelled, left out` : '';
+      const head = `weight version ${v.weight_version ?? '(none given)'} (${passes}, every rollout counted${cancelled})`;
+      return ['', table(v.paper.rollouts === 0 ? [[head, 'no rollout but cancelled ones']] : paperTableLines(v.paper, head))];
+    });
+  }
   const passes = `${s.paper.passes} pass${s.paper.passes === 1 ? '' : 'es'}`;
   return ['', table([...paperTableLines(s.paper, `paper table (${passes}, every rollout counted)`), ...publishedLines(published)])];
 }
