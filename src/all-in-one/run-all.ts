@@ -20,7 +20,8 @@ import { holdRunSettings, type HoldOptions } from '../ops/asked-settings.ts';
 import { settleWithin } from '../shared/settle-within.ts';
 import { stripCredentials } from '../shared/config/run-settings.ts';
 import { loadOrPrepare } from '../prepare/load-or-prepare.ts';
-import { newRunId, produceRun, resumeRun, type ProduceResult } from '../producer/produce.ts';
+import { newRunId, outputOfNewRun, produceRun, resumeRun, type ProduceResult } from '../producer/produce.ts';
+import { claimOutput } from '../shared/stores/output-claim.ts';
 import { Releasers } from '../shared/releasers.ts';
 import { metricsPathFor, type AggregateMetrics } from '../shared/output/metrics.ts';
 import { resolveOutputPath } from '../shared/output/output-path.ts';
@@ -35,7 +36,7 @@ import { preflightRoles, type RolesPreflight } from '../workers/process-roles.ts
 import { ConfigError } from '../shared/errors.ts';
 import type { InFlightJobs } from '../shared/queue/in-flight-jobs.ts';
 import { watchRun, type WatchStatus } from './run-watch.ts';
-import { vcfleetCommand } from '../shared/text/advice.ts';
+import { shellWord, vcfleetCommand } from '../shared/text/advice.ts';
 
 export interface RunAllOptions {
   config: Config;
@@ -148,6 +149,8 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
     if (existing?.origin === 'serve' && !options.requeued) {
       throw new ConfigError(`run ${existing.run_id} is a \`vcfleet serve\` run, whose tasks come by request: serve it with \`vcfleet serve --run-id ${existing.run_id}\` (--with-workers, or workers started with --run-id)`);
     }
+    // The output file is this run's alone while it lives: a second run naming it is refused here, before anything starts.
+    if (roles.has('results')) await claimOutputOf(config, client, existing, releasers, logger);
     const preflight = runPreflight(options, config, client, existing?.policy_model ?? config.policy_model_name, existing ? runSettings(existing).policy : config.policy);
     let fleet: RunRoles & { run: RunRecord };
     if (roles.size === 0) {
@@ -180,6 +183,15 @@ export async function runAll(options: RunAllOptions): Promise<RunAllResult> {
   } finally {
     await releasers.release().catch(() => undefined); // each failure is logged by the releasers
   }
+}
+
+/** Claim the run's output file (released with the run), or refuse naming the live run that writes it. */
+async function claimOutputOf(config: Config, client: Redis, existing: RunRecord | null, releasers: Releasers, logger: Logger): Promise<void> {
+  const runId = config.run_id!;
+  const file = resolveOutputPath(runId, existing?.output_jsonl_fpath ?? outputOfNewRun(config, runId), config);
+  const otherOutput = shellWord(`++output_jsonl_fpath=${path.join(path.dirname(file), `${runId}.jsonl`)}`);
+  const claim = await claimOutput({ redis: client, prefix: config.queues.prefix, file, runId, companions: [metricsPathFor(file)], otherOutput, logger });
+  releasers.add('release the claim of the output file', () => claim.release());
 }
 
 /** The roles of this process started on the run (produced or resumed first when the sandbox role runs here). */

@@ -27,12 +27,18 @@ function disagreement(m: AggregateMetrics): string {
   return by && (by.judge_only || by.string_match_only) ? `: judge only ${by.judge_only}, string match only ${by.string_match_only}` : '';
 }
 
+/** What the interval resamples, as said beside it: tasks (repeats averaged per task), or rows in metrics of older versions. */
+export function ciLabel(m: Pick<AggregateMetrics, 'ci_unit' | 'ci_tasks' | 'num_repeats'>): string {
+  if (m.ci_unit !== 'task') return '95% CI over rows';
+  return `95% CI over ${m.ci_tasks ?? '?'} tasks${m.num_repeats > 1 ? ', repeats averaged per task' : ''}, bootstrap`;
+}
+
 /** The lines that come from the metrics: means, scored / masked, stop reasons, then accuracy per type. */
 export function metricsRows(m: AggregateMetrics): TableRow[] {
   const ci = m['mean/reward_ci95'];
   const masked = m.num_masked ? ` (${counts(m.masked_by_kind)})` : '';
   const rows: TableRow[] = [
-    ['mean/reward', `${percent(m['mean/reward'])}${ci ? `  [95% CI ${percent(ci[0])} - ${percent(ci[1])}]` : ''}`],
+    ['mean/reward', `${percent(m['mean/reward'])}${ci ? `  [${ciLabel(m)} ${percent(ci[0])} - ${percent(ci[1])}]` : ''}`],
     ['strict/reward', percent(m['strict/reward'])],
     // Old metrics files lack these.
     ...(m['mean/string_match_reward'] !== undefined ? [['string match', `${percent(m['mean/string_match_reward'])}  (judge and string match disagree on ${m.judge_string_match_disagreements ?? 0}${disagreement(m)})`]] : []),
@@ -40,6 +46,7 @@ export function metricsRows(m: AggregateMetrics): TableRow[] {
     ['stop reasons', counts(m.stop_reasons) || '-'],
   ];
   // Old metrics files lack these; a model that learns to provoke the judge, or to send calls of its own, shows here.
+  if (m.judge_cache_hits !== undefined) rows.push(['judge cache', `${m.judge_cache_hits} verdict(s) from the cache (no judge call, no judge tokens)`]);
   if (m.judge_failures && Object.keys(m.judge_failures).length > 0) rows.push(['judge gave no verdict', counts(m.judge_failures)]);
   if (m.judge_no_verdict) rows.push(['judge_no_verdict', `${m.judge_no_verdict} masked: the judge's reply held no verdict (the model's text reaches it; watch for a rise)`]);
   if (m.forged_calls) rows.push(['forged calls', `${m.forged_calls} in ${m.rollouts_with_forged_calls} rollout(s) (never counted)`]);

@@ -38,6 +38,8 @@ export interface AccessPolicy {
   loopbackHostsOnly: boolean;
   /** Peers that need no credentials (`serve.allow_from`); absent: none. */
   allowFrom?: AddressAllowlist;
+  /** Refusals as `{"error": "…"}` JSON, as the rest of an API answers (`vcfleet serve`); default plain text (the dashboard). */
+  jsonErrors?: boolean;
 }
 
 /** Addresses and CIDR blocks (IPv4 or IPv6) that may call without credentials. */
@@ -181,7 +183,12 @@ export function accessGuard(policy: AccessPolicy): MiddlewareHandler {
     } catch (err) {
       // hono's auth and csrf middleware refuse by throwing their response; csrf's is the only 403.
       if (!(err instanceof HTTPException)) throw err;
-      return err.status === 403 ? c.text('cross-origin request refused\n', 403) : err.getResponse();
+      if (err.status === 403) return policy.jsonErrors ? c.json({ error: 'cross-origin request refused' }, 403) : c.text('cross-origin request refused\n', 403);
+      if (!policy.jsonErrors) return err.getResponse();
+      // The challenge header stays; the body says what is missing, as JSON like every other error of the API.
+      const challenge = err.getResponse().headers.get('www-authenticate');
+      if (challenge) c.header('WWW-Authenticate', challenge);
+      return c.json({ error: 'unauthorized: send the credentials this server was started with (Authorization: Bearer <token>, or basic auth)' }, 401);
     }
   };
 }

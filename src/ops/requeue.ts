@@ -33,6 +33,8 @@ export async function retryFailed(redis: Redis, prefix: string, runId: string, s
 /** What rejudge sends back: `judge_failed` rows always; with `rescore`, every row graded by older scoring rules too. */
 export interface RejudgeOptions {
   rescore?: boolean;
+  /** Grade by calls to the judge, never from the verdict cache (`--no-cache`). */
+  noCache?: boolean;
 }
 
 export interface RejudgeSent {
@@ -82,6 +84,7 @@ export async function rejudge(redis: Redis, prefix: string, runId: string, logge
       // A `vcfleet serve` run's tasks are its requests' (kept until their responses expire).
       const job: JobData<'judge'> = { v: 1, run_id: runId, task_id: row.task_id, repeat: row.repeat, rollout_id: row.rollout_id, outcome };
       if (run.origin === 'serve') job.task_source = 'request';
+      if (options.noCache) job.no_cache = true;
       if (why === 'rescore') rescored++;
       batch.push(job);
       if (batch.length >= 100) await send();

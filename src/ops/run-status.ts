@@ -11,6 +11,30 @@ import { readRunProgress } from './run-progress.ts';
 import type { PaperTable } from '../shared/output/paper-table.ts';
 import { ServePending, type PendingCounts } from '../shared/stores/serve-pending.ts';
 import { readStalls, type QueueStalls } from '../shared/queue/stall-record.ts';
+import { PaperTableAccumulator } from '../shared/output/paper-table.ts';
+import { isCancelledError } from '../shared/records/request-task.ts';
+
+/** A serve run's paper table of one weight version: its rows but the cancelled ones (never graded), and how many were cancelled. */
+export interface VersionTable {
+  weight_version: string | null;
+  paper: PaperTable;
+  cancelled: number;
+}
+
+/** A serve run's paper tables, one per weight version (weights of different steps are different policies); cancelled rows left out and counted apart. */
+export async function tablesByWeightVersion(store: RunStore, run: RunRecord): Promise<VersionTable[]> {
+  const byVersion = new Map<string | null, { acc: PaperTableAccumulator; cancelled: number }>();
+  for await (const row of store.scanRows(run.run_id)) {
+    const v = row.weight_version ?? null;
+    let entry = byVersion.get(v);
+    if (!entry) byVersion.set(v, (entry = { acc: new PaperTableAccumulator(), cancelled: 0 }));
+    if (isCancelledError(row.error)) entry.cancelled++;
+    else entry.acc.add(row);
+  }
+  return [...byVersion.entries()]
+    .sort(([a], [b]) => String(a).localeCompare(String(b)))
+    .map(([weight_version, e]) => ({ weight_version, paper: e.acc.result(run.num_repeats), cancelled: e.cancelled }));
+}
 
 export interface RunStatus {
   run: RunRecord;
@@ -22,6 +46,8 @@ export interface RunStatus {
   paper: PaperTable | null;
   masked: Record<string, number>;
   stop_reasons: Record<string, number>;
+  /** Verdicts served from the judge cache (no judge call) among the rows. */
+  judge_cache_hits: number;
   /** Warnings about the run (a policy server that never answers, sandboxes without their limits). */
   warnings: string[];
   /** Jobs of this run by queue and state (completed jobs are trimmed; their rows count instead). */
@@ -40,6 +66,8 @@ export interface RunStatus {
   reconciled: ReconcileReport | null;
   /** A `vcfleet serve` run's requests accepted and not finished, their image bytes, and those refused for its bounds; null for other runs. */
   serve: PendingCounts | null;
+  /** A serve run's paper tables, one per weight version, cancelled rollouts left out (counted apart); null for other runs. */
+  by_weight_version: VersionTable[] | null;
   /** Workers of the fleet (its prefix) that sat idle with jobs waiting and were recovered by their queue watchdog, per queue. */
   stalls: QueueStalls[];
 }
@@ -58,12 +86,13 @@ export async function runStatus(redis: Redis, prefix: string, runId: string, now
   const warnings = [...(silence ? [silence] : []), ...fleet.live.flatMap((w) => w.notices)];
   return {
     run, rows: p.num_rollouts, scored: p.num_scored, correct: p.num_correct, accuracy: p.accuracy, paper: p.paper ?? null,
-    masked: p.masked_by_kind, stop_reasons: p.stop_reasons, warnings, jobs: jobs.counts, pending, complete: p.complete && pending === 0,
+    masked: p.masked_by_kind, stop_reasons: p.stop_reasons, judge_cache_hits: p.judge_cache_hits, warnings, jobs: jobs.counts, pending, complete: p.complete && pending === 0,
     output: await store.getOutputLocation(runId),
     workers: { live: fleet.live, stale },
     policy_pace: await readPolicyPace(redis, prefix, now, new Set(fleet.live.map((w) => w.id))),
     reconciled: await lastReconcile(redis, prefix, runId),
     serve: record.origin === 'serve' ? await new ServePending(redis, prefix).counts(runId) : null,
+    by_weight_version: record.origin === 'serve' ? await tablesByWeightVersion(store, record) : null,
     stalls: await readStalls(redis, prefix),
   };
 }

@@ -54,6 +54,11 @@ export function newRunId(benchmark: string, now = new Date()): string {
   return `${benchmark.replace(/_/g, '-')}-${stamp}-${randomBytes(2).toString('hex')}`;
 }
 
+/** Where a new run's rows go: the configured JSONL, or `results/<run id>.jsonl` under the results host's output root. */
+export function outputOfNewRun(config: Pick<Config, 'output_jsonl_fpath'>, runId: string): string {
+  return config.output_jsonl_fpath ?? `results/${runId}.jsonl`;
+}
+
 function runRecord(config: Config, runId: string, tasks: readonly PreparedTask[], ownQueues: boolean, origin: RunOrigin): RunRecord {
   return {
     run_id: runId,
@@ -62,7 +67,7 @@ function runRecord(config: Config, runId: string, tasks: readonly PreparedTask[]
     num_tasks: tasks.length,
     num_repeats: config.num_repeats,
     total: tasks.length * config.num_repeats,
-    output_jsonl_fpath: config.output_jsonl_fpath ?? `results/${runId}.jsonl`,
+    output_jsonl_fpath: outputOfNewRun(config, runId),
     policy_model: config.policy_model_name,
     judge_model: config.visual_coding_opencode_judge_model_name,
     settings: runSettingsFrom(config),

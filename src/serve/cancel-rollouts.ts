@@ -38,7 +38,7 @@ export interface CancelReport {
 }
 
 /** Cancel these pending rollouts (fleet rollout ids with their repeat), in a few round trips however many. */
-export async function cancelRollouts(deps: CancelDeps, rolloutIds: readonly string[]): Promise<CancelReport> {
+export async function cancelRollouts(deps: CancelDeps, rolloutIds: readonly string[], error: string = CANCELLED_ERROR): Promise<CancelReport> {
   const report: CancelReport = { fromRolloutQueue: [], fromJudgeQueue: [] };
   if (rolloutIds.length === 0) return report;
   const runId = deps.run.run_id;
@@ -67,7 +67,7 @@ export async function cancelRollouts(deps: CancelDeps, rolloutIds: readonly stri
   for (const m of made) {
     const record = await deps.requests.findTask(runId, m.rolloutId);
     if (!record) continue;
-    const row = buildRow(rowContext(deps.run, record.task, { rollout_id: m.rolloutId, repeat: m.repeat }, record), m.outcome, { kind: 'masked', failure: 'infra_failed', error: CANCELLED_ERROR });
+    const row = buildRow(rowContext(deps.run, record.task, { rollout_id: m.rolloutId, repeat: m.repeat }, record), m.outcome, { kind: 'masked', failure: 'infra_failed', error });
     rows.push({ v: 1, row });
   }
   if (rows.length) await enqueueBulk('results', deps.results, rows);

@@ -11,7 +11,7 @@ import { enqueue, openQueue, type RolloutJob } from '../shared/queue/registry.ts
 import { RequestStore } from '../shared/stores/request-store.ts';
 import { RequestIds, type RequestIdentity } from '../shared/stores/request-ids.ts';
 import { checkVersion, refuseOther } from './rollout-identity.ts';
-import { encodeRecord, type RequestResponse } from '../shared/records/request-task.ts';
+import { cancelledByVersionError, encodeRecord, type RequestResponse } from '../shared/records/request-task.ts';
 import { cancelRollouts } from './cancel-rollouts.ts';
 import { RunStore, type RunRecord } from '../shared/stores/run-store.ts';
 import { RequestRefused, type ParsedRun } from './gym-request.ts';
@@ -271,19 +271,21 @@ export class RolloutService {
    */
   async cancelMany(which: { ids?: readonly string[]; weightVersion?: string }): Promise<{ cancelled: string[]; done: string[]; unknown: string[] }> {
     const out = { cancelled: [] as string[], done: [] as string[], unknown: [] as string[] };
-    const targets: Array<{ rolloutId: string; ngRolloutId: string }> = [];
+    const ofVersion = new Map<string, { rolloutId: string; ngRolloutId: string }>();
+    const byId = new Map<string, { rolloutId: string; ngRolloutId: string }>();
     if (which.weightVersion !== undefined) {
-      for (const e of await this.requests.pending.entries(this.runId)) if (e.weightVersion === which.weightVersion) targets.push(e);
+      for (const e of await this.requests.pending.entries(this.runId)) if (e.weightVersion === which.weightVersion) ofVersion.set(e.rolloutId, e);
     }
     for (const id of which.ids ?? []) {
       const state = await this.state(id);
       if (state === null) out.unknown.push(id);
       else if (state.state !== 'pending') out.done.push(id);
-      else targets.push({ rolloutId: state.rolloutId, ngRolloutId: id });
+      else if (!ofVersion.has(state.rolloutId)) byId.set(state.rolloutId, { rolloutId: state.rolloutId, ngRolloutId: id });
     }
-    const unique = [...new Map(targets.map((t) => [t.rolloutId, t])).values()];
-    await cancelRollouts(this.cancelDeps(), unique.map((t) => t.rolloutId));
-    out.cancelled = unique.map((t) => t.ngRolloutId);
+    // The rows of those cancelled with their weight version say so; those named by id, as a DELETE would.
+    if (ofVersion.size) await cancelRollouts(this.cancelDeps(), [...ofVersion.keys()], cancelledByVersionError(which.weightVersion!));
+    await cancelRollouts(this.cancelDeps(), [...byId.keys()]);
+    out.cancelled = [...ofVersion.values(), ...byId.values()].map((t) => t.ngRolloutId);
     return out;
   }
 

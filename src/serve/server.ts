@@ -68,7 +68,7 @@ export function buildServeApp(deps: ServeDeps): Hono {
   const credentials = { user: d.user, password: d.password, token: d.token };
   const policy = accessPolicy(s.host, credentials, false);
   // With credentials set, reads need them too, loopback included: transcripts and gold answers are the clients' own.
-  app.use('*', accessGuard({ ...policy, authForReads: policy.authForReads || hasCredentials(credentials), allowFrom: addressAllowlist(s.allow_from) }));
+  app.use('*', accessGuard({ ...policy, authForReads: policy.authForReads || hasCredentials(credentials), allowFrom: addressAllowlist(s.allow_from), jsonErrors: true }));
   app.onError((err, c) => {
     if (err instanceof RequestRefused) {
       if (err.retryAfterS !== undefined) c.header('Retry-After', String(err.retryAfterS));

@@ -91,12 +91,12 @@ describe('the paper table (pure)', () => {
 describe('the published rows', () => {
   it('ships the paper\'s rows, reads a user\'s extended copy, and names a bad file and its key', () => {
     const shipped = readPublishedResults();
-    expect(shipped[0]).toEqual({ name: 'Human adults', overall: 94.1 });
+    expect(shipped[0]).toEqual({ kind: 'no_tool', name: 'Human adults', overall: 94.1 });
     expect(shipped.map((r) => r.overall)).toEqual([94.1, 49.7, 34.4, 30.2, 19.2, 16.2, 14.2]);
     const dir = createTmpDir();
     const mine = path.join(dir, 'mine.yaml');
     writeFileSync(mine, `${readFileSync(DEFAULT_PUBLISHED_RESULTS, 'utf8')}  - name: Our model v2\n    overall: 41.3\n`);
-    expect(readPublishedResults(mine).at(-1)).toEqual({ name: 'Our model v2', overall: 41.3 });
+    expect(readPublishedResults(mine).at(-1)).toEqual({ kind: 'no_tool', name: 'Our model v2', overall: 41.3 });
     const bad = path.join(dir, 'bad.yaml');
     writeFileSync(bad, 'rows:\n  - name: X\n    overall: 140\n');
     expect(() => readPublishedResults(bad)).toThrow(`${bad} (report.published_results): rows.0.overall:`);

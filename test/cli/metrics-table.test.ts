@@ -23,7 +23,7 @@ describe('metricsRows', () => {
     expect(mine).toContainEqual(['scored / masked', '3 / 1 (judge_failed 1)']);
     expect(mine).toContainEqual(['  Tracking', '50.0% (2 scored)']);
     // The paper's table: every rollout of the pass counted (the masked one as wrong): 1 of 4.
-    expect(mine).toContainEqual(['paper table (1 pass)', '25.0 ± 0.0']);
+    expect(mine).toContainEqual(['paper table (1 pass)', '25.0 ± 0.0  (1 of 4 rollouts masked, counted wrong)']);
   });
 
   it('writes durations as seconds, minutes or hours', () => {

@@ -86,7 +86,12 @@ describe('vcfleet serve: bad input, pending, cancel before start', () => {
     const guarded = buildServeApp({ config, logger, service });
     const bad = gymRow('q', 'A', {}, []);
     const req = (headers: Record<string, string>) => guarded.request('/run', { method: 'POST', body: JSON.stringify(bad), headers: { 'content-type': 'application/json', ...headers } });
-    expect((await req({})).status).toBe(401);
+    const refused = await req({});
+    expect(refused.status).toBe(401);
+    // JSON like every other error of serve, the challenge header kept.
+    expect(refused.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(((await refused.json()) as { error: string }).error).toMatch(/^unauthorized: send the credentials/);
+    expect(refused.headers.get('www-authenticate')).toBeTruthy();
     expect((await req({ authorization: 'Bearer wrong-token' })).status).toBe(401);
     expect((await guarded.request('/rollouts/x?wait=0')).status).toBe(401);
     // With the token the request reaches the check of its body.

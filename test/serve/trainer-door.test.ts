@@ -14,7 +14,7 @@ import { loadConfig, type Config } from '../../src/shared/config/load.ts';
 import { createLogger } from '../../src/shared/logger.ts';
 import { createRedis, type Redis } from '../../src/shared/redis/connect.ts';
 import { enqueue, openQueue } from '../../src/shared/queue/registry.ts';
-import { CANCELLED_ERROR } from '../../src/shared/records/request-task.ts';
+import { cancelledByVersionError, CANCELLED_ERROR } from '../../src/shared/records/request-task.ts';
 import { RolloutOutcomeSchema } from '../../src/shared/records/rollout-outcome.ts';
 import { RunStore } from '../../src/shared/stores/run-store.ts';
 import { ServePending } from '../../src/shared/stores/serve-pending.ts';
@@ -226,11 +226,22 @@ describe('vcfleet serve for a trainer: fresh, private, bounded, cancellable by s
     const store = new RunStore(redis, prefix);
     for (const id of ['s7-0', 's7-1', 's7-2', 's7-3']) {
       const r = await waitFor(`the row of ${id}`, () => store.getRow(run.run_id, fleetId(id)).then((x) => x ?? undefined), 10_000, 50);
-      expect(r).toMatchObject({ failure_kind: 'infra_failed', error: CANCELLED_ERROR, reward: null, judge_verdict: null, weight_version: 'step-7' });
+      expect(r).toMatchObject({ failure_kind: 'infra_failed', error: cancelledByVersionError('step-7'), reward: null, judge_verdict: null, weight_version: 'step-7' });
+      expect(r!.error).toBe('cancelled with the pending rollouts of weight version "step-7" (POST /cancel {"weight_version": …}): not scored');
       // The judged ones keep what their session did; they were never graded.
       if (id === 's7-0') expect(r).toMatchObject({ turns: 3, stop_reason: 'answered', extracted_answer: 'A', judge_model: null });
     }
     for (const a of answers) expect(await (await a).json()).toMatchObject({ mask_sample: true, _ng_failure_terminal: true, weight_version: 'step-7' });
+    // status: one paper table per weight version; the cancelled rollouts left out of it, counted apart.
+    const cancelledRow = (await store.getRow(run.run_id, fleetId('s7-2')))!;
+    const graded = (id: string, version: string, reward: 0 | 1) => ({ ...cancelledRow, rollout_id: id, weight_version: version, reward, failure_kind: null, error: null, judge_verdict: reward ? 'equivalent' as const : 'different' as const });
+    await store.putRow(graded(`${run.run_id}-x1`, 'step-6', 1));
+    await store.putRow(graded(`${run.run_id}-x2`, 'step-7', 1));
+    const versions = (await runStatus(redis, prefix, run.run_id)).by_weight_version!;
+    expect(versions.map((v) => [v.weight_version, v.cancelled, v.paper.rollouts, v.paper.overall.mean])).toEqual([['step-6', 0, 1, 1], ['step-7', 4, 1, 1]]);
+    const shown = await runCli(['status', '--run-id', run.run_id, `++redis_url=${REDIS_URL}`, `++queues.prefix=${prefix}`]);
+    expect(shown.stdout, shown.output).toMatch(/^weight version step-7 \(1 pass, every rollout counted; 4 cancelled, left out\) +100\.0 ± 0\.0$/m);
+    expect(shown.stdout).toMatch(/^weight version step-6 \(1 pass, every rollout counted\) +100\.0 ± 0\.0$/m);
     expect((await pendingOf(run.run_id)).pending).toBe(1);
     expect((await app.request('/rollouts/s8-0?wait=0')).status).toBe(202);
 

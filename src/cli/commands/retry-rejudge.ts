@@ -33,6 +33,8 @@ interface RequeueOpts {
   wait: boolean;
   /** rejudge: also grade again every row graded by older scoring rules. */
   rescore?: boolean;
+  /** rejudge: commander's `--no-cache`: false when given (grade by calls to the judge, never from its cache). */
+  cache?: boolean;
 }
 
 /** The roles that finish requeued jobs: each stage's, and every stage's after it (a rollout goes on to the judge and the results). */
@@ -57,7 +59,7 @@ async function sendBack(kind: Kind, opts: RequeueOpts, { config, logger }: Comma
     const total = QUEUE_NAMES.reduce((n, q) => n + jobs[q], 0);
     return { text: `requeued ${total} failed job(s) of run ${runId} (${jobsText(jobs)})`, jobs };
   }
-  const { sent, rescored, missing } = await rejudge(redis, config.queues.prefix, runId, logger, config.queues, { rescore: opts.rescore });
+  const { sent, rescored, missing } = await rejudge(redis, config.queues.prefix, runId, logger, config.queues, { rescore: opts.rescore, noCache: opts.cache === false });
   const note = missing ? `; ${missing} had no kept outcome (retry them with \`${vcfleetCommand(`retry --run-id ${runId} --stage rollout`)}\`)` : '';
   const what = opts.rescore ? `${sent} row(s) (${sent - rescored} judge_failed, ${rescored} graded by older scoring rules)` : `${sent} judge_failed row(s)`;
   return { text: `sent ${what} of run ${runId} back to the judge${note}`, jobs: { ...byStage(() => 0), judge: sent } };
@@ -93,7 +95,7 @@ async function requeueAndFinish(kind: Kind, opts: RequeueOpts, cli: Cli): Promis
       return;
     }
     // What finishes the work later, with this invocation's locating settings (the printed advice must work as written).
-    const finishWith = vcfleetCommand(`${kind} --run-id ${opts.runId}${opts.rescore ? ' --rescore' : ''}`);
+    const finishWith = vcfleetCommand(`${kind} --run-id ${opts.runId}${opts.rescore ? ' --rescore' : ''}${opts.cache === false ? ' --no-cache' : ''}`);
     if (!opts.wait) {
       const who = served && here.size === 0 ? `live workers pick them up now (${served})` : `no worker serves ${[...here].join(', ')} of this run: start one (${howToServe(run)}), or finish it with \`${finishWith}\``;
       process.stdout.write(`${sent.text}; ${who}\n`);
@@ -138,6 +140,7 @@ export function registerRequeue(program: Command, cli: Cli): void {
     .description('send the judge_failed rows of a run back to the judge (the agent is not run again) and wait for the new gradings')
     .requiredOption('--run-id <id>', 'the run')
     .option('--rescore', "also grade again, by today's scoring rules, every row graded by older ones (from the kept response text)")
+    .option('--no-cache', "grade by calls to the judge, never from its verdict cache (whatever the run's judge.cache)")
     .option('--no-wait', 'only enqueue; do not wait for the rows or run any role here')
     .option('--config <path>', 'config YAML')
     .addHelpText('after', exitCodes)

@@ -14,10 +14,20 @@ import { vcfleetCommand } from '../../shared/text/advice.ts';
 import { paperTableLines } from '../../shared/output/paper-table.ts';
 import { publishedLines, readPublishedResults, type PublishedRow } from '../../shared/output/published-results.ts';
 import { stallsLine } from '../../shared/queue/stall-record.ts';
+import { runSettings } from '../../shared/stores/run-store.ts';
 
 /** The paper's table of the rows so far, with the published rows beside it. */
 function paperText(s: RunStatus, published: readonly PublishedRow[]): string[] {
   if (!s.paper || s.rows === 0) return [];
+  // A serve run: one table per weight version (each step's weights are another policy), cancelled rollouts apart.
+  if (s.by_weight_version) {
+    return s.by_weight_version.flatMap((v) => {
+      const passes = `${v.paper.passes} pass${v.paper.passes === 1 ? '' : 'es'}`;
+      const cancelled = v.cancelled ? `; ${v.cancelled} cancelled, left out` : '';
+      const head = `weight version ${v.weight_version ?? '(none given)'} (${passes}, every rollout counted${cancelled})`;
+      return ['', table(v.paper.rollouts === 0 ? [[head, 'no rollout but cancelled ones']] : paperTableLines(v.paper, head))];
+    });
+  }
   const passes = `${s.paper.passes} pass${s.paper.passes === 1 ? '' : 'es'}`;
   return ['', table([...paperTableLines(s.paper, `paper table (${passes}, every rollout counted)`), ...publishedLines(published)])];
 }
@@ -34,6 +44,7 @@ function formatStatus(s: RunStatus, published: readonly PublishedRow[] = []): st
     `rows ${s.rows}/${s.run.total}${s.complete ? ' (complete)' : s.pending ? `; ${s.pending} job(s) still waiting or running` : ''}; scored ${s.scored}, correct ${s.correct}, accuracy ${acc}`,
     `masked: ${masked}`,
     `stop reasons: ${stops}`,
+    `judge cache: ${s.judge_cache_hits} verdict(s) from the cache, no judge call (the run's judge.cache=${runJudgeCache(s)})`,
     ...paperText(s, published),
     ...s.warnings.map((w) => `WARNING: ${w}`),
     s.output ? `output: ${s.output.path} on host ${s.output.host} (results consumer ${s.output.worker ?? '?'})` : `output: ${s.run.output_jsonl_fpath} (not opened yet: the results consumer resolves it under its own output_root)`,
@@ -46,6 +57,11 @@ function formatStatus(s: RunStatus, published: readonly PublishedRow[] = []): st
     '',
     jobs,
   ].join('\n');
+}
+
+/** The run's `judge.cache` setting. */
+function runJudgeCache(s: RunStatus): boolean {
+  return runSettings(s.run).judge.cache;
 }
 
 /** A serve run's bound: requests pending now and those refused for it. */

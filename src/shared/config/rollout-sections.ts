@@ -185,8 +185,12 @@ export const JudgeSchema = z
     rate_limit_per_s: z.number().positive().default(10),
     /** Judge calls in flight per judge-worker process. */
     concurrency: positiveInt.default(8),
-    /** Cache verdicts by judge model and prompt, so repeats and rejudges never pay twice. */
-    cache: z.boolean().default(true),
+    /**
+     * Grade from the verdict cache what was graded before by the same judge (model, endpoint, prompt,
+     * question, gold, answer), so repeats and rejudges never pay twice; each such verdict is counted
+     * (`judge_cache_hits`). A run setting: the run's own choice, whichever host grades it.
+     */
+    cache: runSetting(z.boolean().default(true)),
     temperature: runSetting(z.number().min(0).default(0)),
     max_tokens: runSetting(positiveInt.default(1024)),
     /**

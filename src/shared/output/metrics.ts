@@ -3,8 +3,10 @@
  *
  * - `mean/reward`: mean over rows that are not masked (the headline).
  * - `strict/reward`: masked rows counted as 0, comparable with leaderboards.
- * - `mean/reward_ci95`: 95% percentile bootstrap interval of `mean/reward`, read exactly off the
- *   binomial distribution that resampling 0/1 rewards follows.
+ * - `mean/reward_ci95`: 95% percentile bootstrap interval of `mean/reward` over tasks (`ci_unit:
+ *   "task"`, `ci_tasks` of them): each task's scored repeats averaged, tasks resampled, as `compare`
+ *   does (paired-stats.ts: exact, or 20,000 seeded resamples past its size); with one repeat this is
+ *   the binomial interval of the rows.
  * - `mean/string_match_reward`: the mean `string_match_reward` over the same rows as `mean/reward`
  *   (the reference's judge-free grade, a diagnostic); `judge_string_match_disagreements`: scored rows
  *   that one grade gives 1 and the other 0 (by direction in `..._by`): a judge that the model's text
@@ -16,23 +18,24 @@
 import { isMasked, isScored, type Row } from '../records/rows.ts';
 import { PaperTableAccumulator, type PaperTable } from './paper-table.ts';
 import { costOf, type CostUsd, type Pricing, type TokenTotals } from './run-cost.ts';
-import { binomialCi95, passAtK } from './stats.ts';
+import { passAtK } from './stats.ts';
 import { outputFiles } from './output-files.ts';
+import { pairedBootstrapCi95 } from './paired-stats.ts';
 
 export { binomialCi95, bootstrapCi95, passAtK } from './stats.ts';
 
 export type MetricRow = Pick<
   Row,
   'task_id' | 'repeat' | 'type' | 'subtype' | 'reward' | 'failure_kind' | 'stop_reason' | 'turns' | 'tool_calls' | 'input_tokens' | 'output_tokens' | 'wall_s'
-> & Partial<Pick<Row, 'judge_failure' | 'forged_calls' | 'string_match_reward' | 'judge_input_tokens' | 'judge_output_tokens'>>;
+> & Partial<Pick<Row, 'judge_failure' | 'forged_calls' | 'string_match_reward' | 'judge_input_tokens' | 'judge_output_tokens' | 'judge_cached'>>;
 
 /** The fields of a row the metrics count, and nothing else (what a tally keeps of each rollout). */
 export function metricRowOf(row: MetricRow): MetricRow {
   const { task_id, repeat, type, subtype, reward, failure_kind, stop_reason, turns, tool_calls, input_tokens, output_tokens, wall_s } = row;
-  const { judge_failure, forged_calls, string_match_reward, judge_input_tokens, judge_output_tokens } = row;
+  const { judge_failure, forged_calls, string_match_reward, judge_input_tokens, judge_output_tokens, judge_cached } = row;
   return {
     task_id, repeat, type, subtype, reward, failure_kind, stop_reason, turns, tool_calls, input_tokens, output_tokens, wall_s,
-    judge_failure, forged_calls, string_match_reward, judge_input_tokens, judge_output_tokens,
+    judge_failure, forged_calls, string_match_reward, judge_input_tokens, judge_output_tokens, judge_cached,
   };
 }
 
@@ -46,6 +49,10 @@ export interface AggregateMetrics {
   'mean/reward': number | null;
   'strict/reward': number | null;
   'mean/reward_ci95': [number, number] | null;
+  /** What `mean/reward_ci95` resamples: tasks (each the mean of its scored repeats); absent in metrics of older versions, whose interval resampled rows. */
+  ci_unit?: 'task';
+  /** The tasks it resamples (those with a scored row). */
+  ci_tasks?: number;
   /** Mean string-match grade over the scored rows (null when none); absent in metrics of older versions. */
   'mean/string_match_reward'?: number | null;
   /** Scored rows one grade gives 1 and the other 0; absent in metrics of older versions. */
@@ -67,6 +74,8 @@ export interface AggregateMetrics {
    * shows; absent in metrics of older versions.
    */
   judge_no_verdict?: number;
+  /** Verdicts served from the judge cache (no call, 0 judge tokens) rather than by the judge; absent in metrics of older versions. */
+  judge_cache_hits?: number;
   /** Rollouts in which something the model ran sent chat calls of its own (forged calls), and those calls. */
   rollouts_with_forged_calls: number;
   forged_calls: number;
@@ -141,6 +150,8 @@ export type TallyCounts = Pick<AggregateMetrics, 'num_rollouts' | 'num_scored' |
   silent_timeouts: number;
   /** Rows with at least one answered policy call. */
   answered_calls: number;
+  /** Verdicts served from the judge cache. */
+  judge_cache_hits: number;
 };
 
 /**
@@ -166,6 +177,7 @@ export class MetricsAccumulator {
   private stringMatch = { sum: 0, judgeOnly: 0, stringOnly: 0 };
   private readonly paper = new PaperTableAccumulator();
   private readonly judgeTokens = { input: 0, output: 0 };
+  private judgeCacheHits = 0;
 
   add(row: MetricRow): void {
     this.apply(row, 1);
@@ -204,6 +216,7 @@ export class MetricsAccumulator {
     else this.paper.remove(row);
     this.judgeTokens.input += sign * (row.judge_input_tokens ?? 0);
     this.judgeTokens.output += sign * (row.judge_output_tokens ?? 0);
+    if (row.judge_cached) this.judgeCacheHits += sign;
   }
 
   get size(): number {
@@ -215,7 +228,7 @@ export class MetricsAccumulator {
     return {
       num_rollouts: this.rollouts, num_scored: this.all.scored, num_correct: this.all.correct, num_masked: this.rollouts - this.all.scored,
       masked_by_kind: Object.fromEntries(this.masked), stop_reasons: Object.fromEntries(this.stops),
-      silent_timeouts: this.silentTimeouts, answered_calls: this.answeredCalls,
+      silent_timeouts: this.silentTimeouts, answered_calls: this.answeredCalls, judge_cache_hits: this.judgeCacheHits,
     };
   }
 
@@ -224,10 +237,14 @@ export class MetricsAccumulator {
     const n = this.rollouts;
     const tokens: TokenTotals = { policy: { input: this.sums.input_tokens, output: this.sums.output_tokens }, judge: { ...this.judgeTokens } };
     const cost = costOf(tokens, pricing);
+    // One unit for the interval, as `compare` resamples: tasks, each the mean of its scored repeats.
+    const taskMeans = [...this.byTask.values()].filter((t) => t.scored > 0).map((t) => t.correct / t.scored);
     const base: AggregateMetrics = {
       'mean/reward': round(ratio(this.all.correct, this.all.scored)),
       'strict/reward': round(ratio(this.all.correct, n)),
-      'mean/reward_ci95': binomialCi95(this.all.scored, this.all.correct),
+      'mean/reward_ci95': pairedBootstrapCi95(taskMeans),
+      ci_unit: 'task',
+      ci_tasks: taskMeans.length,
       'mean/string_match_reward': round(ratio(this.stringMatch.sum, this.all.scored)),
       judge_string_match_disagreements: this.stringMatch.judgeOnly + this.stringMatch.stringOnly,
       judge_string_match_disagreements_by: { judge_only: this.stringMatch.judgeOnly, string_match_only: this.stringMatch.stringOnly },
@@ -237,6 +254,7 @@ export class MetricsAccumulator {
       masked_by_kind: Object.fromEntries(this.masked),
       judge_failures: Object.fromEntries(this.judgeFailures),
       judge_no_verdict: this.judgeFailures.get('no_verdict') ?? 0,
+      judge_cache_hits: this.judgeCacheHits,
       rollouts_with_forged_calls: this.forged.rollouts,
       forged_calls: this.forged.calls,
       stop_reasons: Object.fromEntries(this.stops),

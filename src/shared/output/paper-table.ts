@@ -19,6 +19,9 @@ export interface PaperTable {
   overall: PaperCell;
   by_type: Record<string, PaperCell>;
   by_subtype: Record<string, PaperCell>;
+  /** Rollouts in the table, and those of them masked (counted wrong); absent in metrics of older versions. */
+  rollouts?: number;
+  masked?: number;
 }
 
 /** What the table needs of a row. */
@@ -53,6 +56,7 @@ const correct = (row: PaperRow): boolean => row.reward === 1 && row.failure_kind
 export class PaperTableAccumulator {
   /** `group` -> `repeat` -> counts; groups are `""` (overall), `t:<type>`, `s:<subtype>`. */
   private readonly counts = new Map<string, Map<number, PassCount>>();
+  private readonly all = { rollouts: 0, masked: 0 };
 
   add(row: PaperRow): void {
     this.apply(row, 1);
@@ -63,6 +67,8 @@ export class PaperTableAccumulator {
   }
 
   private apply(row: PaperRow, sign: 1 | -1): void {
+    this.all.rollouts += sign;
+    if (row.failure_kind !== null) this.all.masked += sign;
     for (const group of ['', `t:${row.type}`, `s:${row.subtype}`]) {
       let passes = this.counts.get(group);
       if (!passes) this.counts.set(group, (passes = new Map()));
@@ -90,7 +96,7 @@ export class PaperTableAccumulator {
       const names = [...this.counts.keys()].filter((g) => g.startsWith(prefix)).map((g) => g.slice(prefix.length));
       return Object.fromEntries(names.sort((a, b) => a.localeCompare(b)).map((n) => [n, cell(prefix + n)]));
     };
-    return { passes: seen, overall: cell(''), by_type: groups('t:'), by_subtype: groups('s:') };
+    return { passes: seen, overall: cell(''), by_type: groups('t:'), by_subtype: groups('s:'), rollouts: this.all.rollouts, masked: this.all.masked };
   }
 }
 
@@ -107,13 +113,21 @@ export function paperCellText(cell: Pick<PaperCell, 'mean' | 'std'> | undefined)
   return `${(100 * cell.mean).toFixed(1)} ± ${(100 * (cell.std ?? 0)).toFixed(1)}`;
 }
 
+/** What the overall line says of masked rollouts (counted wrong): every one masked is no score at all. */
+function maskedNote(t: Pick<PaperTable, 'rollouts' | 'masked'>): string {
+  const { rollouts = 0, masked = 0 } = t;
+  if (rollouts === 0 || masked === 0) return '';
+  if (masked === rollouts) return `  (every rollout masked, all ${rollouts}: nothing was scored, this is no score)`;
+  return `  (${masked} of ${rollouts} rollouts masked, counted wrong)`;
+}
+
 /**
  * The table as lines of label and value: overall, the types, then the subtypes (indented), as the
  * paper orders them. `label` names the first line (the policy model, say).
  */
 export function paperTableLines(t: PaperTable, label = 'overall'): Array<[string, string]> {
   return [
-    [label, paperCellText(t.overall)],
+    [label, `${paperCellText(t.overall)}${maskedNote(t)}`],
     ...Object.entries(t.by_type).map(([k, c]): [string, string] => [`  ${k}`, paperCellText(c)]),
     ...Object.entries(t.by_subtype).map(([k, c]): [string, string] => [`    ${k}`, paperCellText(c)]),
   ];

@@ -41,6 +41,8 @@ export type JudgeResult = (
   | { status: 'failed'; reason: string; kind?: 'no_verdict' | 'unavailable' }
 ) & {
   asked?: JudgeAsked;
+  /** The judge model as its server reported it in its reply (`model`), or as it did for the cached verdict; absent when it did not say. */
+  servedModel?: string;
   /** The tokens the judge's replies counted for this grading (0 and 0 for a cached verdict); absent when the judge does not say. */
   usage?: JudgeUsage;
 };

@@ -46,6 +46,8 @@ export const JudgeJobSchema = z.object({
   /** The rollout's outcome (rollout-outcome.ts; every field but the stop reason defaults, so old jobs still parse). */
   outcome: RolloutOutcomeSchema,
   task_source: TaskSourceSchema.optional(),
+  /** Grade by a call to the judge, never from the verdict cache (`vcfleet rejudge --no-cache`), whatever the run's `judge.cache`. */
+  no_cache: z.boolean().optional(),
 });
 export type JudgeJob = z.infer<typeof JudgeJobSchema>;
 

@@ -18,6 +18,17 @@ export type RequestImageMime = (typeof REQUEST_IMAGE_MIMES)[number];
 /** The error of a rollout cancelled by its client (`DELETE /rollouts/{id}`): its row is masked, never scored. */
 export const CANCELLED_ERROR = 'cancelled by its client (DELETE /rollouts/{id}): not scored';
 
+const BY_VERSION = 'cancelled with the pending rollouts of weight version ';
+/** The error of a rollout cancelled with the stragglers of its weight version (`POST /cancel {"weight_version": …}`). */
+export function cancelledByVersionError(weightVersion: string): string {
+  return `${BY_VERSION}${JSON.stringify(weightVersion)} (POST /cancel {"weight_version": …}): not scored`;
+}
+
+/** Whether a row's error says its rollout was cancelled (by its id or with its weight version). */
+export function isCancelledError(error: string | null): boolean {
+  return error === CANCELLED_ERROR || (error !== null && error.startsWith(BY_VERSION));
+}
+
 /** The largest gzipped record kept per rollout (a request or a response), in bytes; an inflated one past it is refused. */
 export const MAX_RECORD_BYTES = 512 * 1024 * 1024;
 

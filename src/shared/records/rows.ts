@@ -78,6 +78,8 @@ const GradingSchema = z.object({
   judge_input_tokens: z.number().int().min(0).default(0),
   /** Tokens of the judge's replies (`usage.completion_tokens`); 0 as `judge_input_tokens`. */
   judge_output_tokens: z.number().int().min(0).default(0),
+  /** The verdict came from the judge cache (judge-cache.ts: same judge, prompt and answer graded before), not from a call; false for a row older than the field. */
+  judge_cached: z.boolean().default(false),
 });
 
 const RowObjectSchema = IdentitySchema.extend(RowOutcomeSchema.shape).extend(GradingSchema.shape);
@@ -131,7 +133,7 @@ export interface RowContext {
 }
 
 export type Grading =
-  | { kind: 'scored'; verdict: NonNullable<Row['judge_verdict']>; reason: string; reward: 0 | 1 }
+  | { kind: 'scored'; verdict: NonNullable<Row['judge_verdict']>; reason: string; reward: 0 | 1; cached?: boolean }
   /** 0 without a judge call: the run did not complete, or left no text (scoring/rules.ts `gradingPlan`). */
   | { kind: 'unanswered' }
   /** The rollout's own content made the judge refuse to grade it (its context length, a content filter): 0, never masked. */
@@ -182,6 +184,7 @@ export function buildRow(ctx: RowContext, outcome: RolloutOutcome | null, gradin
     error: grading.kind === 'masked' || grading.kind === 'refused' ? grading.error : (outcome?.error ?? null),
     judge_input_tokens: judgeUsage?.input_tokens ?? 0,
     judge_output_tokens: judgeUsage?.output_tokens ?? 0,
+    judge_cached: grading.kind === 'scored' && grading.cached === true,
     finished_at: new Date().toISOString(),
   });
 }

@@ -40,6 +40,8 @@ export interface FleetKeys {
   serveRefused(runId: string): string;
   /** The runs that ever had a pending `vcfleet serve` request (Prometheus reads their counts). */
   serveRuns(): string;
+  /** The live run that writes an output file, by the file's absolute path (output-claim.ts). */
+  outputClaim(file: string): string;
 }
 
 export function fleetKeys(prefix: string): FleetKeys {
@@ -65,6 +67,7 @@ export function fleetKeys(prefix: string): FleetKeys {
     servePendingBytes: (id) => `${prefix}:run:${id}:serve-pending-bytes`,
     serveRefused: (id) => `${prefix}:run:${id}:serve-refused`,
     serveRuns: () => `${prefix}:serve-runs`,
+    outputClaim: (file) => `${prefix}:output-claim:${file}`,
     watchdog: () => `${prefix}:watchdog`,
     writerLock: (scope = null) => (scope === null ? `${prefix}:results-writer-lock` : `${prefix}:results-writer-lock:${scope}`),
   };

@@ -21,7 +21,7 @@ export function paperSection(m: AggregateMetrics, published: readonly PublishedR
     line('overall', 'overall', t.overall),
     ...Object.entries(t.by_type).map(([k, c]) => line('type', k, c)),
     ...Object.entries(t.by_subtype).map(([k, c]) => line('subtype', k, c)),
-    ...published.map((p) => h('tr', { class: 'published', 'data-published': p.name }, h('td', null, `${p.name} (published)`), h('td', { class: 'num' }, p.overall.toFixed(1)), h('td', null, ''))),
+    ...published.map((p) => h('tr', { class: 'published', 'data-published': p.name }, h('td', null, `${p.name} (published${p.kind === 'tool_augmented' ? `; with tools: ${p.passes} pass(es), ${p.step_budget} steps; ${p.source}` : ', no tools'})`), h('td', { class: 'num' }, p.overall.toFixed(1)), h('td', null, ''))),
   ];
   return h('section', { class: 'paper-box', id: 'paper' },
     h('h2', null, `The paper's table (${t.passes} pass${t.passes === 1 ? '' : 'es'})`),

@@ -25,7 +25,7 @@ function mean(m: AggregateMetrics, key: keyof AggregateMetrics, digits: number):
 function headline(m: AggregateMetrics): HTMLElement {
   const ci = m['mean/reward_ci95'];
   const cards = [
-    card('mean/reward', 'mean/reward', pct(m['mean/reward']), ci ? `95% CI ${pct(ci[0])} – ${pct(ci[1])}` : 'no scored rollouts', h('br'), 'masked rows left out'),
+    card('mean/reward', 'mean/reward', pct(m['mean/reward']), ci ? `95% CI over ${m.ci_unit === 'task' ? `${m.ci_tasks ?? '?'} tasks` : 'rows'} ${pct(ci[0])} – ${pct(ci[1])}` : 'no scored rollouts', h('br'), 'masked rows left out'),
     card('strict/reward', 'strict/reward', pct(m['strict/reward']), 'masked rows counted as 0'),
     ...(m['mean/string_match_reward'] !== undefined
       ? [card('mean/string_match_reward', 'string match', pct(m['mean/string_match_reward'] ?? null), 'the judge-free grade (a diagnostic)', h('br'),

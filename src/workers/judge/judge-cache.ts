@@ -1,7 +1,10 @@
 /**
- * Verdict caches keyed by judge model and the exact prompt (SHA-256), so repeated rollouts with the
- * same answer and rejudges never pay twice. Only scored verdicts are stored, never failures, and
- * never anything secret (the key is not part of the hash input or the value).
+ * Verdict caches keyed by what makes a verdict (SHA-256 of the judge model, the judge endpoint, the
+ * judge prompt's version, the question, the gold, the extracted answer, the response tail and the exact
+ * messages), so repeated rollouts with the same answer and rejudges never pay twice, and a verdict of
+ * another judge is never taken for this one's. Whether a run uses it is the run's setting
+ * (`judge.cache`); each verdict served from it is counted (`judge_cached` on the row). Only scored
+ * verdicts are stored, never failures, and never anything secret (no key in the hash input or value).
  */
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
@@ -11,6 +14,8 @@ import { VERDICTS, type Verdict } from '../../shared/scoring/verdict.ts';
 export interface CachedVerdict {
   verdict: Verdict;
   reason: string;
+  /** The model the judge server reported when it gave the verdict. */
+  model?: string;
 }
 
 export interface JudgeCache {
@@ -19,12 +24,30 @@ export interface JudgeCache {
   set(key: string, value: CachedVerdict): Promise<void>;
 }
 
-const CachedVerdictSchema = z.object({ verdict: z.enum(VERDICTS), reason: z.string() });
+const CachedVerdictSchema = z.object({ verdict: z.enum(VERDICTS), reason: z.string(), model: z.string().optional() });
 
-/** The cache key of one judge request: hex SHA-256 of the judge model and both prompt messages. */
-export function judgeCacheKey(model: string, prompt: { system: string; user: string }): string {
+/** What makes a verdict: who grades (model, endpoint), by which prompt, and what it grades. */
+export interface VerdictIdentity {
+  /** The judge model the run names. */
+  model: string;
+  /** The judge endpoint, without credentials: two servers that answer to one model name are two judges. */
+  endpoint: string;
+  /** JUDGE_PROMPT_VERSION (prompt.ts). */
+  promptVersion: number;
+  question: string;
+  gold: string;
+  extracted: string | null;
+  responseTail: string;
+  /** The messages sent, exactly. */
+  system: string;
+  user: string;
+}
+
+/** The cache key of one judge request: hex SHA-256 of everything that makes its verdict. */
+export function judgeCacheKey(what: VerdictIdentity): string {
+  const { model, endpoint, promptVersion, question, gold, extracted, responseTail, system, user } = what;
   return createHash('sha256')
-    .update(JSON.stringify({ model, system: prompt.system, user: prompt.user }))
+    .update(JSON.stringify({ v: 2, model, endpoint, promptVersion, question, gold, extracted, responseTail, system, user }))
     .digest('hex');
 }
 
@@ -54,7 +77,7 @@ export function createRedisJudgeCache(redis: Redis, prefix: string, ttlS?: numbe
       return decode(await redis.get(redisJudgeCacheKey(prefix, key)));
     },
     async set(key, value) {
-      const body = JSON.stringify({ verdict: value.verdict, reason: value.reason });
+      const body = JSON.stringify({ verdict: value.verdict, reason: value.reason, ...(value.model ? { model: value.model } : {}) });
       const redisKey = redisJudgeCacheKey(prefix, key);
       if (ttlS !== undefined && ttlS > 0) await redis.set(redisKey, body, 'EX', Math.ceil(ttlS));
       else await redis.set(redisKey, body);
@@ -77,7 +100,7 @@ export function createMemoryJudgeCache(maxEntries = 10_000): JudgeCache & { read
     },
     async set(key, value) {
       entries.delete(key);
-      entries.set(key, { verdict: value.verdict, reason: value.reason });
+      entries.set(key, { verdict: value.verdict, reason: value.reason, ...(value.model ? { model: value.model } : {}) });
       while (entries.size > maxEntries) entries.delete(entries.keys().next().value as string);
     },
   };

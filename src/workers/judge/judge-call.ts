@@ -17,6 +17,8 @@ import { parseVerdict } from './verdict.ts';
 /** What one judge call needs; built once by createJudge, its `log` narrowed per grade. */
 export interface JudgeCallContext {
   model: string;
+  /** The judge endpoint without credentials (part of a cached verdict's key). */
+  endpoint: string;
   settings: Config['judge'];
   log: Logger;
   /** Removes secrets from text that may end up in logs or rows. */
@@ -53,7 +55,7 @@ const refusesFormat = (f: CallFailure) => f.kind === 'http' && [400, 422].includ
 
 /** `attempts`: requests sent, retries included; `usage`: the tokens the judge's reply says it counted (0 when it says none). */
 export type CallResult =
-  | { ok: true; text: string; finishReason: string | null; attempts: number; usage: JudgeUsage }
+  | { ok: true; text: string; finishReason: string | null; attempts: number; usage: JudgeUsage; servedModel: string | null }
   | { ok: false; failure: CallFailure; attempts: number };
 
 /** A token count as the judge's reply gives it: a whole number of at least 0, else 0. */
@@ -98,7 +100,9 @@ async function callOnce(ctx: JudgeCallContext, prompt: JudgePrompt, structured: 
     ), retries);
     const choice = completion.choices?.[0];
     const usage = { input_tokens: tokens(completion.usage?.prompt_tokens), output_tokens: tokens(completion.usage?.completion_tokens) };
-    return { ok: true, text: choice?.message?.content ?? '', finishReason: choice?.finish_reason ?? null, attempts: sent.attempts, usage };
+    // The model as the judge server reports it (a local server may serve another than the one asked for).
+    const servedModel = typeof completion.model === 'string' && completion.model.trim() !== '' ? ctx.clean(completion.model.trim().slice(0, 200)) : null;
+    return { ok: true, text: choice?.message?.content ?? '', finishReason: choice?.finish_reason ?? null, attempts: sent.attempts, usage, servedModel };
   } catch (err) {
     if (signal?.aborted) return aborted();
     const failure = describeCallError(err);

@@ -1,4 +1,4 @@
-/** The Judge a judge-worker uses, with its verdict cache in Redis (shared by the whole fleet). */
+/** The Judge a judge-worker uses, with its verdict cache in Redis (shared by the whole fleet; each run's `judge.cache` says whether it uses it). */
 import type { Redis } from 'ioredis';
 import type { Config } from '../../shared/config/load.ts';
 import type { Judge } from '../../shared/ports/judge.ts';
@@ -7,6 +7,5 @@ import { createRedisJudgeCache } from './judge-cache.ts';
 import { createJudge } from './openai-judge.ts';
 
 export function createFleetJudge(config: Config, logger: Logger, redis: Redis): Judge {
-  const cache = config.judge.cache ? createRedisJudgeCache(redis, config.queues.prefix) : undefined;
-  return createJudge({ config, logger, cache });
+  return createJudge({ config, logger, cache: createRedisJudgeCache(redis, config.queues.prefix) });
 }

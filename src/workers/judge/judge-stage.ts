@@ -62,7 +62,8 @@ export async function runJudgeStage(job: JudgeJob, deps: JudgeStageDeps, signal?
     responseText: outcome.response_tail,
     responseTruncated: outcome.response_truncated,
     rolloutId: job.rollout_id,
-    run: ctx.judge,
+    // `rejudge --no-cache`: a call to the judge whatever the run's `judge.cache`.
+    run: job.no_cache ? { ...ctx.judge, judge: { ...ctx.judge.judge, cache: false } } : ctx.judge,
   };
   const grading = await deps.judge.grade(input, signal);
   // Cut short by the worker stopping: not a grading. The job goes back to the queue, no row is made.
@@ -74,7 +75,9 @@ export async function runJudgeStage(job: JudgeJob, deps: JudgeStageDeps, signal?
     model: asked.model, verdict: scored ? grading.verdict : null, reason: grading.reason, prompt: asked.prompt, cached: scored && grading.cached,
   });
   const usage = grading.usage;
-  if (grading.status === 'refused') return buildRow(ctx.row, outcome, { kind: 'refused', error: grading.reason }, usage);
-  if (grading.status === 'failed') return buildRow(ctx.row, outcome, { kind: 'masked', failure: 'judge_failed', error: grading.reason, judgeFailure: grading.kind ?? 'unavailable' }, usage);
-  return buildRow(ctx.row, outcome, { kind: 'scored', verdict: grading.verdict, reason: grading.reason, reward: grading.reward }, usage);
+  // The row names the judge model its server reported (a local judge may serve another than the run names).
+  const row = grading.servedModel ? { ...ctx.row, judgeModel: grading.servedModel } : ctx.row;
+  if (grading.status === 'refused') return buildRow(row, outcome, { kind: 'refused', error: grading.reason }, usage);
+  if (grading.status === 'failed') return buildRow(row, outcome, { kind: 'masked', failure: 'judge_failed', error: grading.reason, judgeFailure: grading.kind ?? 'unavailable' }, usage);
+  return buildRow(row, outcome, { kind: 'scored', verdict: grading.verdict, reason: grading.reason, reward: grading.reward, cached: grading.cached }, usage);
 }

@@ -1,6 +1,6 @@
 /**
- * The real Judge: an OpenAI-compatible chat-completions endpoint, verdicts cached by judge model and
- * prompt. Endpoint failures and replies without a valid verdict come back as `{ status: 'failed' }`.
+ * The real Judge: an OpenAI-compatible chat-completions endpoint, verdicts cached by what makes them
+ * (judge-cache.ts) when the run's `judge.cache` says so. Endpoint failures and replies without a valid verdict come back as `{ status: 'failed' }`.
  */
 import type { Config } from '../../shared/config/load.ts';
 import { ConfigError } from '../../shared/errors.ts';
@@ -12,7 +12,8 @@ import { RETRY_AFTER_CAP_MS } from '../../pacing/index.ts';
 import { createJudgeClient } from './judge-client.ts';
 import { callJudge, toJudgeResult, type CallResult, type JudgeCallContext } from './judge-call.ts';
 import { judgeCacheKey, type JudgeCache } from './judge-cache.ts';
-import { buildJudgePrompt } from './prompt.ts';
+import { buildJudgePrompt, JUDGE_PROMPT_VERSION } from './prompt.ts';
+import { stripCredentials } from '../../shared/config/run-settings.ts';
 
 /** Sent as the API key to endpoints other than api.openai.com when `judge.api_key` is unset. */
 export const PLACEHOLDER_API_KEY = 'none';
@@ -22,7 +23,7 @@ export interface CreateJudgeOptions {
   config: Config;
   /** Receives one line per call attempt and per outcome; the API key is never given to it. */
   logger: Logger;
-  /** Verdict cache; used when given and `config.judge.cache` is true. Default: none. */
+  /** Verdict cache; used when given and the run's `judge.cache` (else this config's) is true. Default: none. */
   cache?: JudgeCache;
   /** fetch implementation for the openai client; default the global fetch. */
   fetch?: Fetch;
@@ -53,6 +54,7 @@ function createContext(options: CreateJudgeOptions, apiKey: string): JudgeCallCo
   const model = config.visual_coding_opencode_judge_model_name;
   return {
     model,
+    endpoint: stripCredentials(config.visual_coding_opencode_judge_base_url),
     settings: config.judge,
     log: options.logger.child({ component: 'judge', judge_model: model }),
     clean: (text) => scrub(text, [apiKey]),
@@ -68,7 +70,7 @@ async function readCache(ctx: JudgeCallContext, cache: JudgeCache | undefined, k
   if (!cache) return null;
   try {
     const hit = await cache.get(key);
-    return hit && { status: 'scored', verdict: hit.verdict, reason: hit.reason, reward: rewardFor(hit.verdict), cached: true };
+    return hit && { status: 'scored', verdict: hit.verdict, reason: hit.reason, reward: rewardFor(hit.verdict), cached: true, ...(hit.model ? { servedModel: hit.model } : {}) };
   } catch (err) {
     ctx.log.warn({ event: 'judge_cache_error', op: 'get', err: ctx.clean(String(err)) }, 'judge cache read failed; calling the judge');
     return null;
@@ -78,7 +80,7 @@ async function readCache(ctx: JudgeCallContext, cache: JudgeCache | undefined, k
 async function writeCache(ctx: JudgeCallContext, cache: JudgeCache | undefined, key: string, outcome: JudgeResult): Promise<void> {
   if (!cache || outcome.status !== 'scored') return; // failures are never cached: they must stay rejudgeable
   try {
-    await cache.set(key, { verdict: outcome.verdict, reason: outcome.reason });
+    await cache.set(key, { verdict: outcome.verdict, reason: outcome.reason, ...(outcome.servedModel ? { model: outcome.servedModel } : {}) });
   } catch (err) {
     ctx.log.warn({ event: 'judge_cache_error', op: 'set', err: ctx.clean(String(err)) }, 'judge cache write failed');
   }
@@ -106,7 +108,12 @@ export async function gradeWith(judgeCtx: JudgeCallContext, cache: JudgeCache | 
   const ctx = forInput(judgeCtx, input);
   const prompt = buildJudgePrompt(input);
   const asked = { model: ctx.model, prompt: { system: prompt.system, user: prompt.user } };
-  const key = judgeCacheKey(ctx.model, prompt);
+  const key = judgeCacheKey({
+    model: ctx.model, endpoint: ctx.endpoint, promptVersion: JUDGE_PROMPT_VERSION, question: input.question, gold: input.expectedAnswer,
+    extracted: input.extractedAnswer, responseTail: input.responseText, system: prompt.system, user: prompt.user,
+  });
+  // The run decides whether its verdicts may come from (and go to) the cache (`judge.cache`, a run setting).
+  if (!ctx.settings.cache) cache = undefined;
   const hit = await readCache(ctx, cache, key);
   if (hit) {
     ctx.log.info({ event: 'judge_outcome', status: hit.status, cached: true }, 'judge verdict from cache');
@@ -128,6 +135,7 @@ export async function gradeWith(judgeCtx: JudgeCallContext, cache: JudgeCache | 
     outcome = toJudgeResult(result, ctx.settings.max_retries + 1, ctx.clean);
     count(result);
   }
+  if (result.ok && result.servedModel) outcome = { ...outcome, servedModel: result.servedModel };
   const scored = outcome.status === 'scored';
   ctx.log.info(
     { event: 'judge_outcome', status: outcome.status, cached: false, verdict: outcome.status === 'scored' ? outcome.verdict : undefined, attempts: result.attempts },
@@ -145,7 +153,7 @@ export async function gradeWith(judgeCtx: JudgeCallContext, cache: JudgeCache | 
  */
 export function createJudge(options: CreateJudgeOptions): Judge {
   const ctx = createContext(options, resolveJudgeApiKey(options.config));
-  const cache = options.config.judge.cache ? options.cache : undefined;
+  const cache = options.cache;
   let closed = false;
   return {
     modelName: ctx.model,

@@ -7,6 +7,9 @@ import type { JudgeInput } from '../../shared/ports/judge.ts';
 import { RESPONSE_TAIL_CHARS } from '../../shared/records/rollout-outcome.ts';
 import { headChars, tailChars, type Cut } from '../../shared/text/cut.ts';
 
+/** The version of the judge prompt below: part of a cached verdict's key, so a changed prompt is never answered from the cache. */
+export const JUDGE_PROMPT_VERSION = 1;
+
 /** The judge sees at most this many characters (code points) of the question: its beginning. */
 export const QUESTION_MAX_CHARS = 2000;
 export { RESPONSE_TAIL_CHARS };

@@ -11,7 +11,7 @@ import { ROUTING_KEYS, type GymRequestFields } from '../../shared/output/gym-req
 import { gymRow } from '../../shared/output/gym-row.ts';
 import { responseImageUrls } from '../../shared/output/response-images.ts';
 import type { RequestStore } from '../../shared/stores/request-store.ts';
-import { CANCELLED_ERROR, echoedParams, type RequestTask } from '../../shared/records/request-task.ts';
+import { isCancelledError, echoedParams, type RequestTask } from '../../shared/records/request-task.ts';
 import type { Row } from '../../shared/records/rows.ts';
 import type { TranscriptRecord } from '../../shared/records/transcript.ts';
 import type { Trajectory } from '../../shared/records/trajectory.ts';
@@ -30,7 +30,7 @@ export function requestFields(request: RequestTask): GymRequestFields {
 export function requestResponse(
   row: Row, request: RequestTask, transcript: TranscriptRecord | null, trajectory: Trajectory | null, imageUrls?: ReadonlyMap<string, string>,
 ): Record<string, unknown> {
-  return gymRow({ row, transcript, trajectory, request: requestFields(request), failureTerminal: row.error === CANCELLED_ERROR, imageUrls }) as unknown as Record<string, unknown>;
+  return gymRow({ row, transcript, trajectory, request: requestFields(request), failureTerminal: isCancelledError(row.error), imageUrls }) as unknown as Record<string, unknown>;
 }
 
 export async function deliverResponse(

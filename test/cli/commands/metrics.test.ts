@@ -111,4 +111,28 @@ describe('vcfleet metrics', () => {
     expect(gone.code).toBe(2);
     expect(gone.output).toContain(`${path.join(dir, 'nope.jsonl')} does not exist`);
   });
+
+  it('prices a finished run with ++pricing.… (replacing what it recorded, side by side), and refuses a ++ setting it would ignore', async () => {
+    const dir = createTmpDir();
+    const file = path.join(dir, 'priced.jsonl');
+    // 2 rows of 10 input and 1 output policy tokens each: 20 in, 2 out.
+    writeFileSync(file, [row('p', 'pol', 1, scored(1), '2030-01-01T00:00:00.000Z'), row('p', 'pol', 2, scored(0), '2030-01-01T00:01:00.000Z')].map((r) => `${JSON.stringify(r)}\n`).join(''));
+    // As the results consumer wrote it for a run produced with a judge price only.
+    writeFileSync(metricsPathFor(file), JSON.stringify({ run_id: 'p', pricing: { policy: { input_usd_per_mtok: null, output_usd_per_mtok: null }, judge: { input_usd_per_mtok: 1, output_usd_per_mtok: null } } }));
+    const res = await runCli(['metrics', file, '++pricing.policy.input_usd_per_mtok=100000', '++pricing.policy.output_usd_per_mtok=500000']);
+    expect(res.code, res.output).toBe(0);
+    // 20 x 0.1 + 2 x 0.5 = 3 dollars.
+    expect(res.stdout).toMatch(/^cost +\$3\.00? \(policy \$3\.00?, judge \$0(\.00?)?\)$/m);
+    const written = JSON.parse(readFileSync(metricsPathFor(file), 'utf8'));
+    expect(written.cost_usd).toEqual({ policy: 3, judge: 0, total: 3 });
+    expect(written.pricing).toEqual({ policy: { input_usd_per_mtok: 100000, output_usd_per_mtok: 500000 }, judge: { input_usd_per_mtok: 1, output_usd_per_mtok: null } });
+
+    const ignored = await runCli(['metrics', file, '++num_repeats=3', '++pricing.judge.input_usd_per_mtok=2']);
+    expect(ignored.code).toBe(2);
+    expect(ignored.output).toContain('++num_repeats would change nothing here');
+    expect(ignored.output).toContain('++pricing.policy.input_usd_per_mtok=');
+    const negative = await runCli(['metrics', file, '++pricing.policy.input_usd_per_mtok=-1']);
+    expect(negative.code).toBe(2);
+    expect(negative.output).toContain('pricing.policy.input_usd_per_mtok');
+  });
 });

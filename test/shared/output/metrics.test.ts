@@ -1,5 +1,7 @@
 /** Aggregate metrics checked against hand-computed examples. */
 import { describe, expect, it } from 'vitest';
+import { compareRuns } from '../../../src/shared/output/compare-runs.ts';
+import { metricsRows } from '../../../src/cli/metrics-table.ts';
 import { aggregateMetrics, bootstrapCi95, MetricsAccumulator, passAtK, type MetricRow } from '../../../src/shared/output/metrics.ts';
 
 function row(task: string, repeat: number, reward: 0 | 1 | null, extra: Partial<MetricRow> = {}): MetricRow {
@@ -125,5 +127,20 @@ describe('aggregateMetrics', () => {
     const [lo, hi] = bootstrapCi95(values)!;
     expect(Math.abs(lo - means[Math.floor(0.025 * 3999)])).toBeLessThanOrEqual(0.02);
     expect(Math.abs(hi - means[Math.floor(0.975 * 3999)])).toBeLessThanOrEqual(0.02);
+  });
+
+  it('resamples tasks for its interval, repeats averaged per task, as compare does, and says so', () => {
+    // 6 tasks x 2 repeats, each task's repeats alike but one: resampling rows (12 independent 0/1s) would be narrower.
+    const rewards: Array<[string, 0 | 1, 0 | 1]> = [['a', 1, 1], ['b', 1, 1], ['c', 0, 0], ['d', 1, 0], ['e', 1, 1], ['f', 0, 0]];
+    const rows = rewards.flatMap(([t, r0, r1]) => [row(t, 0, r0), row(t, 1, r1)]);
+    const m = aggregateMetrics(rows, 2);
+    expect(m.ci_unit).toBe('task');
+    expect(m.ci_tasks).toBe(6);
+    const side = (name: string) => ({ name, rows: rows.map((r) => ({ ...r, run_id: name, rollout_id: `${r.task_id}-${r.repeat}`, benchmark: 'b' })) });
+    const compared = compareRuns(side('x'), side('y'));
+    expect(m['mean/reward_ci95']).toEqual(compared.accuracy_a_ci95);
+    expect(m['mean/reward_ci95']).not.toEqual(bootstrapCi95(rows.map((r) => r.reward as number)));
+    const [, line] = metricsRows(m)[0];
+    expect(line).toMatch(/^58\.3% {2}\[95% CI over 6 tasks, repeats averaged per task, bootstrap \d+\.\d% - \d+\.\d%\]$/);
   });
 });

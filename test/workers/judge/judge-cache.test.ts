@@ -9,7 +9,7 @@ import {
   createMemoryJudgeCache, createRedisJudgeCache, judgeCacheKey, redisJudgeCacheKey, type JudgeCache,
 } from '../../../src/workers/judge/judge-cache.ts';
 import { createJudge } from '../../../src/workers/judge/openai-judge.ts';
-import { buildJudgePrompt } from '../../../src/workers/judge/prompt.ts';
+import { buildJudgePrompt, JUDGE_PROMPT_VERSION } from '../../../src/workers/judge/prompt.ts';
 import { startScriptedJudgeServer, type ScriptedJudgeServer } from '../../helpers/scripted-judge-server.ts';
 import { deletePrefix } from '../../helpers/redis-keys.ts';
 
@@ -50,13 +50,28 @@ function makeJudge(cache: JudgeCache, judge: Record<string, unknown> = {}, model
   return { judge: createJudge({ config: makeConfig(judge, model), logger, cache }), lines };
 }
 
+/** The key of `input` as the judge computes it. */
+function keyOf(i: JudgeInput, model = 'judge-model', endpoint = server.url): string {
+  const p = buildJudgePrompt(i);
+  return judgeCacheKey({
+    model, endpoint, promptVersion: JUDGE_PROMPT_VERSION, question: i.question, gold: i.expectedAnswer,
+    extracted: i.extractedAnswer, responseTail: i.responseText, system: p.system, user: p.user,
+  });
+}
+
 describe('judgeCacheKey', () => {
-  it('depends on the model and the exact prompt', () => {
+  it('depends on the judge model, its endpoint, the prompt version, and each part of what is graded', () => {
+    const k = keyOf(input);
+    expect(k).toMatch(/^[0-9a-f]{64}$/);
+    expect(keyOf({ ...input })).toBe(k);
+    expect(keyOf(input, 'm2')).not.toBe(k);
+    expect(keyOf(input, 'judge-model', 'http://127.0.0.1:1/v1')).not.toBe(k);
+    for (const other of [{ extractedAnswer: '5' }, { expectedAnswer: '5' }, { question: 'How many?' }, { responseText: 'so \\boxed{5}' }]) {
+      expect(keyOf({ ...input, ...other })).not.toBe(k);
+    }
     const p = buildJudgePrompt(input);
-    expect(judgeCacheKey('m', p)).toMatch(/^[0-9a-f]{64}$/);
-    expect(judgeCacheKey('m', p)).toBe(judgeCacheKey('m', buildJudgePrompt({ ...input })));
-    expect(judgeCacheKey('m2', p)).not.toBe(judgeCacheKey('m', p));
-    expect(judgeCacheKey('m', buildJudgePrompt({ ...input, extractedAnswer: '5' }))).not.toBe(judgeCacheKey('m', p));
+    const base = { model: 'm', endpoint: 'e', question: 'q', gold: 'g', extracted: 'a', responseTail: 't', system: p.system, user: p.user };
+    expect(judgeCacheKey({ ...base, promptVersion: 1 })).not.toBe(judgeCacheKey({ ...base, promptVersion: 2 }));
   });
 });
 
@@ -108,12 +123,12 @@ describe('Redis cache', () => {
     expect(server.requests).toHaveLength(1);
 
     const keys = await redis.keys(`${prefix}:*`);
-    const expectedKey = redisJudgeCacheKey(prefix, judgeCacheKey('judge-model', buildJudgePrompt(input)));
+    const expectedKey = redisJudgeCacheKey(prefix, keyOf(input));
     expect(keys).toEqual([expectedKey]);
     expect(keys[0]).toMatch(new RegExp(`^${prefix}:judge-cache:[0-9a-f]{64}$`));
     const values = await Promise.all(keys.map((k) => redis.get(k)));
     for (const text of [...keys, ...values]) expect(text).not.toContain(SECRET);
-    expect(JSON.parse(values[0]!)).toEqual({ verdict: 'equivalent', reason: 'the answers match' });
+    expect(JSON.parse(values[0]!)).toEqual({ verdict: 'equivalent', reason: 'the answers match', model: 'judge-model' });
     for (const line of [...first.lines, ...second.lines]) expect(line).not.toContain(SECRET);
   });
 

@@ -67,11 +67,11 @@ describe('verdicts', () => {
   it('grades with the run\'s judge model and settings when the input names them (a run setting), and caches per model', async () => {
     const cache = createMemoryJudgeCache();
     const { judge } = makeJudge({ cache: true }, { cache });
-    await judge.grade({ ...input, run: { visual_coding_opencode_judge_model_name: 'run-judge', judge: { temperature: 0.5, max_tokens: 64 } } });
+    await judge.grade({ ...input, run: { visual_coding_opencode_judge_model_name: 'run-judge', judge: { cache: true, temperature: 0.5, max_tokens: 64 } } });
     expect(server.requests[0].body).toMatchObject({ model: 'run-judge', temperature: 0.5, max_tokens: 64 });
     await judge.grade(input); // the host's model: not the run-judge's cached verdict
     expect(server.requests[1].body).toMatchObject({ model: 'judge-model', temperature: 0, max_tokens: 1024 });
-    expect((await judge.grade({ ...input, run: { visual_coding_opencode_judge_model_name: 'run-judge', judge: { temperature: 0.5, max_tokens: 64 } } })).status).toBe('scored');
+    expect((await judge.grade({ ...input, run: { visual_coding_opencode_judge_model_name: 'run-judge', judge: { cache: true, temperature: 0.5, max_tokens: 64 } } })).status).toBe('scored');
     expect(server.requests).toHaveLength(2);
   });
 
@@ -87,7 +87,7 @@ describe('verdicts', () => {
 
   it('says what it asked: the model and the exact messages the server received', async () => {
     const { judge } = makeJudge();
-    const out = await judge.grade({ ...input, run: { visual_coding_opencode_judge_model_name: 'the-run-judge', judge: { temperature: 0, max_tokens: 64 } } });
+    const out = await judge.grade({ ...input, run: { visual_coding_opencode_judge_model_name: 'the-run-judge', judge: { cache: true, temperature: 0, max_tokens: 64 } } });
     const seen = server.requests.at(-1)!;
     expect(out.asked?.model).toBe('the-run-judge');
     expect(seen.body.model).toBe('the-run-judge');
