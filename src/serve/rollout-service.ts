@@ -21,8 +21,7 @@ import { randomUUID } from 'node:crypto';
 /**
  * How often a waiter reads its response again, whatever the channel said (ms): a fallback only (the
  * channel wakes it, and every waiter is woken when the subscriber reconnects, having maybe missed a
- * message), kept long so that many waiting clients do not cost the process that also runs the
- * sessions (`--with-workers`) a few Redis round trips each every second or two.
+ * message), kept long so that many waiting clients do not cost the `--with-workers` process much.
  */
 const POLL_MS = 10_000;
 /** How old a pending place without its request's record must be to be let go (ms). */

@@ -19,10 +19,10 @@ import { isMasked, isScored, type Row } from '../records/rows.ts';
 import { PaperTableAccumulator, type PaperTable } from './paper-table.ts';
 import { costOf, type CostUsd, type Pricing, type TokenTotals } from './run-cost.ts';
 import { passAtK } from './stats.ts';
-import { outputFiles } from './output-files.ts';
 import { pairedBootstrapCi95 } from './paired-stats.ts';
 
 export { binomialCi95, bootstrapCi95, passAtK } from './stats.ts';
+export { metricsPathFor } from './output-files.ts';
 
 export type MetricRow = Pick<
   Row,
@@ -295,9 +295,4 @@ export function aggregateMetrics(rows: readonly MetricRow[], numRepeats = 1, pri
   const acc = new MetricsAccumulator();
   for (const row of rows) acc.add(row);
   return acc.result(numRepeats, pricing);
-}
-
-/** Where the fleet's metrics of a run are written (`<stem>_fleet_metrics.json`: output-files.ts). */
-export function metricsPathFor(outputJsonl: string): string {
-  return outputFiles(outputJsonl).fleetMetrics;
 }

@@ -44,3 +44,8 @@ export function fleetMetricsToRead(outputJsonl: string): string {
     return files.fleetMetrics;
   }
 }
+
+/** Where the fleet's metrics of a run are written (`<stem>_fleet_metrics.json`). */
+export function metricsPathFor(outputJsonl: string): string {
+  return outputFiles(outputJsonl).fleetMetrics;
+}
