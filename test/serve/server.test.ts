@@ -59,6 +59,8 @@ describe('serve holds no connection that never sends a request', () => {
         sockets.push(socket);
         opened.set(socket, Date.now());
         socket.on('error', () => undefined);
+        // Read what comes (nothing, then the end): a socket nobody reads never sees the server close it.
+        socket.resume();
         socket.once('close', () => {
           closedAfter.set(socket, Date.now() - opened.get(socket)!);
           if (closedAfter.size === SILENT + TRICKLING) resolve();
