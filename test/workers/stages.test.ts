@@ -101,7 +101,7 @@ describe('stages', () => {
     const judgeJob: JudgeJob = { ...job(0), outcome };
     const seen: JudgeInput[] = [];
     const scored = await runJudgeStage(judgeJob, { store, judge: stubJudge({ status: 'scored', verdict: 'equivalent', reason: 'same', reward: 1, cached: false }, seen) });
-    expect(seen[0].run).toEqual({ visual_coding_opencode_judge_model_name: 'run-judge', judge: { temperature: 0, max_tokens: 77 } }); // the run's judge settings, not the host's
+    expect(seen[0].run).toEqual({ visual_coding_opencode_judge_model_name: 'run-judge', judge: { temperature: 0, max_tokens: 77, cache: true } }); // the run's judge settings, not the host's
     expect(scored).toMatchObject({ reward: 1, judge_verdict: 'equivalent', judge_reason: 'same', judge_model: 'run-judge', failure_kind: null });
     const part = JSON.parse((await store.getTranscriptParts('st', job(0).rollout_id)).judge!);
     expect(part).toMatchObject({ model: 'run-judge', verdict: 'equivalent', reason: 'same' });

@@ -151,7 +151,7 @@ export function registerMetrics(program: Command, cli: Cli): void {
         process.stdout.write(`${JSON.stringify(body, null, 2)}\n`);
       } else {
         const published = readPublishedResults(settings.publishedResults);
-        process.stdout.write(`${results.map((m) => runTable(file, m, written, published)).join('\n\n')}\n`);
+        process.stdout.write(terminalText(`${results.map((m) => runTable(file, m, written, published)).join('\n\n')}\n`));
       }
     });
 }
