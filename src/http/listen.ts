@@ -9,7 +9,7 @@ import { ConfigError } from '../shared/errors.ts';
 export class AddressInUseError extends ConfigError {
   override name = 'AddressInUseError';
   constructor(readonly host: string, readonly port: number, options?: ErrorOptions) {
-    super(`${urlHost(host)}:${port} is already in use (EADDRINUSE): another program listens there, perhaps another vcfleet (view, dashboard or serve) still running`, options);
+    super(`${urlHost(host)}:${port} is already in use (EADDRINUSE): another program listens there, perhaps another vcfleet (view, dashboard, serve or stand-in) still running`, options);
   }
 }
 

@@ -39,7 +39,7 @@ describe('a taken port', () => {
     for (const args of [['view', file, '--port', String(port)], ['dashboard', `--port=${port}`], ['serve', '--port', String(port), '--run-id', 'busy']]) {
       const r = await runCli([...args, ...env.overrides]);
       expect(r.code, r.output).toBe(2);
-      expect(r.output).toContain(`127.0.0.1:${port} is already in use (EADDRINUSE): another program listens there, perhaps another vcfleet (view, dashboard or serve) still running`);
+      expect(r.output).toContain(`127.0.0.1:${port} is already in use (EADDRINUSE): another program listens there, perhaps another vcfleet (view, dashboard, serve or stand-in) still running`);
       const command = /take any free port \(it prints the one it took\): `([^`]+)`/.exec(r.output)?.[1];
       expect(command, r.output).toMatch(new RegExp(`^${CLI} ${args[0]} .*--port 0$`));
       expect(command).not.toContain(String(port));

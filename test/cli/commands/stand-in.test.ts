@@ -120,7 +120,16 @@ describe('vcfleet stand-in policy', () => {
     const second = spawn(process.execPath, [path.join(ROOT, 'bin/vcfleet.js'), 'stand-in', 'policy', '--port', port], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     const out = captured(second);
     expect(await out.exited).toBe(2);
-    expect(out.output()).toMatch(new RegExp(`vcfleet: port ${port} is in use \\(another stand-in policy\\?\\): stop it, or pick another port, e\\.g\\. (npx vcfleet|vcfleet|node bin/vcfleet\\.js) stand-in policy --port 0 \\(0 = any free port`));
+    expect(out.output()).toContain(`127.0.0.1:${port} is already in use (EADDRINUSE): another program listens there, perhaps another vcfleet (view, dashboard, serve or stand-in) still running`);
+    // The advice, pasted into a shell in the checkout, starts a stand-in on a free port.
+    const advice = /`([^`]*stand-in policy --port 0)`/.exec(out.output())?.[1];
+    expect(advice, out.output()).toBeTruthy();
+    const pasted = spawn('sh', ['-c', `exec ${advice}`], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    started.push(pasted);
+    const pastedOut = captured(pasted);
+    const url = await waitFor('the pasted stand-in to start', () => /export POLICY_BASE_URL=(\S+)/.exec(pastedOut.stdout())?.[1], 60_000, 50).catch(() => undefined);
+    expect(url, pastedOut.output()).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1$/);
+    expect(new URL(url!).port).not.toBe(port);
   });
 });
 
