@@ -203,11 +203,14 @@ export function startStageWorker<N extends QueueName>(opts: StageWorkerOptions<N
   let worker = makeWorker(opts.concurrency);
   /**
    * A worker whose fetch loop is wedged for good (a command it awaits went down with the old primary)
-   * is put aside and a new one takes its place on the same queue: only while it holds no job, and only
-   * once it has stopped fetching and closed (its locks handed back), so no job it took can lose its
-   * lock and run twice. A worker that took a job meanwhile is not wedged: it is resumed and stays.
+   * is put aside and a new one takes its place on the same queue: only while it holds no job, once it
+   * has stopped fetching (paused); it then closes behind the new one, not forced, so a job it took as
+   * it paused keeps its lock and never runs twice. A worker that took a job meanwhile is not wedged:
+   * it is resumed and stays.
    */
   let replacing = false;
+  /** Replaced workers still closing (close() waits for them). */
+  const retiring = new Set<Promise<void>>();
   const replace = async (): Promise<boolean> => {
     if (replacing || running > 0) return false;
     replacing = true;
@@ -218,13 +221,18 @@ export function startStageWorker<N extends QueueName>(opts: StageWorkerOptions<N
         old.resume();
         return false;
       }
-      // Not forced: a job fetched as it paused is finished (its lock renewed) before the worker closes.
-      const closed = old.close();
-      if (!(await settleWithin(closed, 10_000))) {
-        if (running > 0) await settleWithin(closed, opts.lockDurationMs);
-        await settleWithin(Promise.resolve(old.disconnect()), 1000);
-      }
+      // The new worker first (a wedged one's close can hang, and the queue must not wait on it); the old
+      // one closes behind it, not forced: a job fetched as it paused is finished (its lock renewed).
       worker = makeWorker(old.concurrency);
+      const retired = (async () => {
+        const closed = old.close();
+        if (!(await settleWithin(closed, 10_000))) {
+          if (running > 0) await settleWithin(closed, opts.lockDurationMs);
+          await settleWithin(Promise.resolve(old.disconnect()), 1000);
+        }
+      })();
+      retiring.add(retired);
+      void retired.finally(() => retiring.delete(retired));
       return true;
     } finally {
       replacing = false;
@@ -274,6 +282,7 @@ export function startStageWorker<N extends QueueName>(opts: StageWorkerOptions<N
         } finally {
           clearTimeout(timer);
         }
+        await Promise.all([...retiring]);
       })();
       return closing;
     },
